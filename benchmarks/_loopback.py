@@ -1,0 +1,42 @@
+"""Run the loopback OpenAI-compatible server in its own process, so its CPU is not charged to the judge."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import time
+
+
+def _rating_handler(body: dict) -> str:
+    return json.dumps({"judgment": {"rationale": "adequate support for most claims", "rating": 4}})
+
+
+def _serve(latency: float, port_queue: "mp.Queue[int]") -> None:
+    from scijudge.testing import OpenAICompatServer
+
+    server = OpenAICompatServer(_rating_handler, latency=latency).start()
+    port_queue.put(server.port)
+    while True:
+        time.sleep(3600)
+
+
+class ServerProcess:
+    """A loopback server in a child process; use as a context manager, read ``url``."""
+
+    def __init__(self, latency: float) -> None:
+        self.latency = latency
+        self.url = ""
+        self._proc: mp.Process | None = None
+
+    def __enter__(self) -> "ServerProcess":
+        ctx = mp.get_context("spawn")
+        queue: "mp.Queue[int]" = ctx.Queue()
+        self._proc = ctx.Process(target=_serve, args=(self.latency, queue), daemon=True)
+        self._proc.start()
+        self.url = f"http://127.0.0.1:{queue.get(timeout=60)}/v1"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            self._proc.join(10)

@@ -1,0 +1,61 @@
+"""Judgments/s against a loopback server with injected latency, at several concurrency levels.
+
+Prints, per concurrency: judgments/s, the ideal (concurrency / latency), the ratio to ideal, and the
+framework's CPU seconds per judgment (this process only; the server runs in another process).
+
+    python benchmarks/bench_throughput.py             # 1,000 judgments at concurrency 16 and 64, 100 ms latency
+    python benchmarks/bench_throughput.py --quick     # fewer judgments
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "true")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _loopback import ServerProcess  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--judgments", type=int, default=1000)
+    parser.add_argument("--latency", type=float, default=0.1)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
+    parser.add_argument("--quick", action="store_true", help="200 judgments (c=1 always uses 30)")
+    args = parser.parse_args()
+    total = 200 if args.quick else args.judgments
+
+    import tempfile
+
+    import dspy
+
+    from scijudge import Item, Judge, Run, get_spec, judge_items, make_lm
+
+    dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
+    spec = get_spec(os.environ.get("BENCH_SPEC", "yescieval.qa.correctness"))
+    print(f"{'concurrency':>11} {'judgments':>9} {'j/s':>8} {'ideal':>8} {'ratio':>6} {'cpu ms/j':>9}")
+    with ServerProcess(args.latency) as server, tempfile.TemporaryDirectory() as tmp:
+        for concurrency in args.concurrency:
+            n = min(total, 30) if concurrency == 1 else total
+            lm = make_lm("openai/judge", api_base=server.url, cache=False)
+            judge = Judge(spec, lm=lm)
+            items = [Item(id=f"c{concurrency}-{i}", question="What limits battery life?", answer=f"Answer {i}.")
+                     for i in range(n)]
+            judge_items(items[:4], [judge], concurrency=4)  # warm the client and connection pool
+            with Run(Path(tmp) / f"c{concurrency}.sqlite") as run:
+                cpu0, wall0 = time.process_time(), time.perf_counter()
+                summary = judge_items(items, [judge], run=run, concurrency=concurrency)
+                wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+            assert summary.ok == n, summary
+            rate = n / wall
+            ideal = concurrency / args.latency
+            print(f"{concurrency:>11} {n:>9} {rate:>8.1f} {ideal:>8.1f} {rate / ideal:>6.2f} {1000 * cpu / n:>9.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,211 @@
+"""The ``scijudge`` command line: judge items, list judges, export runs (and more, registered below)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from scijudge.errors import ScijudgeError
+
+app = typer.Typer(
+    name="scijudge",
+    help="Optimizable LLM-as-a-judge modules for scientific text.\n\nExample: scijudge judge items.jsonl --judge 'yescieval.qa.*' --model openai/gpt-4o-mini",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console(stderr=True)
+out = Console()
+
+
+def _fail(exc: ScijudgeError) -> None:
+    console.print(f"[bold red]error:[/] {exc}", highlight=False)
+    raise typer.Exit(2)
+
+
+def command(*args, **kwargs):  # noqa: ANN001, ANN201 - thin wrapper over app.command
+    """Register a CLI command whose ScijudgeErrors are printed as one clear line, not a traceback."""
+    import functools
+
+    def decorate(fn):  # noqa: ANN001, ANN202
+        @functools.wraps(fn)
+        def wrapper(*a, **k):  # noqa: ANN002, ANN003, ANN202
+            try:
+                return fn(*a, **k)
+            except ScijudgeError as exc:
+                _fail(exc)
+
+        return app.command(*args, **kwargs)(wrapper)
+
+    return decorate
+
+
+@command("judges")
+def judges_cmd(
+    family: Annotated[Optional[str], typer.Option(help="Only this family (likert, pairwise, checklist, ...).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """List the shipped judges: name, family, inputs and a one-line description.
+
+    Example: scijudge judges --family likert
+    """
+    from scijudge.specs import list_specs
+
+    specs = [s for s in list_specs() if family is None or s.family == family]
+    if as_json:
+        out.print_json(json.dumps([{"name": s.name, "family": s.family, "inputs": [i.name for i in s.inputs],
+                                    "description": s.description} for s in specs]))
+        return
+    table = Table("name", "family", "inputs", "description", title=f"{len(specs)} judges")
+    for s in specs:
+        inputs = ", ".join(i.name + ("?" if i.optional else "") for i in s.inputs)
+        table.add_row(s.name, s.family, inputs, s.description)
+    out.print(table)
+
+
+@command("judge")
+def judge_cmd(
+    items: Annotated[Path, typer.Argument(help="Items in canonical JSONL (see `scijudge schema`).")],
+    judge: Annotated[list[str], typer.Option("--judge", "-j", help="Judge name, glob (yescieval.qa.*) or spec path; repeatable.")],
+    model: Annotated[str, typer.Option("--model", "-m", help="DSPy/litellm model string, or hf:<model or adapter>.")],
+    api_base: Annotated[Optional[str], typer.Option(help="OpenAI-compatible server URL, e.g. http://localhost:8000/v1.")] = None,
+    run: Annotated[Optional[Path], typer.Option(help="Run store (SQLite). Re-running with the same store resumes.")] = None,
+    concurrency: Annotated[int, typer.Option(min=1, help="Judgments in flight at once.")] = 8,
+    limit: Annotated[Optional[int], typer.Option(min=1, help="Judge at most N pending judgments.")] = None,
+    skip_invalid: Annotated[bool, typer.Option(help="Judge the valid items and list the invalid lines.")] = False,
+    retry_abstained: Annotated[bool, typer.Option(help="Judge earlier abstentions again.")] = False,
+    rating_probs: Annotated[bool, typer.Option(help="Ask for token logprobs and store P(rating) (models that return logprobs).")] = False,
+    cache: Annotated[bool, typer.Option(help="Use DSPy's response cache.")] = True,
+    timeout: Annotated[float, typer.Option(help="Seconds before a request times out (then retried).")] = 60.0,
+    max_tokens: Annotated[Optional[int], typer.Option(help="Max output tokens per call.")] = None,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+) -> None:
+    """Judge every item with every judge; each judgment is saved to the run store as it completes.
+
+    Example: scijudge judge datasets/yescieval_example/items.jsonl -j 'yescieval.qa.*' -m openai/gpt-4o-mini --run runs/qa.sqlite
+    """
+    from scijudge.data import load_items
+    from scijudge.judges.base import Judge
+    from scijudge.lm import make_lm
+    from scijudge.runner import judge_items
+    from scijudge.runs import Run
+    from scijudge.specs import resolve_judges
+
+    specs = resolve_judges(judge)
+    loaded, skipped = load_items(items, skip_invalid=skip_invalid)
+    for s in skipped:
+        console.print(f"[yellow]skipped[/] {s}", highlight=False)
+    lm = make_lm(model, api_base=api_base, cache=cache, timeout=timeout, max_tokens=max_tokens)
+    judges = [Judge(spec, lm=lm, rating_probs=rating_probs) for spec in specs]
+    run_path = run or Path("runs") / f"{items.stem}.sqlite"
+    store = Run(run_path)
+    store.set_meta(items=str(items), judges=[s.name for s in specs], model=model,
+                   api_base=api_base, argv=_safe_argv())
+    if skip_invalid:
+        # Items that lack an input a judge needs are skipped with a message, not fatal, under --skip-invalid.
+        valid = []
+        for item in loaded:
+            try:
+                for j in judges:
+                    j.inputs_for(item, j.parts(item)[0])
+                valid.append(item)
+            except ScijudgeError as exc:
+                console.print(f"[yellow]skipped[/] {exc}", highlight=False)
+        loaded = valid
+    summary = _run_with_progress(loaded, judges, store, concurrency, limit, retry_abstained, progress)
+    _print_summary(summary, run_path)
+
+
+def _safe_argv() -> list[str]:
+    """The command line with anything that looks like a key removed (never stored)."""
+    hidden = ("key", "token", "secret", "password")
+    argv, skip = [], False
+    for arg in sys.argv[1:]:
+        if skip:
+            argv.append("***")
+            skip = False
+            continue
+        if any(h in arg.lower() for h in hidden):
+            argv.append(arg.split("=")[0] + ("=***" if "=" in arg else ""))
+            skip = "=" not in arg
+            continue
+        argv.append(arg)
+    return argv
+
+
+def _run_with_progress(items, judges, store, concurrency, limit, retry_abstained, show):  # noqa: ANN001, ANN202
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from scijudge.runner import judge_items, plan
+
+    tasks, _ = plan(items, judges, store, retry_abstained=retry_abstained)
+    total = min(len(tasks), limit) if limit else len(tasks)
+    with Progress(TextColumn("[bold]judging"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
+                  TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[extra]}"),
+                  console=console, disable=not show or total == 0) as bar:
+        task = bar.add_task("judge", total=total, rate="", extra="")
+
+        def on_result(result, summary):  # noqa: ANN001, ANN202
+            elapsed = bar.tasks[0].elapsed or 1e-9
+            cost = f" ${summary.cost:.4f}" if summary.cost else ""
+            bar.update(task, advance=1, rate=f"{summary.judged / elapsed:.1f}/s",
+                       extra=f"tok {summary.tokens_in + summary.tokens_out:,}{cost} abst {summary.abstained}")
+
+        return judge_items(items, judges, run=store, concurrency=concurrency, limit=limit,
+                           retry_abstained=retry_abstained, on_result=on_result)
+
+
+def _print_summary(summary, run_path: Path) -> None:  # noqa: ANN001
+    table = Table(title=f"run store: {run_path}", show_header=False)
+    for label, value in [
+        ("judged now", summary.judged), ("ok", summary.ok), ("abstained", summary.abstained),
+        ("already done (skipped)", summary.skipped_done), ("tokens in/out", f"{summary.tokens_in:,} / {summary.tokens_out:,}"),
+        ("cost (USD, estimated)", f"{summary.cost:.4f}"), ("seconds", f"{summary.seconds:.1f}"),
+    ]:
+        table.add_row(label, str(value))
+    for reason, count in summary.abstention_reasons.items():
+        table.add_row(f"abstained: {reason}", str(count))
+    out.print(table)
+
+
+@command("export")
+def export_cmd(
+    run: Annotated[Path, typer.Argument(help="Run store to export.")],
+    format: Annotated[str, typer.Option("--format", "-f", help="jsonl or csv.")] = "jsonl",
+    output: Annotated[Optional[Path], typer.Option("--out", "-o", help="Output file (default: next to the run).")] = None,
+) -> None:
+    """Export every judgment of a run store to JSONL or CSV.
+
+    Example: scijudge export runs/qa.sqlite --format csv --out qa.csv
+    """
+    from scijudge.runs import Run
+
+    store = Run(run, create=False)
+    target = output or run.with_suffix("." + format)
+    count = store.export(target, format)
+    out.print(f"wrote {count} judgments to {target}")
+
+
+@command("schema")
+def schema_cmd() -> None:
+    """Print the JSON Schema of one line of the canonical item format.
+
+    Example: scijudge schema > items.schema.json
+    """
+    from scijudge.data import item_json_schema
+
+    print(json.dumps(item_json_schema(), indent=2))
+
+
+
+
+def main() -> None:  # pragma: no cover - console script entry point
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "true")
+    app()

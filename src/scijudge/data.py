@@ -1,0 +1,151 @@
+"""Canonical items (JSONL) and their loader: one item per line, errors located by file, line and field."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+
+from scijudge.errors import InputError
+
+
+class Paper(BaseModel):
+    """A source paper as the judge sees it: title and abstract."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: str
+    abstract: str = ""
+
+
+class Item(BaseModel):
+    """One thing to judge: a question, its sources, an answer (and optionally a second answer).
+
+    Judges read their inputs by name: ``question``, ``papers`` (rendered as a numbered list),
+    ``answer``, ``answer_b``; any other input name is looked up in ``inputs`` and then ``meta``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1)
+    question: str = ""
+    papers: list[Paper] = Field(default_factory=list)
+    answer: str = ""
+    answer_b: str | None = None
+    inputs: dict[str, str] = Field(default_factory=dict)
+    meta: dict[str, Any] = Field(default_factory=dict)
+    _origin: tuple[str, int] | None = PrivateAttr(default=None)
+
+    @field_validator("answer", "answer_b")
+    @classmethod
+    def _not_blank(cls, value: str | None) -> str | None:
+        if value is not None and value != "" and not value.strip():
+            raise ValueError("answer is blank (only whitespace)")
+        return value
+
+    def papers_text(self) -> str:
+        """Sources as the judge reads them: ``[1] Title\\nAbstract`` blocks."""
+        return "\n\n".join(f"[{i}] {p.title.strip()}\n{p.abstract.strip()}" for i, p in enumerate(self.papers, 1))
+
+    def value(self, name: str) -> str | None:
+        """The text of the named judge input, or None when this item does not have it."""
+        if name == "papers":
+            return self.papers_text() or None
+        if name in ("question", "answer", "answer_b"):
+            text = getattr(self, name)
+            return text or None
+        if name in self.inputs:
+            return self.inputs[name]
+        if name in self.meta:
+            found = self.meta[name]
+            return found if isinstance(found, str) else json.dumps(found, ensure_ascii=False)
+        return None
+
+
+class Skipped(BaseModel):
+    """An input line left out under ``--skip-invalid``, with why."""
+
+    file: str
+    line: int
+    field: str | None
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}" + (f" field '{self.field}'" if self.field else "") + f": {self.reason}"
+
+
+def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any] | InputError]]:
+    """Yield (line number, object) for every non-blank line; a bad line yields its InputError instead."""
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield number, InputError(f"not UTF-8 (byte {exc.start})", file=path, line=number)
+                continue
+            if not text.strip():
+                continue
+            try:
+                obj = json.loads(text)
+            except json.JSONDecodeError as exc:
+                yield number, InputError(f"malformed JSON: {exc.msg} (column {exc.colno})", file=path, line=number)
+                continue
+            if not isinstance(obj, dict):
+                yield number, InputError("each line must be a JSON object", file=path, line=number)
+                continue
+            yield number, obj
+
+
+def validation_error(exc: ValidationError, *, file: Path, line: int) -> InputError:
+    """The first pydantic error as an InputError naming file, line and field."""
+    first = exc.errors()[0]
+    field = ".".join(str(p) for p in first["loc"]) or None
+    message = first["msg"]
+    if first["type"] == "missing":
+        message = "required field is missing"
+    elif first["type"] == "extra_forbidden":
+        message = "unknown field"
+    return InputError(message, file=file, line=line, field=field)
+
+
+def load_items(path: str | Path, *, skip_invalid: bool = False) -> tuple[list[Item], list[Skipped]]:
+    """Read canonical items. Stops at the first bad line unless ``skip_invalid``; ids must be unique."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError("file not found", file=path)
+    items: list[Item] = []
+    skipped: list[Skipped] = []
+    seen: dict[str, int] = {}
+    for number, obj in iter_jsonl(path):
+        error: InputError | None = obj if isinstance(obj, InputError) else None
+        if error is None:
+            try:
+                item = Item.model_validate(obj)
+            except ValidationError as exc:
+                error = validation_error(exc, file=path, line=number)
+            else:
+                if item.id in seen:
+                    error = InputError(f"duplicate id {item.id!r} (first on line {seen[item.id]})",
+                                       file=path, line=number, field="id")
+                else:
+                    seen[item.id] = number
+                    item._origin = (str(path), number)
+                    items.append(item)
+                    continue
+        if not skip_invalid:
+            raise error
+        skipped.append(Skipped(file=str(path), line=number, field=error.field, reason=error.reason))
+    if not items and not skipped:
+        raise InputError("no items in file", file=path)
+    return items, skipped
+
+
+def item_json_schema() -> dict[str, Any]:
+    """The JSON Schema of one item line, generated from the model (kept in datasets/items.schema.json)."""
+    schema = Item.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "scijudge item"
+    return schema

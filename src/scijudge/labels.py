@@ -1,0 +1,171 @@
+"""Human labels: the reference that judges are calibrated and optimized against, and their loaders."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+
+from scijudge.errors import InputError
+
+LABEL_COLUMNS: tuple[str, ...] = ("item_id", "judge", "part", "score", "verdict", "annotator", "rationale")
+
+
+class HumanLabel(BaseModel):
+    """One annotator's score or verdict for one (item, judge) pair.
+
+    ``judge`` is the judge name (rubric) the label refers to, e.g. ``yescieval.qa.correctness``
+    or ``researchrubrics.checklist``; ``part`` narrows it inside an item (a checklist criterion id),
+    empty for whole-item judges. Exactly one of ``score`` / ``verdict`` is set.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    item_id: str = Field(min_length=1)
+    judge: str = Field(min_length=1)
+    part: str = ""
+    score: float | None = None
+    verdict: str | None = None
+    annotator: str | None = None
+    rationale: str | None = None
+    _origin: tuple[str, int] | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _one_of_score_or_verdict(self) -> "HumanLabel":
+        if (self.score is None) == (self.verdict is None):
+            raise ValueError("exactly one of 'score' or 'verdict' must be given")
+        return self
+
+    @property
+    def origin(self) -> tuple[str, int] | None:
+        """(file, line) this label was read from, when it came from a file."""
+        return self._origin
+
+
+def _validate(obj: dict[str, Any], *, path: Path, line: int) -> HumanLabel:
+    from scijudge.data import validation_error
+
+    try:
+        label = HumanLabel.model_validate(obj)
+    except ValidationError as exc:
+        error = validation_error(exc, file=path, line=line)
+        if error.field is None and "score" in error.reason:  # the model-level one-of check has no field
+            error = InputError(error.reason.removeprefix("Value error, "), file=path, line=line, field="score")
+        raise error from None
+    label._origin = (str(path), line)
+    return label
+
+
+def _read_jsonl(path: Path) -> list[HumanLabel]:
+    from scijudge.data import iter_jsonl
+
+    labels: list[HumanLabel] = []
+    for line, obj in iter_jsonl(path):
+        if isinstance(obj, InputError):
+            raise obj
+        labels.append(_validate(obj, path=path, line=line))
+    return labels
+
+
+def _read_csv(path: Path, delimiter: str) -> list[HumanLabel]:
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 (byte {exc.start})", file=path) from exc
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    try:
+        header = [h.strip() for h in next(reader)]
+    except StopIteration:
+        raise InputError("empty file: expected a header row", file=path, line=1) from None
+    unknown = [h for h in header if h not in LABEL_COLUMNS]
+    if unknown:
+        raise InputError(f"unknown column (expected some of {', '.join(LABEL_COLUMNS)})", file=path, line=1,
+                         field=unknown[0])
+    for required in ("item_id", "judge"):
+        if required not in header:
+            raise InputError("required column is missing", file=path, line=1, field=required)
+    if "score" not in header and "verdict" not in header:
+        raise InputError("need a 'score' or a 'verdict' column", file=path, line=1, field="score")
+    labels: list[HumanLabel] = []
+    start = reader.line_num + 1
+    for row in reader:
+        line = start
+        start = reader.line_num + 1
+        if not any(cell.strip() for cell in row):
+            continue
+        if len(row) != len(header):
+            raise InputError(f"expected {len(header)} cells, found {len(row)}", file=path, line=line)
+        obj: dict[str, Any] = {}
+        for name, cell in zip(header, row):
+            cell = cell.strip()
+            if cell == "":
+                continue
+            if name == "score":
+                try:
+                    obj[name] = float(cell)
+                except ValueError:
+                    raise InputError(f"not a number: {cell!r}", file=path, line=line, field="score") from None
+            else:
+                obj[name] = cell
+        labels.append(_validate(obj, path=path, line=line))
+    return labels
+
+
+def _check_duplicates(labels: list[HumanLabel], path: Path | None = None) -> None:
+    seen: dict[tuple[str, str, str, str], HumanLabel] = {}
+    for label in labels:
+        key = (label.item_id, label.judge, label.part, label.annotator or "")
+        if key in seen:
+            first = seen[key].origin
+            where = f" (first at line {first[1]})" if first else ""
+            who = f"annotator {label.annotator!r}" if label.annotator else "an unnamed annotator"
+            origin = label.origin
+            raise InputError(
+                f"duplicate label: {who} already labelled item {label.item_id!r}, judge {label.judge!r}"
+                + (f", part {label.part!r}" if label.part else "") + where,
+                file=origin[0] if origin else path, line=origin[1] if origin else None, field="annotator",
+            )
+        seen[key] = label
+
+
+def load_labels(path: str | Path) -> list[HumanLabel]:
+    """Read human labels from JSONL (one object per line) or CSV/TSV with the same column names.
+
+    Columns: ``item_id, judge, part?, score | verdict, annotator?, rationale?``. Errors name the file, the
+    line and the field; two labels by the same annotator for one (item, judge, part) are an error.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise InputError("labels file not found", file=path)
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".json", ".ndjson"):
+        labels = _read_jsonl(path)
+    elif suffix in (".csv", ".tsv"):
+        labels = _read_csv(path, "\t" if suffix == ".tsv" else ",")
+    else:
+        raise InputError(f"unknown labels format {suffix or '(no suffix)'!r}: use .jsonl or .csv", file=path)
+    if not labels:
+        raise InputError("no labels in file", file=path)
+    _check_duplicates(labels, path)
+    return labels
+
+
+def labels_to_frame(labels: list[HumanLabel]) -> Any:
+    """Labels as a pandas DataFrame, one row per label, with ``source_file``/``source_line`` when known."""
+    import pandas as pd
+
+    _check_duplicates(labels)
+    rows = []
+    for label in labels:
+        row = label.model_dump()
+        origin = label.origin
+        row["source_file"] = origin[0] if origin else None
+        row["source_line"] = origin[1] if origin else None
+        rows.append(row)
+    frame = pd.DataFrame(rows, columns=[*LABEL_COLUMNS, "source_file", "source_line"])
+    frame["score"] = frame["score"].astype(float)
+    frame["source_line"] = frame["source_line"].astype("Int64")
+    return frame

@@ -1,0 +1,76 @@
+"""Model strings to DSPy LMs: any litellm/DSPy model string, or ``hf:`` for the in-process local engine.
+
+API keys come from the environment or a ``.env`` file (loaded once, never overriding variables already
+set) and are never written anywhere by scijudge: the run store records only the model string.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from scijudge.errors import ModelError
+
+_DOTENV_LOADED = False
+
+
+def load_dotenv_once(path: str | Path | None = None) -> None:
+    """Load ``.env`` from the working directory (or ``path``) without overriding the environment."""
+    global _DOTENV_LOADED
+    if _DOTENV_LOADED and path is None:
+        return
+    from dotenv import load_dotenv
+
+    load_dotenv(dotenv_path=path or Path.cwd() / ".env", override=False)
+    _DOTENV_LOADED = True
+
+
+def make_lm(model: str, *, api_base: str | None = None, api_key: str | None = None, cache: bool = True,
+            timeout: float | None = 60.0, engine: str = "auto", max_tokens: int | None = None,
+            **local_options: Any) -> Any:
+    """Build a ``dspy.LM`` for a model string.
+
+    Args:
+        model: ``openai/gpt-4o-mini``, ``anthropic/…``, ``gemini/…``, ``openrouter/…``, a model served by an
+            OpenAI-compatible server (with ``api_base``), or ``hf:<model or adapter>`` for the local engine.
+        api_base: URL of an OpenAI-compatible server (``http://host:port/v1``).
+        api_key: explicit key; by default the provider's environment variable (or ``.env``) is used.
+        cache: reuse DSPy's response cache (a re-run of the same prompts costs nothing).
+        timeout: seconds before a request counts as timed out (retried by the chain).
+        engine: DSPy's engine selection for API models: ``auto`` (native lm15 where possible) or ``litellm``.
+    """
+    import dspy
+
+    from scijudge.lm import _speedups
+
+    _speedups.install()
+    if not model or not isinstance(model, str):
+        raise ModelError("a model string is required, e.g. openai/gpt-4o-mini or hf:/path/to/adapter")
+    if model.startswith("hf:"):
+        try:
+            from scijudge.lm.local import local_lm
+        except ImportError as exc:  # pragma: no cover - depends on the optional extra
+            raise ModelError(f"local models need the 'local' extra: pip install 'scijudge[local]' ({exc})") from exc
+        return local_lm(model, cache=cache, max_tokens=max_tokens, **local_options)
+    if local_options:
+        raise ModelError(f"options {sorted(local_options)} apply only to local hf: models")
+    load_dotenv_once()
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "true")
+    kwargs: dict[str, Any] = {}
+    if api_base:
+        kwargs["api_base"] = api_base
+        if "/" not in model:
+            model = f"openai/{model}"
+        # OpenAI-compatible servers often need no key; the client still wants one.
+        kwargs["api_key"] = api_key or os.environ.get("OPENAI_API_KEY") or "sk-no-key"
+    elif api_key:
+        kwargs["api_key"] = api_key
+    if timeout is not None:
+        kwargs["timeout"] = timeout
+    if "/" not in model:
+        raise ModelError(f"model {model!r} needs a provider prefix, e.g. openai/{model}, or pass --api-base")
+    try:
+        return dspy.LM(model, cache=cache, num_retries=0, engine=engine, max_tokens=max_tokens, **kwargs)
+    except (ValueError, TypeError) as exc:
+        raise ModelError(f"cannot build model {model!r}: {exc}") from exc

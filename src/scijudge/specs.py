@@ -1,0 +1,259 @@
+"""Judge specs: declarative TOML files (instructions, scale, inputs, output type) and where to find them.
+
+Specs ship in the wheel (``scijudge/_data/signatures``) and are also found in a source checkout's
+top-level ``signatures/`` folder. A user adds a judge by writing one TOML file, or passes its path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import tomllib
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from scijudge.errors import SpecError, UnknownJudgeError
+
+Family = Literal["likert", "pairwise", "checklist", "synthesis", "linking"]
+BUILTIN_OUTPUTS = {
+    "likert": "scijudge.outputs:LikertRating",
+    "pairwise": "scijudge.outputs:PairwiseJudgment",
+}
+PAIRWISE_SUFFIX = ".pairwise"
+
+
+class Scale(BaseModel):
+    """A numeric rating scale with optional anchor text for each level."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    min: float = 1
+    max: float = 5
+    step: float = 1
+    anchors: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check(self) -> "Scale":
+        if self.max <= self.min:
+            raise ValueError("scale.max must be greater than scale.min")
+        if self.step <= 0:
+            raise ValueError("scale.step must be positive")
+        return self
+
+    def levels(self) -> list[float]:
+        """Every allowed value of the scale, lowest first."""
+        count = int(round((self.max - self.min) / self.step))
+        return [self.min + i * self.step for i in range(count + 1)]
+
+
+class InputSpec(BaseModel):
+    """One input field of a judge; optional inputs that are empty are left out of the prompt."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    description: str = ""
+    optional: bool = False
+
+    @field_validator("name")
+    @classmethod
+    def _identifier(cls, value: str) -> str:
+        if not value.isidentifier() or value.startswith("_"):
+            raise ValueError(f"input name {value!r} must be a Python identifier not starting with '_'")
+        return value
+
+
+class Block(BaseModel):
+    """An optional titled text block appended to the instructions only when it has text."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: str
+    text: str = ""
+
+
+class JudgeSpec(BaseModel):
+    """A judge as declared in TOML: compiled into a DSPy signature by ``scijudge.signatures``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_.\-]*$")
+    family: Family
+    description: str
+    instructions: str
+    output: str = "likert"
+    inputs: list[InputSpec]
+    scale: Scale | None = None
+    pairwise: bool = False
+    blocks: dict[str, Block] = Field(default_factory=dict)
+    version: int = 1
+    provenance: dict[str, Any] = Field(default_factory=dict)
+    demos: list[dict[str, Any]] = Field(default_factory=list)
+    source: str | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="after")
+    def _check(self) -> "JudgeSpec":
+        names = [i.name for i in self.inputs]
+        duplicated = {n for n in names if names.count(n) > 1}
+        if duplicated:
+            raise ValueError(f"duplicated input names: {sorted(duplicated)}")
+        if not self.inputs:
+            raise ValueError("a judge needs at least one input")
+        if self.family in ("likert", "pairwise") and self.scale is None:
+            self.scale = Scale()
+        return self
+
+    @property
+    def output_path(self) -> str:
+        """Import path ``module:Class`` of the typed output."""
+        return BUILTIN_OUTPUTS.get(self.output, self.output)
+
+    def output_type(self) -> type:
+        """Import the typed output class named by ``output``."""
+        module_name, _, qualname = self.output_path.partition(":")
+        if not module_name or not qualname:
+            raise SpecError(f"output must be a built-in name {sorted(BUILTIN_OUTPUTS)} or 'module:Class'",
+                            file=self.source, field="output")
+        try:
+            obj: Any = importlib.import_module(module_name)
+            for part in qualname.split("."):
+                obj = getattr(obj, part)
+        except (ImportError, AttributeError) as exc:
+            raise SpecError(f"cannot import output type {self.output_path!r}: {exc}", file=self.source,
+                            field="output") from exc
+        return obj
+
+    def spec_hash(self) -> str:
+        """A short content hash: what a judgment in the run store was produced with."""
+        payload = self.model_dump(mode="json", exclude={"provenance"})
+        digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+        return digest[:16]
+
+    def with_blocks(self, **texts: str) -> "JudgeSpec":
+        """A copy with named blocks filled in (e.g. ``domain_vocabulary="..."``)."""
+        unknown = set(texts) - set(self.blocks)
+        if unknown:
+            raise SpecError(f"unknown blocks {sorted(unknown)}; this judge has {sorted(self.blocks)}",
+                            file=self.source, field="blocks")
+        blocks = {k: b.model_copy(update={"text": texts.get(k, b.text)}) for k, b in self.blocks.items()}
+        return self.model_copy(update={"blocks": blocks})
+
+    def as_pairwise(self) -> "JudgeSpec":
+        """Derive the pairwise variant of a Likert rubric: answers A and B, each rated, a preference."""
+        if self.family != "likert":
+            raise SpecError("only Likert specs have pairwise variants", file=self.source, field="family")
+        inputs = [i for i in self.inputs if i.name != "answer"] + [
+            InputSpec(name="answer_a", description="Answer A."),
+            InputSpec(name="answer_b", description="Answer B."),
+        ]
+        instructions = (
+            self.instructions.strip()
+            + "\n\nYou are shown two answers, A and B. Rate each one on this quality alone, using the scale"
+            " below, then say which is better; answer 'tie' when neither is clearly better. The order in"
+            " which the answers appear says nothing about their quality."
+        )
+        return self.model_copy(update={
+            "name": self.name + PAIRWISE_SUFFIX, "family": "pairwise", "output": "pairwise",
+            "inputs": inputs, "instructions": instructions, "pairwise": False,
+            "description": "Pairwise: " + self.description,
+        })
+
+
+def _source_dirs() -> list[Path]:
+    here = Path(__file__).resolve().parent
+    candidates = [here / "_data" / "signatures", here.parent.parent / "signatures"]
+    return [c for c in candidates if c.is_dir()]
+
+
+def _toml_error_line(exc: tomllib.TOMLDecodeError) -> int | None:
+    return getattr(exc, "lineno", None)
+
+
+def _field_line(text: str, field: str) -> int | None:
+    """Best-effort line of a top-level key in TOML text, so that errors point somewhere useful."""
+    key = field.split(".")[0]
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip().startswith((key + " ", key + "=", f"[{key}", f"[[{key}")):
+            return number
+    return None
+
+
+def load_spec_file(path: str | Path) -> JudgeSpec:
+    """Read and validate one TOML spec; errors name the file, line and field."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", file=path) from exc
+    except OSError as exc:
+        raise SpecError(f"cannot read spec: {exc.strerror}", file=path) from exc
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"malformed TOML: {exc}", file=path, line=_toml_error_line(exc)) from exc
+    try:
+        spec = JudgeSpec.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or None
+        raise SpecError(first["msg"], file=path, line=_field_line(text, field or ""), field=field) from exc
+    spec.source = str(path)
+    return spec
+
+
+@lru_cache(maxsize=1)
+def _shipped() -> dict[str, JudgeSpec]:
+    specs: dict[str, JudgeSpec] = {}
+    for folder in _source_dirs():
+        for path in sorted(folder.glob("*.toml")):
+            spec = load_spec_file(path)
+            specs.setdefault(spec.name, spec)
+            if spec.pairwise:
+                pair = spec.as_pairwise()
+                specs.setdefault(pair.name, pair)
+    return specs
+
+
+def list_specs() -> list[JudgeSpec]:
+    """Every shipped judge spec (pairwise variants included), sorted by name."""
+    return sorted(_shipped().values(), key=lambda s: s.name)
+
+
+def get_spec(name_or_path: str | Path) -> JudgeSpec:
+    """Resolve a judge by shipped name, by glob over names (``yescieval.qa.*``) is not done here, or by path."""
+    if isinstance(name_or_path, Path) or str(name_or_path).endswith(".toml"):
+        path = Path(name_or_path)
+        if not path.exists():
+            raise UnknownJudgeError(f"judge spec file not found: {path}")
+        spec = load_spec_file(path)
+        if spec.pairwise and spec.family == "likert":
+            return spec
+        return spec
+    specs = _shipped()
+    name = str(name_or_path)
+    if name in specs:
+        return specs[name]
+    close = [n for n in specs if name.split(".")[-1] in n][:5]
+    hint = f"; did you mean {', '.join(close)}?" if close else "; run `scijudge judges` to list them"
+    raise UnknownJudgeError(f"unknown judge {name!r}{hint}")
+
+
+def resolve_judges(names: list[str]) -> list[JudgeSpec]:
+    """Expand names, paths and shell-style patterns (``yescieval.qa.*``) into specs, keeping order."""
+    import fnmatch
+
+    out: list[JudgeSpec] = []
+    for name in names:
+        if any(ch in name for ch in "*?[") and not name.endswith(".toml"):
+            matched = [s for s in list_specs() if fnmatch.fnmatch(s.name, name)]
+            if not matched:
+                raise UnknownJudgeError(f"no judge matches {name!r}; run `scijudge judges` to list them")
+            out.extend(matched)
+        else:
+            out.append(get_spec(name))
+    seen: set[str] = set()
+    return [s for s in out if not (s.name in seen or seen.add(s.name))]

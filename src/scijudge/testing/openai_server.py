@@ -1,0 +1,187 @@
+"""A loopback OpenAI-compatible chat-completions server with scripted answers and injected faults.
+
+Tests and benchmarks start it on 127.0.0.1 so that judges run through the real DSPy/litellm client,
+HTTP and all. aiohttp (already a litellm dependency) serves it from a background event loop, so
+hundreds of concurrent requests with injected latency cost no threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Reply:
+    """A successful completion: the assistant's text and how it ended."""
+
+    content: str
+    finish_reason: str = "stop"
+    prompt_tokens: int = 50
+    completion_tokens: int = 20
+    logprobs: list[dict[str, Any]] | None = None
+
+
+@dataclass
+class Fault:
+    """An HTTP error (status, body, headers), or a stall of ``delay`` seconds before answering."""
+
+    status: int = 500
+    message: str = "injected server error"
+    error_type: str = "server_error"
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+
+
+Handler = Callable[[dict[str, Any]], "Reply | Fault | str"]
+
+
+class OpenAICompatServer:
+    """Serve ``POST /v1/chat/completions`` from a handler; record every request body received.
+
+    Args:
+        handler: maps the request JSON to a Reply, a Fault, or plain text (a Reply with that content).
+        latency: seconds added before every answer (simulates a remote provider).
+    """
+
+    def __init__(self, handler: Handler, *, latency: float = 0.0) -> None:
+        self.handler = handler
+        self.latency = latency
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: Any = None
+        self.port: int | None = None
+
+    @property
+    def url(self) -> str:
+        """Base URL to pass as ``api_base`` (ends with /v1)."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def count(self) -> int:
+        """How many chat-completion requests have arrived."""
+        with self._lock:
+            return len(self.requests)
+
+    def start(self) -> "OpenAICompatServer":
+        ready = threading.Event()
+        self._thread = threading.Thread(target=self._serve, args=(ready,), daemon=True)
+        self._thread.start()
+        if not ready.wait(10):
+            raise RuntimeError("loopback server did not start")
+        return self
+
+    def stop(self) -> None:
+        if self._loop is None:
+            return
+        loop = self._loop
+
+        async def _shutdown() -> None:
+            await self._runner.cleanup()
+
+        asyncio.run_coroutine_threadsafe(_shutdown(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        if self._thread:
+            self._thread.join(10)
+        self._loop = None
+
+    def __enter__(self) -> "OpenAICompatServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _serve(self, ready: threading.Event) -> None:
+        from aiohttp import web
+
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        asyncio.set_event_loop(loop)
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_post("/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
+        self._runner = web.AppRunner(app, access_log=None)
+        loop.run_until_complete(self._runner.setup())
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, backlog=1024)
+        loop.run_until_complete(site.start())
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        ready.set()
+        loop.run_forever()
+
+    async def _models(self, request: Any) -> Any:
+        from aiohttp import web
+
+        return web.json_response({"object": "list", "data": [{"id": "judge", "object": "model"}]})
+
+    async def _chat(self, request: Any) -> Any:
+        from aiohttp import web
+
+        body = await request.json()
+        with self._lock:
+            self.requests.append(body)
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        outcome = self.handler(body)
+        if isinstance(outcome, str):
+            outcome = Reply(outcome)
+        if isinstance(outcome, Fault):
+            if outcome.delay:
+                await asyncio.sleep(outcome.delay)
+            payload = {"error": {"message": outcome.message, "type": outcome.error_type, "code": outcome.status}}
+            return web.json_response(payload, status=outcome.status, headers=outcome.headers)
+        choice: dict[str, Any] = {
+            "index": 0,
+            "message": {"role": "assistant", "content": outcome.content},
+            "finish_reason": outcome.finish_reason,
+        }
+        if outcome.logprobs is not None:
+            choice["logprobs"] = {"content": outcome.logprobs}
+        return web.json_response(
+            {
+                "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model", "judge"),
+                "choices": [choice],
+                "usage": {
+                    "prompt_tokens": outcome.prompt_tokens,
+                    "completion_tokens": outcome.completion_tokens,
+                    "total_tokens": outcome.prompt_tokens + outcome.completion_tokens,
+                },
+            }
+        )
+
+
+def last_user_text(body: dict[str, Any]) -> str:
+    """The text of the last user message of a chat request (for handlers that route on content)."""
+    for message in reversed(body.get("messages", [])):
+        if message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):
+                return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+            return str(content)
+    return ""
+
+
+def all_text(body: dict[str, Any]) -> str:
+    """Every message's text joined, for handlers that look for markers anywhere in the prompt."""
+    parts = []
+    for message in body.get("messages", []):
+        content = message.get("content")
+        if isinstance(content, list):
+            parts.extend(part.get("text", "") for part in content if isinstance(part, dict))
+        else:
+            parts.append(str(content))
+    return "\n".join(parts)
+
+
+__all__ = ["Fault", "OpenAICompatServer", "Reply", "all_text", "last_user_text", "json"]
