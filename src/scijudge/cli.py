@@ -26,7 +26,7 @@ out = Console()
 
 
 def _fail(exc: ScijudgeError) -> None:
-    console.print(f"[bold red]error:[/] {exc}", highlight=False)
+    console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
 
 
@@ -64,6 +64,7 @@ def judges_cmd(
                                     "description": s.description} for s in specs]))
         return
     table = Table("name", "family", "inputs", "description", title=f"{len(specs)} judges")
+    table.columns[0].no_wrap = True
     for s in specs:
         inputs = ", ".join(i.name + ("?" if i.optional else "") for i in s.inputs)
         table.add_row(s.name, s.family, inputs, s.description)
@@ -101,7 +102,7 @@ def judge_cmd(
     specs = resolve_judges(judge)
     loaded, skipped = load_items(items, skip_invalid=skip_invalid)
     for s in skipped:
-        console.print(f"[yellow]skipped[/] {s}", highlight=False)
+        console.print(f"[yellow]skipped[/] {s}", highlight=False, soft_wrap=True)
     lm = make_lm(model, api_base=api_base, cache=cache, timeout=timeout, max_tokens=max_tokens)
     judges = [Judge(spec, lm=lm, rating_probs=rating_probs) for spec in specs]
     run_path = run or Path("runs") / f"{items.stem}.sqlite"
@@ -117,7 +118,7 @@ def judge_cmd(
                     j.inputs_for(item, j.parts(item)[0])
                 valid.append(item)
             except ScijudgeError as exc:
-                console.print(f"[yellow]skipped[/] {exc}", highlight=False)
+                console.print(f"[yellow]skipped[/] {exc}", highlight=False, soft_wrap=True)
         loaded = valid
     summary = _run_with_progress(loaded, judges, store, concurrency, limit, retry_abstained, progress)
     _print_summary(summary, run_path)

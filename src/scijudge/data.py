@@ -17,8 +17,8 @@ class Paper(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    title: str
-    abstract: str = ""
+    title: str = Field(description="Paper title.")
+    abstract: str = Field(default="", description="Paper abstract (or the passage the judge should read).")
 
 
 class Item(BaseModel):
@@ -30,13 +30,15 @@ class Item(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str = Field(min_length=1)
-    question: str = ""
-    papers: list[Paper] = Field(default_factory=list)
-    answer: str = ""
-    answer_b: str | None = None
-    inputs: dict[str, str] = Field(default_factory=dict)
-    meta: dict[str, Any] = Field(default_factory=dict)
+    id: str = Field(min_length=1, description="Unique identifier of the item within its file.")
+    question: str = Field(default="", description="The research question the answer addresses.")
+    papers: list[Paper] = Field(default_factory=list,
+                                description="Source papers in citation order: the first is [1], the second [2], ...")
+    answer: str = Field(default="", description="The answer (synthesis, report) to judge.")
+    answer_b: str | None = Field(default=None, description="A second answer, for pairwise judges.")
+    inputs: dict[str, str] = Field(default_factory=dict,
+                                   description="Other named judge inputs (e.g. source_text for materials judges).")
+    meta: dict[str, Any] = Field(default_factory=dict, description="Anything else; judges may read inputs from here.")
     _origin: tuple[str, int] | None = PrivateAttr(default=None)
 
     @field_validator("answer", "answer_b")

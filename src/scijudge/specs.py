@@ -170,7 +170,14 @@ def _source_dirs() -> list[Path]:
 
 
 def _toml_error_line(exc: tomllib.TOMLDecodeError) -> int | None:
-    return getattr(exc, "lineno", None)
+    """The line of a TOML syntax error (an attribute from Python 3.14, in the message before)."""
+    line = getattr(exc, "lineno", None)
+    if line is None:
+        import re
+
+        found = re.search(r"at line (\d+)", str(exc))
+        line = int(found.group(1)) if found else None
+    return line
 
 
 def _field_line(text: str, field: str) -> int | None:
@@ -229,10 +236,7 @@ def get_spec(name_or_path: str | Path) -> JudgeSpec:
         path = Path(name_or_path)
         if not path.exists():
             raise UnknownJudgeError(f"judge spec file not found: {path}")
-        spec = load_spec_file(path)
-        if spec.pairwise and spec.family == "likert":
-            return spec
-        return spec
+        return load_spec_file(path)
     specs = _shipped()
     name = str(name_or_path)
     if name in specs:

@@ -95,6 +95,10 @@ class Judge(dspy.Module):
             self.chain = StructuredChain(replace(self.chain.config, logprobs=10))
             self.chain._rejected = default_chain()._rejected
         self.predict = dspy.Predict(build_signature(spec))
+        if spec.demos:
+            # Demonstrations saved in a spec (e.g. by an optimizer) are inputs plus a `judgment` dict.
+            self.predict.demos = [dspy.Example(**demo).with_inputs(*(k for k in demo if k != OUTPUT_FIELD))
+                                  for demo in spec.demos]
         self._spec_hash = spec.spec_hash()
 
     @property

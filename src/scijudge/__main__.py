@@ -1,0 +1,5 @@
+"""``python -m scijudge`` runs the CLI."""
+
+from scijudge.cli import main
+
+main()
