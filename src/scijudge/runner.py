@@ -107,11 +107,21 @@ def judge_items(items: Sequence[Item], judges: Sequence[Judge], *, run: Run | No
         for _ in range(max(1, concurrency) * 2):
             if not submit_next():
                 break
+        fatal: BaseException | None = None
         while in_flight:
             finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
             for future in finished:
                 in_flight.discard(future)
-                finish(future.result())
-                submit_next()
-    summary.seconds = time.perf_counter() - started
+                try:
+                    result = future.result()
+                except Exception as exc:  # noqa: BLE001 - a fatal error (bad key, bad input) stops the run
+                    fatal = fatal or exc
+                    continue
+                finish(result)
+                if fatal is None:
+                    submit_next()
+        summary.seconds = time.perf_counter() - started
+        if fatal is not None:
+            # Everything that completed before the failure is already stored; a re-run resumes from there.
+            raise fatal
     return summary

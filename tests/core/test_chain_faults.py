@@ -172,3 +172,20 @@ def test_empty_optional_input_is_left_out_of_the_prompt(loopback):
     assert "papers" not in prompt
     make_judge(server).judge_item(Item(id="i2", question="q", answer="a", papers=[{"title": "T", "abstract": "A"}]))
     assert "[1] T" in json.dumps(server.requests[-1]["messages"])
+
+
+def test_bad_key_stops_the_run_with_a_clear_error_and_keeps_what_completed(loopback, tmp_path):
+    from scijudge import ModelError, Run, judge_items
+
+    calls = {"n": 0}
+
+    def handler(body):
+        calls["n"] += 1
+        return wrapped(3) if calls["n"] <= 2 else Fault(401, "invalid api key", "authentication_error")
+
+    server = loopback(handler)
+    judge = make_judge(server)
+    items = [Item(id=f"k{n}", question="q", answer="a") for n in range(6)]
+    with Run(tmp_path / "r.sqlite") as run, pytest.raises(ModelError, match="invalid api key"):
+        judge_items(items, [judge], run=run, concurrency=1)
+    assert len(Run(tmp_path / "r.sqlite")) == 2

@@ -54,6 +54,7 @@ class OpenAICompatServer:
         self.handler = handler
         self.latency = latency
         self.requests: list[dict[str, Any]] = []
+        self.auth_headers: list[str] = []
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -128,6 +129,7 @@ class OpenAICompatServer:
         body = await request.json()
         with self._lock:
             self.requests.append(body)
+            self.auth_headers.append(request.headers.get("Authorization", ""))
         if self.latency:
             await asyncio.sleep(self.latency)
         outcome = self.handler(body)
