@@ -207,6 +207,43 @@ def schema_cmd() -> None:
 
 
 
+@command("import-lematerial")
+def import_lematerial_cmd(
+    folder: Annotated[Path, typer.Argument(help="A LeMaterial annotations folder (<paper>/result.json, result_human.json).")],
+    run: Annotated[Path, typer.Option(help="Run store to write the LLM-judge evaluations into.")],
+    labels: Annotated[Path, typer.Option(help="JSONL file to write the human evaluations into, as human labels.")],
+    threshold: Annotated[float, typer.Option(help="Fuzzy material-name match threshold (0-1).")] = 0.8,
+) -> None:
+    """Import LeMaterial's LLM-judge and human evaluations as a run store plus human labels.
+
+    Example: scijudge import-lematerial annotations/ --run runs/lemat.sqlite --labels lemat_labels.jsonl
+    """
+    from scijudge.importers.lematerial import load_lematerial_annotations
+
+    imported = load_lematerial_annotations(folder, match_threshold=threshold)
+    written = imported.write_run(run)
+    labels.parent.mkdir(parents=True, exist_ok=True)
+    with labels.open("w", encoding="utf-8") as handle:
+        for label in imported.labels:
+            handle.write(label.model_dump_json(exclude_none=True) + "\n")
+    out.print(f"{written} judge results -> {run}; {len(imported.labels)} human labels -> {labels}; "
+              f"skipped 'Extraction failed': {imported.skipped_failed}; unannotated: {imported.skipped_unannotated}")
+    for name in imported.unmatched_human:
+        out.print(f"[yellow]human label with no matching judge result:[/] {name}", highlight=False)
+    for name in imported.unmatched_judge:
+        out.print(f"[yellow]judge result with no matching human label:[/] {name}", highlight=False)
+
+
+def _register_module_commands() -> None:
+    """Commands whose code lives with the feature they expose (one module, one job)."""
+    from scijudge.metrics.figures import figure_metric_command
+
+    command("figure-metric")(figure_metric_command)
+
+
+_register_module_commands()
+
+
 def main() -> None:  # pragma: no cover - console script entry point
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "true")
     app()

@@ -93,6 +93,7 @@ class JudgeSpec(BaseModel):
     version: int = 1
     provenance: dict[str, Any] = Field(default_factory=dict)
     demos: list[dict[str, Any]] = Field(default_factory=list)
+    prepare: str | None = Field(default=None, pattern=r"^[\w.]+:[\w.]+$")
     source: str | None = Field(default=None, exclude=True)
 
     @model_validator(mode="after")
@@ -125,6 +126,20 @@ class JudgeSpec(BaseModel):
         except (ImportError, AttributeError) as exc:
             raise SpecError(f"cannot import output type {self.output_path!r}: {exc}", file=self.source,
                             field="output") from exc
+        return obj
+
+    def prepare_function(self) -> Any:
+        """The ``prepare`` hook (``module:function``): checks and completes inputs before any LM call."""
+        if self.prepare is None:
+            return None
+        module_name, _, qualname = self.prepare.partition(":")
+        try:
+            obj: Any = importlib.import_module(module_name)
+            for part in qualname.split("."):
+                obj = getattr(obj, part)
+        except (ImportError, AttributeError) as exc:
+            raise SpecError(f"cannot import prepare hook {self.prepare!r}: {exc}", file=self.source,
+                            field="prepare") from exc
         return obj
 
     def spec_hash(self) -> str:

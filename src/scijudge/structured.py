@@ -152,6 +152,9 @@ def _build_strict_schema(output_type: type[pydantic.BaseModel]) -> dict[str, Any
 
     def enforce(part: Any) -> None:
         if isinstance(part, dict):
+            if "$ref" in part:  # strict providers reject keywords beside a $ref
+                for key in [k for k in part if k != "$ref"]:
+                    del part[key]
             if part.get("type") == "object" and "properties" in part:
                 part["required"] = list(part["properties"])
                 part["additionalProperties"] = False

@@ -100,6 +100,7 @@ class Judge(dspy.Module):
             self.predict.demos = [dspy.Example(**demo).with_inputs(*(k for k in demo if k != OUTPUT_FIELD))
                                   for demo in spec.demos]
         self._spec_hash = spec.spec_hash()
+        self._prepare = spec.prepare_function()
 
     @property
     def spec_hash(self) -> str:
@@ -146,6 +147,10 @@ class Judge(dspy.Module):
                 raise InputError(f"judge {self.name!r} needs this input but item {item.id!r} has none or it is empty",
                                  file=file, line=line, field=source)
             values[name] = value
+        prepare = self._prepare
+        if prepare is not None:
+            file, line = item._origin or (None, None)
+            values = {**values, **prepare(values, source=file, line=line)}
         return values
 
     def parts(self, item: Item) -> list[str]:
