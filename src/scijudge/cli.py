@@ -207,6 +207,70 @@ def schema_cmd() -> None:
 
 
 
+@command("demo")
+def demo_cmd(
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Judge with this model instead of the tiny random one (hf:..., openai/..., ...).")] = None,
+    api_base: Annotated[Optional[str], typer.Option(help="OpenAI-compatible server URL for --model.")] = None,
+    judge: Annotated[list[str], typer.Option("--judge", "-j", help="Judges to run.")] = ["yescieval.qa.correctness", "yescieval.qa.conciseness", "yescieval.qa.readability"],  # noqa: B006
+    items: Annotated[Optional[Path], typer.Option(help="Items to judge (default: the bundled example dataset).")] = None,
+    run: Annotated[Path, typer.Option(help="Run store to write.")] = Path("runs/demo.sqlite"),
+    workdir: Annotated[Path, typer.Option(help="Where the tiny model is built.")] = Path("runs/tiny-model"),
+    concurrency: Annotated[int, typer.Option(min=1, help="Judgments in flight (the local engine batches them).")] = 8,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+) -> None:
+    """The offline main job: judge the bundled example dataset end to end and print a summary.
+
+    With no --model it builds a tiny randomly initialised Llama-style model and LoRA adapter on this machine
+    (no network) and runs the whole path through it: constrained JSON, dynamic batching, the fallback chain,
+    the run store. Its scores are meaningless; the point is that every part runs.
+
+    Example: scijudge demo            (offline)    |    scijudge demo --model openai/gpt-4o-mini
+    """
+    from scijudge.data import load_items
+    from scijudge.judges.base import Judge
+    from scijudge.lm import make_lm
+    from scijudge.runs import Run
+    from scijudge.specs import resolve_judges
+
+    items_path = items or _bundled("datasets/yescieval_example/items.jsonl")
+    tiny = model is None
+    if tiny:
+        from scijudge.lm.tiny import build_tiny_model
+
+        console.print(f"building a tiny random Llama model + LoRA adapter in {workdir} (no download) ...")
+        paths = build_tiny_model(workdir)
+        model = f"hf:{paths['adapter']}"
+    lm = make_lm(model, api_base=api_base, max_tokens=160 if tiny else None)
+    loaded, _ = load_items(items_path)
+    specs = resolve_judges(judge)
+    judges = [Judge(spec, lm=lm, rating_probs=tiny) for spec in specs]
+    store = Run(run)
+    store.set_meta(items=str(items_path), judges=[s.name for s in specs], model=model, demo=True)
+    summary = _run_with_progress(loaded, judges, store, concurrency, None, False, progress)
+    _print_summary(summary, run)
+    frame = store.to_pandas()
+    table = Table("judge", "judged", "ok", "abstained", "mean score", title="per judge (this run store)")
+    for name, group in frame.groupby("judge"):
+        ok = group[group.status == "ok"]
+        table.add_row(name, str(len(group)), str(len(ok)), str(len(group) - len(ok)),
+                      f"{ok.score.mean():.2f}" if len(ok) else "-")
+    out.print(table)
+    if tiny:
+        out.print("[bold yellow]These scores come from a tiny model with RANDOM weights: they are meaningless.[/] "
+                  "They show that the whole path runs. For real judgments use --model hf:/path/to/adapter "
+                  "(e.g. a YESciEval LoRA judge) or an API model such as --model openai/gpt-4o-mini.")
+
+
+def _bundled(relative: str) -> Path:
+    """A data file shipped in the wheel (scijudge/_data) or found in a source checkout."""
+    here = Path(__file__).resolve().parent
+    for root in (here / "_data", here.parent.parent):
+        candidate = root / relative
+        if candidate.exists():
+            return candidate
+    raise ScijudgeError(f"bundled file {relative} not found in this installation")
+
+
 @command("import-lematerial")
 def import_lematerial_cmd(
     folder: Annotated[Path, typer.Argument(help="A LeMaterial annotations folder (<paper>/result.json, result_human.json).")],
@@ -236,8 +300,11 @@ def import_lematerial_cmd(
 
 def _register_module_commands() -> None:
     """Commands whose code lives with the feature they expose (one module, one job)."""
+    from scijudge.commands.calibrate import calibrate_cmd, perturb_cmd
     from scijudge.metrics.figures import figure_metric_command
 
+    command("calibrate")(calibrate_cmd)
+    command("perturb")(perturb_cmd)
     command("figure-metric")(figure_metric_command)
 
 

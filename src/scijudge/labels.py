@@ -34,7 +34,7 @@ class HumanLabel(BaseModel):
     _origin: tuple[str, int] | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
-    def _one_of_score_or_verdict(self) -> "HumanLabel":
+    def _one_of_score_or_verdict(self) -> HumanLabel:
         if (self.score is None) == (self.verdict is None):
             raise ValueError("exactly one of 'score' or 'verdict' must be given")
         return self

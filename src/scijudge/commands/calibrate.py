@@ -1,0 +1,120 @@
+"""CLI commands `scijudge calibrate` and `scijudge perturb`, as plain functions the typer app registers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from scijudge.errors import InputError
+
+
+def _parse_scale(text: str | None) -> tuple[float, float, float] | None:
+    """'1,5,1' or '1:5:0.5' → (lo, hi, step)."""
+    if text is None:
+        return None
+    parts = [p for p in text.replace(":", ",").split(",") if p.strip()]
+    try:
+        values = tuple(float(p) for p in parts)
+    except ValueError:
+        values = ()
+    if len(values) != 3:
+        raise InputError(f"scale must be 'lo,hi,step' such as '1,5,1', got {text!r}", field="scale")
+    return values  # type: ignore[return-value]
+
+
+def _source_names(paths: list[Path]) -> list[str]:
+    """Short, unique names for runs: the file stem, or the whole path when stems collide."""
+    stems = [p.stem for p in paths]
+    return [p.stem if stems.count(p.stem) == 1 else str(p) for p in paths]
+
+
+def _matches(judge: str, patterns: list[str]) -> bool:
+    import fnmatch
+
+    return any(judge == p or judge.startswith(p + ".") or fnmatch.fnmatch(judge, p) for p in patterns)
+
+
+def calibrate_cmd(
+    labels: Annotated[Path, typer.Option("--labels", "-l", help="Human labels: JSONL or CSV (item_id, judge, part, score|verdict, annotator).")],
+    run: Annotated[list[Path], typer.Option("--run", "-r", help="Run store to compare; repeat for several runs.")],
+    judge: Annotated[list[str] | None, typer.Option("--judge", "-j", help="Only these judges: name, prefix (yescieval.qa) or glob; repeatable.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Folder for report.html, report.json and CSV tables.")] = None,
+    scale: Annotated[str | None, typer.Option(help="Score scale 'lo,hi,step' for every judge (default: from the judge's spec or family).")] = None,
+    n_boot: Annotated[int, typer.Option(help="Bootstrap resamples of items (0: no intervals).")] = 1000,
+    seed: Annotated[int, typer.Option(help="Seed of the bootstrap resampling.")] = 0,
+    allow_extra_labels: Annotated[bool, typer.Option(help="Accept labels for items no run judged (ignored).")] = False,
+) -> Any:
+    """Compare judges with human labels: agreement, bias, intervals, paired tests, robustness and a report.
+
+    Example: scijudge calibrate --labels labels.jsonl --run gpt4o.sqlite --run llama.sqlite --out report/
+    """
+    import pandas as pd
+
+    from scijudge.labels import labels_to_frame, load_labels
+    from scijudge.metrics.calibration import calibrate
+    from scijudge.perturb import VARIANT_ID, robustness
+    from scijudge.report import print_summary, write_report
+    from scijudge.runs import Run
+
+    if not run:
+        raise InputError("give at least one --run", field="run")
+    label_frame = labels_to_frame(load_labels(labels))
+    frames = []
+    for path, name in zip(run, _source_names(list(run))):
+        if not Path(path).exists():
+            raise InputError("run store not found", file=path)
+        frame = Run(path, create=False).to_pandas()
+        frame["source"] = name
+        frames.append(frame)
+    judgments = pd.concat(frames, ignore_index=True)
+    if judge:
+        judgments = judgments[judgments["judge"].map(lambda j: _matches(j, list(judge)))]
+        label_frame = label_frame[label_frame["judge"].map(lambda j: _matches(j, list(judge)))]
+        if judgments.empty:
+            raise InputError(f"no judgment in the runs is by a judge matching {list(judge)}", field="judge")
+    is_variant = judgments["item_id"].astype(str).str.match(VARIANT_ID.pattern)
+    result = calibrate(judgments[~is_variant], label_frame, scale=_parse_scale(scale), n_boot=n_boot, seed=seed,
+                       allow_extra_labels=allow_extra_labels)
+    robust = robustness(judgments, n_boot=n_boot, seed=seed) if is_variant.any() else None
+    from rich.console import Console
+
+    print_summary(result, robust, Console())
+    if out is not None:
+        paths = write_report(result, out, robust)
+        Console().print(f"report written to {paths['html']} (numbers in {paths['json'].name})")
+    return result
+
+
+def perturb_cmd(
+    items: Annotated[Path, typer.Argument(help="Items in canonical JSONL.")],
+    level: Annotated[str, typer.Option("--level", help="subtle, extreme or both.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the variants (JSONL).")],
+    seed: Annotated[int, typer.Option(help="Same seed, same variants.")] = 0,
+    rubric: Annotated[list[str] | None, typer.Option("--rubric", help="Only these rubrics (cohesion, ..., injection); repeatable.")] = None,
+    pools: Annotated[Path | None, typer.Option(help="Folder of sentence pools replacing the shipped ones (same file names).")] = None,
+    with_original: Annotated[bool, typer.Option("--with-original/--no-original", help="Also write the original items, so one run judges both.")] = True,
+) -> int:
+    """Write adversarial answer variants per rubric (YESciEval recipe) plus a prompt-injection probe.
+
+    Example: scijudge perturb items.jsonl --level extreme --seed 1 --out perturbed.jsonl
+    """
+    from scijudge.data import load_items
+    from scijudge.perturb import perturb_items
+
+    loaded = load_items(items)
+    models = loaded[0] if isinstance(loaded, tuple) else loaded
+    dicts = [m.model_dump(exclude_none=True) if hasattr(m, "model_dump") else dict(m) for m in models]
+    variants = perturb_items(dicts, level, seed, list(rubric) if rubric else None, pools=pools,
+                             include_original=with_original)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", encoding="utf-8") as handle:
+        for variant in variants:
+            handle.write(json.dumps(variant, ensure_ascii=False) + "\n")
+    from rich.console import Console
+
+    Console().print(f"wrote {len(variants)} items to {out}")
+    return len(variants)

@@ -1,0 +1,52 @@
+"""Who is being compared: turn run-store rows into named contenders (model, run, spec version)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scijudge.errors import InputError
+
+REQUIRED_JUDGMENT_COLUMNS: tuple[str, ...] = (
+    "item_id", "judge", "part", "family", "spec_hash", "model", "status", "score", "verdict",
+)
+
+
+def prepare_judgments(judgments: Any) -> Any:
+    """Check the run-store columns and normalise them (part "" not None, strings, a ``source`` column)."""
+    import pandas as pd
+
+    if not isinstance(judgments, pd.DataFrame):
+        raise InputError(f"judgments must be a pandas DataFrame, got {type(judgments).__name__}")
+    missing = [c for c in REQUIRED_JUDGMENT_COLUMNS if c not in judgments.columns]
+    if missing:
+        raise InputError("judgments lack a run-store column", field=missing[0])
+    df = judgments.copy()
+    if "source" not in df.columns:
+        df["source"] = ""
+    for column in ("confidence", "probs"):
+        if column not in df.columns:
+            df[column] = None
+    for column in ("item_id", "judge", "family", "spec_hash", "model", "status", "source"):
+        df[column] = df[column].astype(object).where(df[column].notna(), "").astype(str)
+    df["part"] = df["part"].astype(object).where(df["part"].notna(), "").astype(str)
+    bad = ~df["status"].isin(["ok", "abstained"])
+    if bad.any():
+        row = df[bad].iloc[0]
+        raise InputError(f"status must be 'ok' or 'abstained', got {row['status']!r} (item {row['item_id']!r})",
+                         file=row["source"] or None, field="status")
+    df["score"] = pd.to_numeric(df["score"], errors="raise").astype(float)
+    df["confidence"] = pd.to_numeric(df["confidence"], errors="raise").astype(float)
+    df["verdict"] = df["verdict"].astype(object).where(df["verdict"].notna(), None)
+    df["contender"] = contender_labels(df)
+    return df
+
+
+def contender_labels(df: Any) -> Any:
+    """Name each row's contender: the model, plus the run when the model appears in several runs, plus the
+    spec hash when one run holds several versions of the same judge (e.g. before/after optimization)."""
+    sources_per_model = df.groupby("model")["source"].transform("nunique")
+    base = df["model"].where(sources_per_model <= 1, df["model"] + " @" + df["source"])
+    versions = df.assign(_base=base).groupby(["_base", "judge"])["spec_hash"].nunique()
+    split = set(versions[versions > 1].index.get_level_values(0))
+    with_spec = base.isin(split)
+    return base.where(~with_spec, base + " #" + df["spec_hash"].str.slice(0, 8))

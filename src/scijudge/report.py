@@ -1,0 +1,391 @@
+"""Calibration report: a self-contained HTML page (inline CSS and PNG plots), the same numbers as JSON,
+and a console summary.
+
+The HTML needs no network to view: plots are matplotlib (Agg) PNGs embedded as base64, styles are inline.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import math
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from scijudge.metrics.calibration import POOLED, CalibrationResult, frame_records
+
+_CSS = """
+body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}
+h1{font-size:1.6em}h2{font-size:1.25em;border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:2em}
+h3{font-size:1.05em}table{border-collapse:collapse;font-size:.85em;margin:.5em 0 1em}
+th,td{border:1px solid #ddd;padding:3px 7px;text-align:right}th{background:#f4f4f4}
+td:first-child,th:first-child{text-align:left}.note{color:#666;font-size:.85em}
+.scroll{overflow-x:auto}img{max-width:100%;height:auto}details{margin:.5em 0}
+summary{cursor:pointer;font-weight:600}code{background:#f4f4f4;padding:0 3px}
+"""
+
+_LEADER_COLS = [
+    ("rank", None), ("contender", None), ("scale", None), ("n_judges", None), ("n_items", None), ("n", None),
+    ("coverage", None), ("kappa_w", "κw (quadratic)"), ("alpha_ordinal", "α ordinal"), ("alpha_interval", "α interval"),
+    ("ac2", "AC2"), ("spearman", "Spearman ρ"), ("kendall", "Kendall τb"), ("pearson", "Pearson r"),
+    ("icc_a1", "ICC(A,1)"), ("icc_c1", "ICC(C,1)"), ("bias", "bias (judge−human)"), ("mae", "MAE"),
+    ("exact", "exact"), ("within1", "±1 step"), ("top_share_judge", "top share judge"),
+    ("top_share_human", "top share human"), ("sd_ratio", "SD ratio"), ("brier", "Brier"), ("ece", "ECE"),
+    ("ece_mass", "ECE (equal mass)"),
+]
+_VERDICT_COLS = [
+    ("rank", None), ("contender", None), ("judge", None), ("family", None), ("classes", None), ("n", None),
+    ("coverage", None), ("accuracy", None), ("balanced_accuracy", "balanced acc."), ("macro_f1", "macro-F1"),
+    ("kappa", "κ"), ("mcc", "MCC"), ("brier", "Brier"), ("ece", "ECE"), ("ece_mass", "ECE (equal mass)"),
+]
+
+
+# --- JSON ------------------------------------------------------------------------------------------------
+
+
+def report_dict(result: CalibrationResult, robustness: pd.DataFrame | None = None) -> dict[str, Any]:
+    """Everything in the report as a JSON-ready dict (NaN written as null)."""
+    out = result.to_dict()
+    out["generated_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+    out["robustness"] = frame_records(robustness) if robustness is not None else []
+    return out
+
+
+def write_json(result: CalibrationResult, path: str | Path, robustness: pd.DataFrame | None = None) -> Path:
+    """Write ``report_dict`` as indented JSON."""
+    path = Path(path)
+    path.write_text(json.dumps(report_dict(result, robustness), indent=2, ensure_ascii=False, allow_nan=False),
+                    encoding="utf-8")
+    return path
+
+
+# --- plots -----------------------------------------------------------------------------------------------
+
+
+def _png(fig: Any) -> str:
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def forest_plot(result: CalibrationResult, stat: str = "kappa_w") -> str | None:
+    """Forest plot of a statistic with its interval, per rubric and pooled, one colour per contender."""
+    rows = pd.concat([result.per_rubric, result.leaderboard], ignore_index=True) if not result.per_rubric.empty else result.per_rubric
+    if rows.empty or stat not in rows:
+        return None
+    rows = rows[np.isfinite(rows[stat].astype(float))]
+    if rows.empty:
+        return None
+    plt = _plt()
+    judges = sorted(rows["judge"].unique(), key=lambda j: (j == POOLED, j))
+    contenders = sorted(rows["contender"].unique())
+    colours = plt.get_cmap("tab10")
+    fig, ax = plt.subplots(figsize=(8, 0.32 * len(judges) * len(contenders) + 1.2))
+    y, ticks, labels = 0, [], []
+    for judge in judges:
+        for ci, contender in enumerate(contenders):
+            sel = rows[(rows["judge"] == judge) & (rows["contender"] == contender)]
+            if sel.empty:
+                continue
+            r = sel.iloc[0]
+            lo, hi = r.get(f"{stat}_lo", np.nan), r.get(f"{stat}_hi", np.nan)
+            if np.isfinite(lo) and np.isfinite(hi):
+                ax.plot([lo, hi], [y, y], color=colours(ci % 10), lw=2)
+            ax.plot(r[stat], y, "D" if judge == POOLED else "o", color=colours(ci % 10),
+                    label=contender if judge == judges[0] or judge == POOLED else None)
+            ticks.append(y)
+            labels.append(f"{judge} — {contender}")
+            y -= 1
+        y -= 0.5
+    ax.set_yticks(ticks, labels, fontsize=8)
+    ax.axvline(0, color="#999", lw=0.8)
+    ax.set_xlabel(f"{stat} with {int(result.level * 100)}% bootstrap interval")
+    handles, names = ax.get_legend_handles_labels()
+    unique = dict(zip(names, handles))
+    ax.legend(unique.values(), unique.keys(), fontsize=8, loc="best")
+    return _png(fig)
+
+
+def confusion_plot(result: CalibrationResult) -> str | None:
+    """Heatmaps of the pooled human × judge confusion matrix of each contender (ordinal tracks)."""
+    conf = result.confusion[(result.confusion["judge"] == POOLED) & ~result.confusion["track"].str.startswith("verdict")]
+    keys = sorted(set(zip(conf["contender"], conf["track"])))
+    if not keys:
+        return None
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(keys), figsize=(3.6 * len(keys), 3.6), squeeze=False, layout="constrained")
+    for ax, (contender, track) in zip(axes[0], keys):
+        m = result.confusion_matrix(contender, POOLED, track)
+        ax.imshow(m.to_numpy(), cmap="Blues")
+        top = max(float(m.to_numpy().max()), 1.0)
+        ax.set_xticks(range(m.shape[1]), [f"{v:g}" for v in m.columns], fontsize=7)
+        ax.set_yticks(range(m.shape[0]), [f"{v:g}" for v in m.index], fontsize=7)
+        for i in range(m.shape[0]):
+            for j in range(m.shape[1]):
+                ax.text(j, i, int(m.iat[i, j]), ha="center", va="center", fontsize=6,
+                        color="white" if m.iat[i, j] > top / 2 else "black")
+        ax.set_xlabel("judge")
+        ax.set_ylabel("human")
+        ax.set_title(f"{contender}\n{track}", fontsize=8)
+    return _png(fig)
+
+
+def reliability_plot(result: CalibrationResult) -> str | None:
+    """Reliability diagrams (equal-width bins) of the pooled rows: accuracy against confidence."""
+    rel = result.reliability[(result.reliability["judge"] == POOLED) & (result.reliability["strategy"] == "uniform")]
+    if rel.empty:
+        return None
+    plt = _plt()
+    keys = sorted(set(zip(rel["contender"], rel["track"])))
+    fig, axes = plt.subplots(1, len(keys), figsize=(3.6 * len(keys), 3.6), squeeze=False, layout="constrained")
+    for ax, (contender, track) in zip(axes[0], keys):
+        sel = rel[(rel["contender"] == contender) & (rel["track"] == track)]
+        ax.plot([0, 1], [0, 1], ls="--", color="#999", lw=1)
+        ax.bar(sel["lower"], sel["accuracy"], width=sel["upper"] - sel["lower"], align="edge", alpha=0.5,
+               edgecolor="k", label="observed accuracy")
+        ax.plot(sel["confidence"], sel["accuracy"], "o-", ms=3, label="bin mean")
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.set_xlabel(f"confidence ({sel['source'].iloc[0]})")
+        ax.set_ylabel("accuracy")
+        ax.set_title(f"{contender}\n{track}", fontsize=8)
+    axes[0][0].legend(fontsize=7, loc="upper left")
+    return _png(fig)
+
+
+def robustness_plot(robustness: pd.DataFrame) -> str | None:
+    """Grouped bars: mean score of originals, subtle and extreme variants and injected answers, per judge."""
+    if robustness is None or robustness.empty:
+        return None
+    plt = _plt()
+    conditions = [("mean_benign", "original"), ("mean_subtle", "subtle"), ("mean_extreme", "extreme"),
+                  ("mean_injection_subtle", "injection (subtle)"), ("mean_injection_extreme", "injection (extreme)")]
+    contenders = sorted(robustness["contender"].unique())
+    fig, axes = plt.subplots(len(contenders), 1, figsize=(9, 3.2 * len(contenders) + 0.6), squeeze=False,
+                             layout="constrained")
+    for ax, contender in zip(axes[:, 0], contenders):
+        sel = robustness[robustness["contender"] == contender].sort_values("rubric")
+        x = np.arange(len(sel))
+        width = 0.16
+        for i, (col, name) in enumerate(conditions):
+            if col in sel:
+                ax.bar(x + (i - 2) * width, sel[col].astype(float), width, label=name)  # NaN: no bar
+        ax.set_xticks(x, sel["rubric"], rotation=30, ha="right", fontsize=8)
+        ax.set_ylabel("mean score")
+        ax.set_title(contender, fontsize=9)
+    handles, names = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, names, fontsize=7, ncol=5, loc="outside upper center")
+    return _png(fig)
+
+
+# --- HTML ------------------------------------------------------------------------------------------------
+
+
+def _fmt(value: Any) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "—"
+    if isinstance(value, (float, np.floating)):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def _with_ci(frame: pd.DataFrame, columns: list[tuple[str, str | None]]) -> pd.DataFrame:
+    """Display frame: chosen columns, numbers to 3 decimals, '[lo, hi]' after statistics that have one."""
+    out = {}
+    for col, title in columns:
+        if col not in frame:
+            continue
+        values = []
+        for _, row in frame.iterrows():
+            text = _fmt(row[col])
+            lo, hi = row.get(f"{col}_lo"), row.get(f"{col}_hi")
+            if lo is not None and hi is not None and not (pd.isna(lo) or pd.isna(hi)):
+                text += f" [{lo:.3f}, {hi:.3f}]"
+            values.append(text)
+        out[title or col] = values
+    return pd.DataFrame(out)
+
+
+def _table(frame: pd.DataFrame) -> str:
+    if frame is None or frame.empty:
+        return '<p class="note">(none)</p>'
+    shown = frame.copy()
+    for col in shown.columns:
+        shown[col] = shown[col].map(_fmt)
+    return '<div class="scroll">' + shown.to_html(index=False, escape=True, border=0) + "</div>"
+
+
+def _img(src: str | None, alt: str) -> str:
+    return f'<img src="{src}" alt="{html.escape(alt)}">' if src else '<p class="note">(no data for this plot)</p>'
+
+
+def render_html(result: CalibrationResult, robustness: pd.DataFrame | None = None,
+                title: str = "scijudge calibration report") -> str:
+    """The whole report as one HTML string with inline CSS and base64 PNG plots."""
+    parts = [(f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+              f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>")]
+    parts.append(f"<p class='note'>Intervals: {int(result.level * 100)}% percentile bootstrap over items "
+                 f"({result.n_boot} resamples, seed {result.seed}); all ratings of an item are resampled together. "
+                 "Abstentions lower coverage and are never imputed. Scales: "
+                 + ", ".join(f"<code>{html.escape(j)}</code> {s[0]:g}–{s[1]:g} step {s[2]:g}" for j, s in result.scales.items())
+                 + "</p>")
+    for note in result.notes:
+        parts.append(f"<p class='note'>Note: {html.escape(note)}</p>")
+    if not result.leaderboard.empty:
+        parts.append("<h2>Leaderboard (scores, pooled over rubrics)</h2>")
+        parts.append("<p class='note'>Ranked by quadratic-weighted κ within each scale.</p>")
+        parts.append(_table(_with_ci(result.leaderboard, _LEADER_COLS)))
+        parts.append("<h2>Weighted κ per rubric</h2>" + _img(forest_plot(result), "forest plot of weighted kappa"))
+        parts.append("<h2>Per rubric</h2>")
+        cols = [("contender", None), ("judge", None)] + [c for c in _LEADER_COLS if c[0] not in ("rank", "contender", "n_judges")]
+        cols += [("bias_p", "bias p (t-test)"), ("bias_p_holm", "bias p (Holm)"), ("notes", None)]
+        parts.append(_table(_with_ci(result.per_rubric, cols)))
+        parts.append("<h2>Confusion matrices (pooled)</h2>" + _img(confusion_plot(result), "confusion matrices"))
+        parts.append(_confusion_tables(result))
+    if not result.verdict_leaderboard.empty:
+        parts.append("<h2>Verdicts (pooled per judge family)</h2>")
+        parts.append(_table(_with_ci(result.verdict_leaderboard, _VERDICT_COLS)))
+        parts.append("<h2>Verdicts per rubric</h2>")
+        parts.append(_table(_with_ci(result.verdict_per_rubric, [c for c in _VERDICT_COLS if c[0] != "rank"] + [("notes", None)])))
+    parts.append("<h2>Reliability diagrams</h2>" + _img(reliability_plot(result), "reliability diagrams"))
+    rel_summary = pd.concat([result.per_rubric, result.verdict_per_rubric], ignore_index=True)
+    if not rel_summary.empty and "calibration_source" in rel_summary:
+        sel = rel_summary[rel_summary["calibration_source"].notna()]
+        parts.append(_table(sel[[c for c in ("contender", "judge", "calibration_source", "n_calibration", "brier", "ece",
+                                             "ece_mass") if c in sel]]))
+    parts.append("<h2>Human ceiling (agreement among annotators)</h2>")
+    if result.human_ceiling.empty:
+        parts.append("<p class='note'>Fewer than two annotators per unit: no ceiling.</p>")
+    else:
+        parts.append(_table(_with_ci(result.human_ceiling, [("judge", None), ("track", None), ("n_units", None),
+                                                            ("n_annotators", None), ("alpha_ordinal", "α ordinal"),
+                                                            ("alpha_interval", "α interval"), ("alpha_nominal", "α nominal"),
+                                                            ("ac2", "AC2/AC1"), ("pairwise_kappa", "mean pairwise κ"),
+                                                            ("pairwise_exact", "mean pairwise exact")])))
+    parts.append("<h2>Paired comparisons</h2>")
+    parts.append("<p class='note'>A − B on the units both contenders rated; p from the paired bootstrap; Holm "
+                 "correction across rubrics for each pair and metric (pooled rows are not corrected).</p>")
+    parts.append(_table(_with_ci(result.paired, [("a", None), ("b", None), ("judge", None), ("metric", None), ("n", None),
+                                                 ("value_a", None), ("value_b", None), ("diff", None), ("p", None),
+                                                 ("p_holm", None), ("better", None)])))
+    if robustness is not None and not robustness.empty:
+        parts.append("<h2>Robustness</h2>" + _img(robustness_plot(robustness), "robustness bars"))
+        parts.append(_table(_with_ci(robustness, [(c, None) for c in (
+            "contender", "judge", "n_base", "mean_benign", "mean_subtle", "mean_extreme", "drop_subtle", "drop_extreme",
+            "p_benign_above_extreme", "mean_injection_subtle", "mean_injection_extreme", "inflation_subtle",
+            "inflation_extreme", "p_injected_above_benign", "n_abstained_variants", "monotone", "notes")])))
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def _confusion_tables(result: CalibrationResult) -> str:
+    out = []
+    conf = result.confusion[(result.confusion["judge"] != POOLED)]
+    for (contender, judge, track), _ in conf.groupby(["contender", "judge", "track"], sort=True):
+        m = result.confusion_matrix(contender, judge, track)
+        m.index = [f"human {v:g}" if isinstance(v, float) else f"human {v}" for v in m.index]
+        m.columns = [f"{v:g}" if isinstance(v, float) else str(v) for v in m.columns]
+        out.append(f"<details><summary>{html.escape(contender)} — {html.escape(judge)}</summary>"
+                   + m.to_html(escape=True, border=0) + "</details>")
+    return "".join(out)
+
+
+def write_html(result: CalibrationResult, path: str | Path, robustness: pd.DataFrame | None = None,
+               title: str = "scijudge calibration report") -> Path:
+    """Write ``render_html`` to a file."""
+    path = Path(path)
+    path.write_text(render_html(result, robustness, title), encoding="utf-8")
+    return path
+
+
+def write_report(result: CalibrationResult, out_dir: str | Path, robustness: pd.DataFrame | None = None) -> dict[str, Path]:
+    """Write report.html, report.json and one CSV per table into ``out_dir``; returns their paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"html": write_html(result, out / "report.html", robustness),
+             "json": write_json(result, out / "report.json", robustness)}
+    frames = dict(result.frames())
+    if robustness is not None:
+        frames["robustness"] = robustness
+    for name, frame in frames.items():
+        if frame is not None and not frame.empty:
+            paths[name] = out / f"{name}.csv"
+            frame.to_csv(paths[name], index=False)
+    return paths
+
+
+# --- console -----------------------------------------------------------------------------------------------
+
+
+def _ci(row: pd.Series, col: str) -> str:
+    text = _fmt(row.get(col))
+    lo, hi = row.get(f"{col}_lo"), row.get(f"{col}_hi")
+    if lo is not None and hi is not None and not (pd.isna(lo) or pd.isna(hi)):
+        text += f" [{lo:.2f}, {hi:.2f}]"
+    return text
+
+
+def print_summary(result: CalibrationResult, robustness: pd.DataFrame | None = None, console: Any = None) -> None:
+    """A short rich summary: leaderboard, verdict leaderboard, significant paired differences, robustness."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    if not result.leaderboard.empty:
+        table = Table(title="Calibration leaderboard (scores, pooled over rubrics)")
+        for name in ("#", "contender", "scale", "n", "coverage", "κw [95% CI]", "bias [95% CI]", "MAE", "ρ", "top share j/h"):
+            table.add_column(name)
+        for _, r in result.leaderboard.iterrows():
+            table.add_row(str(r["rank"]), str(r["contender"]), str(r["scale"]), str(r["n"]), _fmt(r["coverage"]),
+                          _ci(r, "kappa_w"), _ci(r, "bias"), _fmt(r.get("mae")), _fmt(r.get("spearman")),
+                          f"{_fmt(r.get('top_share_judge'))}/{_fmt(r.get('top_share_human'))}")
+        console.print(table)
+    if not result.verdict_leaderboard.empty:
+        table = Table(title="Verdicts (pooled per family)")
+        for name in ("#", "contender", "family", "n", "coverage", "accuracy", "κ [95% CI]", "macro-F1", "MCC"):
+            table.add_column(name)
+        for _, r in result.verdict_leaderboard.iterrows():
+            table.add_row(str(r["rank"]), str(r["contender"]), str(r["family"]), str(r["n"]), _fmt(r["coverage"]),
+                          _ci(r, "accuracy"), _ci(r, "kappa"), _fmt(r["macro_f1"]), _fmt(r["mcc"]))
+        console.print(table)
+    if not result.human_ceiling.empty:
+        pooled = result.human_ceiling
+        console.print("Human ceiling: " + "; ".join(
+            f"{r['judge']}: α={_fmt(r.get('alpha_ordinal', r.get('alpha_nominal')))}, pairwise κ={_fmt(r['pairwise_kappa'])}"
+            for _, r in pooled.iterrows() if r["judge"] == POOLED or len(pooled) <= 4))
+    if not result.paired.empty:
+        sig = result.paired[(result.paired["p_holm"] < 0.05)]
+        console.print(f"Paired comparisons: {len(sig)} of {len(result.paired)} differences significant after Holm "
+                      "(p < 0.05).")
+        for _, r in sig[sig["judge"] == POOLED].iterrows():
+            console.print(f"  pooled {r['metric']}: {r['a']} − {r['b']} = {r['diff']:+.3f} "
+                          f"[{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}], p={r['p']:.3g} → better: {r['better']}")
+    if robustness is not None and not robustness.empty:
+        table = Table(title="Robustness (mean score; drop = original − variant)")
+        for name in ("contender", "judge", "original", "subtle", "extreme", "drop extreme", "P(orig>extreme)", "injection +"):
+            table.add_column(name)
+        for _, r in robustness.iterrows():
+            table.add_row(str(r["contender"]), str(r["judge"]), _fmt(r.get("mean_benign")), _fmt(r.get("mean_subtle")),
+                          _fmt(r.get("mean_extreme")), _fmt(r.get("drop_extreme")), _fmt(r.get("p_benign_above_extreme")),
+                          _fmt(r.get("inflation_extreme")))
+        console.print(table)
+    for note in result.notes:
+        console.print(f"[dim]note: {note}[/dim]")

@@ -1,0 +1,150 @@
+"""The calibration report: self-contained HTML, JSON with the same numbers, console summary, CLI function."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from rich.console import Console
+
+from scijudge.errors import InputError
+from scijudge.metrics.calibration import calibrate
+from scijudge.perturb import robustness
+from scijudge.report import print_summary, render_html, report_dict, write_report
+
+JUDGES = ["yescieval.qa.correctness", "yescieval.qa.completeness"]
+
+
+def _frames(seed: int = 0, n: int = 40) -> tuple[pd.DataFrame, pd.DataFrame]:
+    rng = np.random.default_rng(seed)
+    rows, labels = [], []
+    for i in range(n):
+        for judge in JUDGES:
+            h = float(rng.integers(1, 6))
+            for ann in ("a", "b"):
+                labels.append({"item_id": f"q{i}", "judge": judge, "annotator": ann,
+                               "score": float(np.clip(h + rng.integers(-1, 2), 1, 5))})
+            for model, noise in (("model-a", 0), ("model-b", 2)):
+                score = float(np.clip(h + rng.integers(-noise, noise + 1) + 1, 1, 5))
+                rows.append({"item_id": f"q{i}", "judge": judge, "part": "", "family": "likert", "spec_hash": "h1",
+                             "model": model, "status": "ok", "score": score, "verdict": None,
+                             "confidence": float(rng.uniform(0.4, 1.0)), "probs": None})
+                for kind in ("correctness", "injection"):
+                    rows.append({**rows[-1], "item_id": f"q{i}::{kind}::extreme", "score": max(1.0, score - 1)})
+    frame = pd.DataFrame(rows)
+    return frame, pd.DataFrame(labels)
+
+
+@pytest.fixture(scope="module")
+def report_inputs() -> tuple:
+    judgments, labels = _frames()
+    base = judgments[~judgments["item_id"].str.contains("::")]
+    return calibrate(base, labels, n_boot=200), robustness(judgments, n_boot=100)
+
+
+def test_html_is_self_contained_with_plots(report_inputs: tuple, tmp_path: Path) -> None:
+    result, rob = report_inputs
+    paths = write_report(result, tmp_path / "rep", rob)
+    page = paths["html"].read_text()
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)  # nothing fetched from a network
+    assert "<link" not in page and "<script" not in page
+    images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
+    assert len(images) >= 4  # forest plot, confusion matrices, reliability diagrams, robustness bars
+    assert all(base64.b64decode(i)[:8] == b"\x89PNG\r\n\x1a\n" for i in images)
+    for heading in ("Leaderboard", "Per rubric", "Confusion matrices", "Reliability diagrams", "Human ceiling",
+                    "Paired comparisons", "Robustness"):
+        assert heading in page
+    assert "model-a" in page and "model-b" in page
+    assert {"leaderboard", "per_rubric", "paired", "robustness"} <= set(paths)
+
+
+def test_json_holds_the_same_numbers(report_inputs: tuple, tmp_path: Path) -> None:
+    result, rob = report_inputs
+    paths = write_report(result, tmp_path / "rep", rob)
+    data = json.loads(paths["json"].read_text())  # strict JSON: NaN would not parse back as a number
+    assert data["settings"]["n_boot"] == 200
+    for key in ("leaderboard", "per_rubric", "human_ceiling", "paired", "confusion", "reliability", "robustness"):
+        assert data[key], key
+    by_contender = {r["contender"]: r for r in data["leaderboard"]}
+    for _, row in result.leaderboard.iterrows():
+        assert by_contender[row["contender"]]["kappa_w"] == pytest.approx(row["kappa_w"])
+        assert by_contender[row["contender"]]["bias_lo"] == pytest.approx(row["bias_lo"])
+    assert len(data["robustness"]) == len(rob)
+    json.dumps(report_dict(result, rob), allow_nan=False)
+
+
+def test_console_summary(report_inputs: tuple) -> None:
+    result, rob = report_inputs
+    console = Console(record=True, width=160)
+    print_summary(result, rob, console)
+    text = console.export_text()
+    assert "Calibration leaderboard" in text and "model-a" in text and "Robustness" in text
+    assert "Paired comparisons" in text
+
+
+def test_render_html_escapes_names() -> None:
+    judgments, labels = _frames(n=12)
+    judgments = judgments[~judgments["item_id"].str.contains("::")].copy()
+    judgments["model"] = judgments["model"].str.replace("model-a", "<b>evil</b>")
+    page = render_html(calibrate(judgments, labels, n_boot=20))
+    assert "<b>evil</b>" not in page and "&lt;b&gt;evil&lt;/b&gt;" in page
+
+
+def _store(path: Path, frame: pd.DataFrame) -> Path:
+    from scijudge.judges.base import JudgeResult
+    from scijudge.runs import Run
+
+    with Run(path) as run:
+        for record in frame.to_dict(orient="records"):
+            run.record(JudgeResult.model_validate({k: v for k, v in record.items() if k != "source"}))
+    return path
+
+
+def test_calibrate_cmd_end_to_end(tmp_path: Path) -> None:
+    from scijudge.commands.calibrate import calibrate_cmd
+
+    judgments, labels = _frames(seed=1, n=15)
+    runs = [_store(tmp_path / f"{m}.sqlite", judgments[judgments["model"] == m]) for m in ("model-a", "model-b")]
+    label_path = tmp_path / "labels.jsonl"
+    label_path.write_text("".join(json.dumps(r) + "\n" for r in labels.to_dict(orient="records")))
+    result = calibrate_cmd(labels=label_path, run=runs, judge=["yescieval.qa"], out=tmp_path / "out", scale=None,
+                           n_boot=50, seed=0, allow_extra_labels=False)
+    assert set(result.leaderboard["contender"]) == {"model-a", "model-b"}
+    assert (tmp_path / "out" / "report.html").exists() and (tmp_path / "out" / "robustness.csv").exists()
+    with pytest.raises(InputError, match="no judgment in the runs is by a judge matching"):
+        calibrate_cmd(labels=label_path, run=runs, judge=["yescieval.dr"], out=None, scale=None, n_boot=0, seed=0,
+                      allow_extra_labels=False)
+    with pytest.raises(InputError, match="run store not found"):
+        calibrate_cmd(labels=label_path, run=[tmp_path / "missing.sqlite"], judge=None, out=None, scale=None,
+                      n_boot=0, seed=0, allow_extra_labels=False)
+    with pytest.raises(InputError, match="scale must be"):
+        calibrate_cmd(labels=label_path, run=runs, judge=None, out=None, scale="1-5", n_boot=0, seed=0,
+                      allow_extra_labels=False)
+
+
+def test_commands_register_on_a_typer_app_with_help_examples(tmp_path: Path) -> None:
+    import typer
+    from typer.testing import CliRunner
+
+    from scijudge.commands.calibrate import calibrate_cmd, perturb_cmd
+
+    app = typer.Typer()
+    app.command("calibrate")(calibrate_cmd)
+    app.command("perturb")(perturb_cmd)
+    runner = CliRunner()
+    for name in ("calibrate", "perturb"):
+        result = runner.invoke(app, [name, "--help"])
+        assert result.exit_code == 0 and "Example: scijudge " + name in result.output
+    items = tmp_path / "items.jsonl"
+    items.write_text(json.dumps({"id": "q1", "answer": "One sentence here. However, a second one follows."}) + "\n")
+    out = tmp_path / "p.jsonl"
+    result = runner.invoke(app, ["perturb", str(items), "--level", "both", "--out", str(out), "--rubric", "integration"])
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [x["id"] for x in lines] == ["q1", "q1::integration::subtle", "q1::integration::extreme"]
+    assert lines[1]["answer"] == "One sentence here. A second one follows."
