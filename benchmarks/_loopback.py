@@ -5,33 +5,38 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import time
+from collections.abc import Callable
 
 
 def _rating_handler(body: dict) -> str:
     return json.dumps({"judgment": {"rationale": "adequate support for most claims", "rating": 4}})
 
 
-def _serve(latency: float, port_queue: "mp.Queue[int]") -> None:
+def _serve(latency: float, port_queue: "mp.Queue[int]", handler: Callable[[dict], str] | None) -> None:
     from scijudge.testing import OpenAICompatServer
 
-    server = OpenAICompatServer(_rating_handler, latency=latency).start()
+    server = OpenAICompatServer(handler or _rating_handler, latency=latency).start()
     port_queue.put(server.port)
     while True:
         time.sleep(3600)
 
 
 class ServerProcess:
-    """A loopback server in a child process; use as a context manager, read ``url``."""
+    """A loopback server in a child process; use as a context manager, read ``url``.
 
-    def __init__(self, latency: float) -> None:
+    ``handler`` must be a module-level function (it is pickled by reference into the child process).
+    """
+
+    def __init__(self, latency: float, handler: Callable[[dict], str] | None = None) -> None:
         self.latency = latency
+        self.handler = handler
         self.url = ""
         self._proc: mp.Process | None = None
 
     def __enter__(self) -> "ServerProcess":
         ctx = mp.get_context("spawn")
         queue: "mp.Queue[int]" = ctx.Queue()
-        self._proc = ctx.Process(target=_serve, args=(self.latency, queue), daemon=True)
+        self._proc = ctx.Process(target=_serve, args=(self.latency, queue, self.handler), daemon=True)
         self._proc.start()
         self.url = f"http://127.0.0.1:{queue.get(timeout=60)}/v1"
         return self

@@ -68,7 +68,7 @@ def judges_cmd(
     for s in specs:
         inputs = ", ".join(i.name + ("?" if i.optional else "") for i in s.inputs)
         table.add_row(s.name, s.family, inputs, s.description)
-    out.print(table)
+    out.print(table, width=max(out.width, 160))
 
 
 @command("judge")
@@ -87,24 +87,34 @@ def judge_cmd(
     timeout: Annotated[float, typer.Option(help="Seconds before a request times out (then retried).")] = 60.0,
     max_tokens: Annotated[Optional[int], typer.Option(help="Max output tokens per call.")] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    reports: Annotated[Optional[Path], typer.Option(help="Checklist judges: ITEMS is a ResearchRubrics task file and this is the reports folder (<sample_id>.md/.txt) or a JSONL of {sample_id, report}.")] = None,
+    chunk_tokens: Annotated[Optional[int], typer.Option(min=1000, help="Checklist judges: token budget of one report chunk.")] = None,
+    overlap_tokens: Annotated[Optional[int], typer.Option(min=0, help="Checklist judges: tokens shared by consecutive chunks.")] = None,
 ) -> None:
     """Judge every item with every judge; each judgment is saved to the run store as it completes.
 
     Example: scijudge judge datasets/yescieval_example/items.jsonl -j 'yescieval.qa.*' -m openai/gpt-4o-mini --run runs/qa.sqlite
+
+    Checklist example: scijudge judge tasks.jsonl --reports reports/ -j researchrubrics.checklist -m openai/gpt-4o-mini
     """
     from scijudge.data import load_items
-    from scijudge.judges.base import Judge
+    from scijudge.judges.base import build_judge
     from scijudge.lm import make_lm
-    from scijudge.runner import judge_items
     from scijudge.runs import Run
     from scijudge.specs import resolve_judges
 
     specs = resolve_judges(judge)
-    loaded, skipped = load_items(items, skip_invalid=skip_invalid)
+    if reports is not None:
+        from scijudge.importers.researchrubrics import load_checklist_items
+
+        loaded, skipped = load_checklist_items(items, reports, skip_invalid=skip_invalid)
+    else:
+        loaded, skipped = load_items(items, skip_invalid=skip_invalid)
     for s in skipped:
         console.print(f"[yellow]skipped[/] {s}", highlight=False, soft_wrap=True)
     lm = make_lm(model, api_base=api_base, cache=cache, timeout=timeout, max_tokens=max_tokens)
-    judges = [Judge(spec, lm=lm, rating_probs=rating_probs) for spec in specs]
+    judges = [build_judge(spec, lm=lm, rating_probs=rating_probs, chunk_tokens=chunk_tokens,
+                          overlap_tokens=overlap_tokens) for spec in specs]
     run_path = run or Path("runs") / f"{items.stem}.sqlite"
     store = Run(run_path)
     store.set_meta(items=str(items), judges=[s.name for s in specs], model=model,
@@ -227,7 +237,7 @@ def demo_cmd(
     Example: scijudge demo            (offline)    |    scijudge demo --model openai/gpt-4o-mini
     """
     from scijudge.data import load_items
-    from scijudge.judges.base import Judge
+    from scijudge.judges.base import build_judge
     from scijudge.lm import make_lm
     from scijudge.runs import Run
     from scijudge.specs import resolve_judges
@@ -243,7 +253,7 @@ def demo_cmd(
     lm = make_lm(model, api_base=api_base, max_tokens=160 if tiny else None)
     loaded, _ = load_items(items_path)
     specs = resolve_judges(judge)
-    judges = [Judge(spec, lm=lm, rating_probs=tiny) for spec in specs]
+    judges = [build_judge(spec, lm=lm, rating_probs=tiny) for spec in specs]
     store = Run(run)
     store.set_meta(items=str(items_path), judges=[s.name for s in specs], model=model, demo=True)
     summary = _run_with_progress(loaded, judges, store, concurrency, None, False, progress)
@@ -301,10 +311,12 @@ def import_lematerial_cmd(
 def _register_module_commands() -> None:
     """Commands whose code lives with the feature they expose (one module, one job)."""
     from scijudge.commands.calibrate import calibrate_cmd, perturb_cmd
+    from scijudge.commands.compliance import compliance_cmd
     from scijudge.metrics.figures import figure_metric_command
 
     command("calibrate")(calibrate_cmd)
     command("perturb")(perturb_cmd)
+    command("compliance")(compliance_cmd)
     command("figure-metric")(figure_metric_command)
 
 

@@ -93,6 +93,7 @@ class JudgeSpec(BaseModel):
     version: int = 1
     provenance: dict[str, Any] = Field(default_factory=dict)
     demos: list[dict[str, Any]] = Field(default_factory=list)
+    step: bool = False
     prepare: str | None = Field(default=None, pattern=r"^[\w.]+:[\w.]+$")
     source: str | None = Field(default=None, exclude=True)
 
@@ -240,9 +241,13 @@ def _shipped() -> dict[str, JudgeSpec]:
     return specs
 
 
-def list_specs() -> list[JudgeSpec]:
-    """Every shipped judge spec (pairwise variants included), sorted by name."""
-    return sorted(_shipped().values(), key=lambda s: s.name)
+def list_specs(*, include_steps: bool = False) -> list[JudgeSpec]:
+    """Every shipped judge spec (pairwise variants included), sorted by name.
+
+    Specs marked ``step = true`` are internal steps of another judge (e.g. the checklist judge's
+    per-chunk evidence call): they are left out unless asked for.
+    """
+    return sorted((s for s in _shipped().values() if include_steps or not s.step), key=lambda s: s.name)
 
 
 def get_spec(name_or_path: str | Path) -> JudgeSpec:

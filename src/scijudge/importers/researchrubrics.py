@@ -23,7 +23,15 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from scijudge.data import Item, Skipped, iter_jsonl, validation_error
 from scijudge.errors import InputError
@@ -66,7 +74,7 @@ def canonical_verdict(value: Any) -> str:
     """``Satisfied`` / ``Partially Satisfied`` / ``Not Satisfied`` (any case, ``_`` or spaces) → the
     canonical ``satisfied`` / ``partially`` / ``not_satisfied``; anything else is a ValueError."""
     if not isinstance(value, str):
-        raise ValueError(f"verdict must be a string, got {type(value).__name__}")
+        raise ValueError(f"verdict must be a string, got {type(value).__name__}")  # noqa: TRY004 - pydantic wants ValueError
     key = " ".join(value.replace("_", " ").replace("-", " ").strip().strip(".").casefold().split())
     if key not in _VERDICT_ALIASES:
         raise ValueError(f"unknown verdict {value!r}: use Satisfied, Partially Satisfied or Not Satisfied")
@@ -102,7 +110,7 @@ class Criterion(BaseModel):
     @classmethod
     def _weight(cls, value: Any) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"weight must be a number, got {value!r}")
+            raise ValueError(f"weight must be a number, got {value!r}")  # noqa: TRY004 - pydantic wants ValueError
         if not math.isfinite(value):
             raise ValueError(f"weight must be finite, got {value!r}")
         if value == 0:
@@ -167,7 +175,7 @@ class Task(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _unique_criteria(self) -> "Task":
+    def _unique_criteria(self) -> Task:
         seen: dict[str, int] = {}
         for index, rubric in enumerate(self.rubrics):
             key = normalise_text(rubric.criterion)
@@ -241,7 +249,8 @@ def read_tasks(path: str | Path, *, skip_invalid: bool = False,
                 error = _task_error(exc, path=path, line=line)
             else:
                 if task.sample_id in seen:
-                    error = InputError(f"duplicated sample_id {task.sample_id!r} (first on line {seen[task.sample_id]})",
+                    first = seen[task.sample_id]
+                    error = InputError(f"duplicated sample_id {task.sample_id!r} (first on line {first})",
                                        file=path, line=line, field="sample_id")
                 else:
                     seen[task.sample_id] = line
@@ -498,7 +507,19 @@ def load_human_verdicts(path: str | Path, *, tasks: list[Task] | None = None,
 
 
 __all__ = [
-    "AXES", "CHECKLIST_JUDGE", "Criterion", "Report", "Task", "VERDICTS", "canonical_verdict", "clean_report",
-    "criterion_id", "load_checklist_items", "load_human_verdicts", "load_reports", "load_tasks", "normalise_text",
+    "AXES",
+    "CHECKLIST_JUDGE",
+    "VERDICTS",
+    "Criterion",
+    "Report",
+    "Task",
+    "canonical_verdict",
+    "clean_report",
+    "criterion_id",
+    "load_checklist_items",
+    "load_human_verdicts",
+    "load_reports",
+    "load_tasks",
+    "normalise_text",
     "read_tasks",
 ]

@@ -208,8 +208,20 @@ def _sum_cost(attempts: list[Attempt]) -> float | None:
     return math.fsum(costs) if costs else None
 
 
+def build_judge(spec: JudgeSpec, *, lm: Any = None, rating_probs: bool = False,
+                chunk_tokens: int | None = None, overlap_tokens: int | None = None) -> Judge:
+    """The right Judge class for a spec's family (checklist judges chunk long reports)."""
+    if spec.family == "checklist":
+        from scijudge.judges.checklist import ChecklistJudge
+
+        sizes = {k: v for k, v in (("chunk_tokens", chunk_tokens), ("overlap_tokens", overlap_tokens)) if v}
+        return ChecklistJudge(spec, lm=lm, **sizes)
+    return Judge(spec, lm=lm, rating_probs=rating_probs)
+
+
 def load_judge(name_or_path: str | Path | JudgeSpec, *, lm: Any = None, model: str | None = None,
-               rating_probs: bool = False, blocks: dict[str, str] | None = None, **lm_options: Any) -> Judge:
+               rating_probs: bool = False, blocks: dict[str, str] | None = None,
+               chunk_tokens: int | None = None, overlap_tokens: int | None = None, **lm_options: Any) -> Judge:
     """Load a judge by shipped name, spec path or spec object, bound to an LM (or a model string)."""
     spec = name_or_path if isinstance(name_or_path, JudgeSpec) else get_spec(name_or_path)
     if blocks:
@@ -218,4 +230,5 @@ def load_judge(name_or_path: str | Path | JudgeSpec, *, lm: Any = None, model: s
         from scijudge.lm import make_lm
 
         lm = make_lm(model, **lm_options)
-    return Judge(spec, lm=lm, rating_probs=rating_probs)
+    return build_judge(spec, lm=lm, rating_probs=rating_probs, chunk_tokens=chunk_tokens,
+                       overlap_tokens=overlap_tokens)
