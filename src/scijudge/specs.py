@@ -279,5 +279,12 @@ def resolve_judges(names: list[str]) -> list[JudgeSpec]:
             out.extend(matched)
         else:
             out.append(get_spec(name))
-    seen: set[str] = set()
-    return [s for s in out if not (s.name in seen or seen.add(s.name))]
+    # The same name may appear twice with different content (a judge and its optimized spec): keep both.
+    seen: set[tuple[str, str]] = set()
+    unique = []
+    for spec in out:
+        key = (spec.name, spec.spec_hash())
+        if key not in seen:
+            seen.add(key)
+            unique.append(spec)
+    return unique

@@ -96,11 +96,22 @@ class Judge(dspy.Module):
             self.chain._rejected = default_chain()._rejected
         self.predict = dspy.Predict(build_signature(spec))
         if spec.demos:
-            # Demonstrations saved in a spec (e.g. by an optimizer) are inputs plus a `judgment` dict.
-            self.predict.demos = [dspy.Example(**demo).with_inputs(*(k for k in demo if k != OUTPUT_FIELD))
-                                  for demo in spec.demos]
+            from scijudge.demos import demos_from_spec  # demonstrations saved in the spec (e.g. by an optimizer)
+
+            self.predict.demos = demos_from_spec(spec)
         self._spec_hash = spec.spec_hash()
         self._prepare = spec.prepare_function()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> "Judge":
+        """Copies (made by optimizers and ``Module.load``) share the LM and the chain, never duplicate them."""
+        import copy
+
+        clone = self.__class__.__new__(self.__class__)
+        memo[id(self)] = clone
+        for key, value in self.__dict__.items():
+            shared = key in ("lm", "chain", "_prepare")
+            clone.__dict__[key] = value if shared else copy.deepcopy(value, memo)
+        return clone
 
     @property
     def spec_hash(self) -> str:
