@@ -9,13 +9,13 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
-import tomllib
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from scijudge._toml import read_toml
 from scijudge.errors import SpecError, UnknownJudgeError
 
 Family = Literal["likert", "pairwise", "checklist", "synthesis", "linking"]
@@ -116,32 +116,14 @@ class JudgeSpec(BaseModel):
 
     def output_type(self) -> type:
         """Import the typed output class named by ``output``."""
-        module_name, _, qualname = self.output_path.partition(":")
-        if not module_name or not qualname:
-            raise SpecError(f"output must be a built-in name {sorted(BUILTIN_OUTPUTS)} or 'module:Class'",
-                            file=self.source, field="output")
-        try:
-            obj: Any = importlib.import_module(module_name)
-            for part in qualname.split("."):
-                obj = getattr(obj, part)
-        except (ImportError, AttributeError) as exc:
-            raise SpecError(f"cannot import output type {self.output_path!r}: {exc}", file=self.source,
-                            field="output") from exc
-        return obj
+        return _import_object(self.output_path, source=self.source, field="output",
+                              hint=f"a built-in name {sorted(BUILTIN_OUTPUTS)} or 'module:Class'")
 
     def prepare_function(self) -> Any:
         """The ``prepare`` hook (``module:function``): checks and completes inputs before any LM call."""
         if self.prepare is None:
             return None
-        module_name, _, qualname = self.prepare.partition(":")
-        try:
-            obj: Any = importlib.import_module(module_name)
-            for part in qualname.split("."):
-                obj = getattr(obj, part)
-        except (ImportError, AttributeError) as exc:
-            raise SpecError(f"cannot import prepare hook {self.prepare!r}: {exc}", file=self.source,
-                            field="prepare") from exc
-        return obj
+        return _import_object(self.prepare, source=self.source, field="prepare", hint="'module:function'")
 
     def spec_hash(self) -> str:
         """A short content hash: what a judgment in the run store was produced with."""
@@ -179,21 +161,24 @@ class JudgeSpec(BaseModel):
         })
 
 
+def _import_object(path: str, *, source: str | None, field: str, hint: str) -> Any:
+    """Import ``module:Qual.Name`` named in a spec; failures are SpecErrors naming the spec field."""
+    module_name, _, qualname = path.partition(":")
+    if not module_name or not qualname:
+        raise SpecError(f"must be {hint}, got {path!r}", file=source, field=field)
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise SpecError(f"cannot import {path!r}: {exc}", file=source, field=field) from exc
+    return obj
+
+
 def _source_dirs() -> list[Path]:
     here = Path(__file__).resolve().parent
     candidates = [here / "_data" / "signatures", here.parent.parent / "signatures"]
     return [c for c in candidates if c.is_dir()]
-
-
-def _toml_error_line(exc: tomllib.TOMLDecodeError) -> int | None:
-    """The line of a TOML syntax error (an attribute from Python 3.14, in the message before)."""
-    line = getattr(exc, "lineno", None)
-    if line is None:
-        import re
-
-        found = re.search(r"at line (\d+)", str(exc))
-        line = int(found.group(1)) if found else None
-    return line
 
 
 def _field_line(text: str, field: str) -> int | None:
@@ -208,16 +193,7 @@ def _field_line(text: str, field: str) -> int | None:
 def load_spec_file(path: str | Path) -> JudgeSpec:
     """Read and validate one TOML spec; errors name the file, line and field."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise SpecError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", file=path) from exc
-    except OSError as exc:
-        raise SpecError(f"cannot read spec: {exc.strerror}", file=path) from exc
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"malformed TOML: {exc}", file=path, line=_toml_error_line(exc)) from exc
+    text, data = read_toml(path, what="spec", error=SpecError)
     try:
         spec = JudgeSpec.model_validate(data)
     except ValidationError as exc:

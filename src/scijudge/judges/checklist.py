@@ -30,7 +30,6 @@ import json
 import math
 import re
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
@@ -622,14 +621,7 @@ class ChecklistJudge(Judge):
         if not part:
             part = self.parts(item)[0]
         entry, entries = self._entry(item, part)
-        inputs = self._inputs(item, entry)
-        record, token = start_record()
-        started = time.perf_counter()
-        try:
-            prediction = self(**inputs)
-        finally:
-            _CURRENT.reset(token)
-        latency = time.perf_counter() - started
+        prediction, record, latency = self._call(self._inputs(item, entry))
         attempts: list[Attempt] = list(record.attempts)
         costs = [a.cost for a in attempts if a.cost is not None]
         result: dict[str, Any] = {}

@@ -699,10 +699,11 @@ def _ordinal_row(groups: list[_Group], ctx: _Context, judge_name: str) -> tuple[
     return row, conf_rows, rel_rows
 
 
-def _ordinal_frames(groups: list[_Group], ctx: _Context) -> tuple[pd.DataFrame, pd.DataFrame, list[dict], list[dict]]:
+def _per_rubric_and_pooled(groups: list[_Group], ctx: _Context, make_row: Any) -> tuple[list[dict], list[dict], list[dict], list[dict]]:
+    """Rows per rubric, then one pooled row per (contender, pool), with their confusion and reliability rows."""
     rows, pooled, conf_rows, rel_rows = [], [], [], []
     for g in groups:
-        row, c, r = _ordinal_row([g], ctx, g.judge)
+        row, c, r = make_row([g], ctx, g.judge)
         rows.append(row)
         conf_rows += c
         rel_rows += r
@@ -710,11 +711,16 @@ def _ordinal_frames(groups: list[_Group], ctx: _Context) -> tuple[pd.DataFrame, 
     for g in groups:
         by_pool.setdefault((g.contender, g.pool), []).append(g)
     for (_, _), gs in sorted(by_pool.items()):
-        row, c, r = _ordinal_row(gs, ctx, POOLED)
+        row, c, r = make_row(gs, ctx, POOLED)
         row["n_judges"] = len(gs)
         pooled.append(row)
         conf_rows += c
         rel_rows += r
+    return rows, pooled, conf_rows, rel_rows
+
+
+def _ordinal_frames(groups: list[_Group], ctx: _Context) -> tuple[pd.DataFrame, pd.DataFrame, list[dict], list[dict]]:
+    rows, pooled, conf_rows, rel_rows = _per_rubric_and_pooled(groups, ctx, _ordinal_row)
     per_rubric = pd.DataFrame(rows)
     if not per_rubric.empty:
         per_rubric["bias_p_holm"] = np.nan
@@ -772,21 +778,7 @@ def _verdict_row(groups: list[_Group], ctx: _Context, judge_name: str) -> tuple[
 
 
 def _verdict_frames(groups: list[_Group], ctx: _Context) -> tuple[pd.DataFrame, pd.DataFrame, list[dict], list[dict]]:
-    rows, pooled, conf_rows, rel_rows = [], [], [], []
-    for g in groups:
-        row, c, r = _verdict_row([g], ctx, g.judge)
-        rows.append(row)
-        conf_rows += c
-        rel_rows += r
-    by_pool: dict[tuple[str, str], list[_Group]] = {}
-    for g in groups:
-        by_pool.setdefault((g.contender, g.pool), []).append(g)
-    for (_, _), gs in sorted(by_pool.items()):
-        row, c, r = _verdict_row(gs, ctx, POOLED)
-        row["n_judges"] = len(gs)
-        pooled.append(row)
-        conf_rows += c
-        rel_rows += r
+    rows, pooled, conf_rows, rel_rows = _per_rubric_and_pooled(groups, ctx, _verdict_row)
     leaderboard = _rank(pd.DataFrame(pooled), "kappa", "family") if pooled else pd.DataFrame()
     return pd.DataFrame(rows), leaderboard, conf_rows, rel_rows
 

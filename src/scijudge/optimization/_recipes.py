@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from scijudge._toml import read_toml
 from scijudge.errors import InputError
 
 OptimizerName = Literal["mipro", "gepa", "simba", "copro", "bootstrap_rs"]
@@ -230,17 +230,7 @@ def _settings_error(exc: ValidationError, optimizer: str) -> tuple[str, tuple[st
 def load_recipe(path: str | Path) -> Recipe:
     """Read and validate a recipe file; every error names the file, the line and the field."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read recipe: {exc.strerror or exc}", file=path) from exc
-    except UnicodeDecodeError as exc:
-        raise InputError(f"recipe is not UTF-8 text (byte {exc.start})", file=path) from exc
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        found = re.search(r"at line (\d+)", str(exc))
-        raise InputError(f"malformed TOML: {exc}", file=path, line=int(found.group(1)) if found else None) from exc
+    text, data = read_toml(path, what="recipe")
     return recipe_from_dict(data, source=path, text=text)
 
 
