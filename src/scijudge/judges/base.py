@@ -170,10 +170,10 @@ class Judge(dspy.Module):
 
     def judge_item(self, item: Item, part: str = "") -> JudgeResult:
         """Judge one item (one order, for pairwise) and return a typed result; never raises on LM failure."""
-        prediction, record, latency = self._call(self.inputs_for(item, part))
+        prediction, record, latency = self._run_recorded(self.inputs_for(item, part))
         return self._result(item.id, part, prediction, record, latency)
 
-    def _call(self, inputs: dict[str, Any]) -> tuple[dspy.Prediction, Any, float]:
+    def _run_recorded(self, inputs: dict[str, Any]) -> tuple[dspy.Prediction, Any, float]:
         """Run the module once under a fresh attempt record; returns prediction, record and latency."""
         record, token = start_record()
         started = time.perf_counter()

@@ -621,7 +621,7 @@ class ChecklistJudge(Judge):
         if not part:
             part = self.parts(item)[0]
         entry, entries = self._entry(item, part)
-        prediction, record, latency = self._call(self._inputs(item, entry))
+        prediction, record, latency = self._run_recorded(self._inputs(item, entry))
         attempts: list[Attempt] = list(record.attempts)
         costs = [a.cost for a in attempts if a.cost is not None]
         result: dict[str, Any] = {}
