@@ -245,6 +245,7 @@ def demo_cmd(
     items_path = items or _bundled("datasets/yescieval_example/items.jsonl")
     tiny = model is None
     if tiny:
+        _quiet_transformers()
         from scijudge.lm.tiny import build_tiny_model
 
         console.print(f"building a tiny random Llama model + LoRA adapter in {workdir} (no download) ...")
@@ -269,6 +270,21 @@ def demo_cmd(
         out.print("[bold yellow]These scores come from a tiny model with RANDOM weights: they are meaningless.[/] "
                   "They show that the whole path runs. For real judgments use --model hf:/path/to/adapter "
                   "(e.g. a YESciEval LoRA judge) or an API model such as --model openai/gpt-4o-mini.")
+
+
+def _quiet_transformers() -> None:
+    """The demo's own output is the point: silence transformers' progress bars and deprecation chatter."""
+    import warnings
+
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+    except ImportError:
+        pass
 
 
 def _bundled(relative: str) -> Path:

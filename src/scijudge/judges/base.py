@@ -211,9 +211,12 @@ class Judge(dspy.Module):
             dist = rating_distribution(record.logprobs, field="rating",
                                        values=tuple(int(v) for v in self.spec.scale.levels()))
             probs = {str(k): float(v) for k, v in dist.items()} if dist else None
+        payload = output.model_dump(mode="json") if isinstance(output, BaseModel) else {"value": output}
+        if probs:
+            payload["expected_rating"] = math.fsum(float(k) * p for k, p in probs.items())
         return JudgeResult(
             status="ok", score=fields.score, verdict=fields.verdict, confidence=fields.confidence, probs=probs,
-            result=output.model_dump(mode="json") if isinstance(output, BaseModel) else {"value": output},
+            result=payload,
             rationale=fields.rationale, **base,
         )
 

@@ -1,0 +1,144 @@
+"""Local model strings and load prerequisites: ``hf:`` strings to folders, dtypes, the optional extra.
+
+Nothing here touches the network: folders are read as they are and hub ids only from the local Hugging Face
+cache (``local_files_only``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from scijudge.errors import ModelError
+
+PREFIX = "hf:"
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_DTYPES = {
+    "float32": "float32", "fp32": "float32", "float": "float32",
+    "bfloat16": "bfloat16", "bf16": "bfloat16",
+    "float16": "float16", "fp16": "float16", "half": "float16",
+}
+_INSTALL = "pip install 'scijudge[local]'"
+
+
+def require_torch() -> tuple[Any, Any]:
+    """Import torch and transformers, or raise a ModelError naming the extra."""
+    try:
+        import torch
+        import transformers
+    except ImportError as exc:
+        raise ModelError(f"local models need torch and transformers ({exc.name} is missing): {_INSTALL}") from exc
+    return torch, transformers
+
+
+def require_peft() -> Any:
+    """Import peft, or raise a ModelError naming the extra."""
+    try:
+        import peft
+    except ImportError as exc:
+        raise ModelError(f"PEFT adapters need peft ({exc.name} is missing): {_INSTALL}") from exc
+    return peft
+
+
+# ----------------------------------------------------------------------------------------- model strings
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """A resolved local model string: the base model folder and an optional adapter folder."""
+
+    base: Path
+    adapter: Path | None
+
+
+def _resolve_folder(ref: str, what: str, *, named_by: str | None = None) -> Path:
+    """A local folder for ``ref`` (a path, or a hub id already in the local HF cache); never downloads."""
+    path = Path(ref).expanduser()
+    if path.is_dir():
+        return path.resolve()
+    if path.exists():
+        raise ModelError(f"{what} {ref!r} is a file; expected a model folder")
+    if _HUB_ID.match(ref) and not ref.startswith("."):
+        try:
+            from huggingface_hub import snapshot_download
+
+            return Path(snapshot_download(ref, local_files_only=True))
+        except Exception:  # noqa: BLE001 - any failure means "not available offline"
+            pass
+    source = f"{named_by} names {what} {ref!r}" if named_by else f"{what} {ref!r}"
+    raise ModelError(
+        f"{source}, which is neither a local folder nor in the local Hugging Face cache; scijudge never "
+        f"downloads weights. Download it first (huggingface-cli download {ref}) or give a local folder."
+    )
+
+
+def parse_model_string(model: str) -> ModelRef:
+    """Resolve ``hf:<base>``, ``hf:<adapter>`` or ``hf:<base>+<adapter>`` to local folders (ModelError if not)."""
+    if not isinstance(model, str) or not model.startswith(PREFIX) or not model[len(PREFIX) :].strip():
+        raise ModelError(
+            f"local model strings look like 'hf:<model folder or id>', 'hf:<adapter folder>' or "
+            f"'hf:<base>+<adapter>'; got {model!r}"
+        )
+    body = model[len(PREFIX) :].strip()
+    if "+" in body and not Path(body).expanduser().exists():
+        base_ref, adapter_ref = (part.strip() for part in body.split("+", 1))
+        base = _resolve_folder(base_ref, "base model")
+        adapter = _resolve_folder(adapter_ref, "adapter")
+        if not (adapter / "adapter_config.json").is_file():
+            raise ModelError(f"{adapter} has no adapter_config.json, so it is not a PEFT adapter")
+        return ModelRef(base, adapter)
+    folder = _resolve_folder(body, "model")
+    config_file = folder / "adapter_config.json"
+    if not config_file.is_file():
+        return ModelRef(folder, None)
+    try:
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"{config_file}: cannot read the adapter config: {exc}") from exc
+    base_ref = config.get("base_model_name_or_path") if isinstance(config, dict) else None
+    if not isinstance(base_ref, str) or not base_ref:
+        raise ModelError(
+            f"{config_file}, field 'base_model_name_or_path': the adapter does not name its base model; "
+            f"use hf:<base folder>+{body}"
+        )
+    base = _resolve_folder(base_ref, "base model", named_by=f"{config_file}, field 'base_model_name_or_path',")
+    return ModelRef(base, folder)
+
+
+def dtype_name(dtype: Any, on_cuda: bool) -> str:
+    """Normalise a dtype argument to 'float32' | 'bfloat16' | 'float16' (bf16 on CUDA, fp32 on CPU by default)."""
+    if dtype is None or dtype == "auto":
+        return "bfloat16" if on_cuda else "float32"
+    text = str(dtype).removeprefix("torch.")
+    if text not in _DTYPES:
+        raise ModelError(f"unsupported dtype {dtype!r}; use one of float32, bfloat16, float16")
+    return _DTYPES[text]
+
+
+def check_adapter_weights(adapter: Path) -> None:
+    """Read the adapter's safetensors file(s) fully, so a corrupt file fails before the base is touched."""
+    files = sorted(adapter.glob("*.safetensors"))
+    if not files and not any(adapter.glob("adapter_model.bin")):
+        raise ModelError(f"{adapter} has no adapter weights (adapter_model.safetensors)")
+    from safetensors.torch import load_file
+
+    for file in files:
+        try:
+            load_file(str(file), device="cpu")
+        except Exception as exc:  # noqa: BLE001 - safetensors raises its own error type
+            raise ModelError(f"{file}: corrupt or unreadable adapter weights: {type(exc).__name__}: {exc}") from exc
+
+
+def weight_files(folder: Path) -> str:
+    names = sorted(p.name for p in folder.iterdir() if p.suffix in {".safetensors", ".bin", ".pt"})
+    return ", ".join(names) if names else "no weight files"
+
+
+def device_settings(dtype: Any, device_map: Any) -> tuple[str, Any]:
+    """(dtype name, device_map) with the defaults: bf16 + ``"auto"`` when CUDA is there, fp32 on CPU."""
+    torch, _ = require_torch()
+    on_cuda = torch.cuda.is_available() and device_map not in ("cpu", {"": "cpu"})
+    return dtype_name(dtype, on_cuda), (device_map if device_map is not None else ("auto" if on_cuda else None))
