@@ -44,8 +44,9 @@ def main() -> None:
             n = min(total, 30) if concurrency == 1 else total
             lm = make_lm("openai/judge", api_base=server.url, cache=False)
             judge = Judge(spec, lm=lm)
-            items = [Item(id=f"c{concurrency}-{i}", question="What limits battery life?", answer=f"Answer {i}.")
-                     for i in range(n)]
+            papers = [{"title": "Capacity fade in layered oxides", "abstract": "Cycling at high voltage cracks particles."}]
+            items = [Item(id=f"c{concurrency}-{i}", question="What limits battery life?", papers=papers,
+                          answer=f"Answer {i}: particle cracking at high voltage [1].") for i in range(n)]
             judge_items(items[:4], [judge], concurrency=4)  # warm the client and connection pool
             with Run(Path(tmp) / f"c{concurrency}.sqlite") as run:
                 cpu0, wall0 = time.process_time(), time.perf_counter()
