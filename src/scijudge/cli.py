@@ -68,7 +68,7 @@ def judges_cmd(
     for s in specs:
         inputs = ", ".join(i.name + ("?" if i.optional else "") for i in s.inputs)
         table.add_row(s.name, s.family, inputs, s.description)
-    out.print(table, width=max(out.width, 160))
+    Console(width=max(out.width, 160)).print(table)
 
 
 @command("judge")
@@ -289,11 +289,11 @@ def _quiet_transformers() -> None:
 
 def _bundled(relative: str) -> Path:
     """A data file shipped in the wheel (scijudge/_data) or found in a source checkout."""
-    here = Path(__file__).resolve().parent
-    for root in (here / "_data", here.parent.parent):
-        candidate = root / relative
-        if candidate.exists():
-            return candidate
+    from scijudge._resources import shipped_path
+
+    found = shipped_path(relative)
+    if found is not None:
+        return found
     raise ScijudgeError(f"bundled file {relative} not found in this installation")
 
 

@@ -35,11 +35,11 @@ _POOL_FILES = ("redundant", "informal", "social_media", "unrelated", "connectors
 
 def default_pools_dir() -> Path:
     """The shipped pools: the installed wheel's data folder, else the source tree's ``datasets/``."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "_data" / "datasets" / "perturbation_pools",
-                      here.parents[1] / "datasets" / "perturbation_pools"):
-        if candidate.is_dir():
-            return candidate
+    from scijudge._resources import shipped_path
+
+    found = shipped_path("datasets/perturbation_pools")
+    if found is not None:
+        return found
     raise InputError("perturbation pools not found (expected datasets/perturbation_pools)", field="pools")
 
 

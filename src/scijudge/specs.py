@@ -176,9 +176,9 @@ def _import_object(path: str, *, source: str | None, field: str, hint: str) -> A
 
 
 def _source_dirs() -> list[Path]:
-    here = Path(__file__).resolve().parent
-    candidates = [here / "_data" / "signatures", here.parent.parent / "signatures"]
-    return [c for c in candidates if c.is_dir()]
+    from scijudge._resources import shipped_paths
+
+    return shipped_paths("signatures")
 
 
 def _field_line(text: str, field: str) -> int | None:

@@ -271,12 +271,9 @@ def recipe_from_dict(data: dict[str, Any], *, source: str | Path | None = None, 
 
 def shipped_recipes_dir() -> Path | None:
     """The ``optimizers/`` folder: packaged in the wheel, or at the top of a source checkout."""
-    here = Path(__file__).resolve().parent
-    package = here.parent
-    for candidate in (package / "_data" / "optimizers", package.parent.parent / "optimizers"):
-        if candidate.is_dir():
-            return candidate
-    return None
+    from scijudge._resources import shipped_path
+
+    return shipped_path("optimizers")
 
 
 def resolve_recipe(name_or_path: str | Path | Recipe) -> Recipe:
