@@ -26,6 +26,8 @@ def main() -> None:
     parser.add_argument("--judgments", type=int, default=1000)
     parser.add_argument("--latency", type=float, default=0.1)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
+    parser.add_argument("--processes", type=int, default=2,
+                        help="also run the highest concurrency spread over this many worker processes (0: skip)")
     parser.add_argument("--quick", action="store_true", help="200 judgments (c=1 always uses 30)")
     args = parser.parse_args()
     total = 200 if args.quick else args.judgments
@@ -35,18 +37,23 @@ def main() -> None:
     import dspy
 
     from scijudge import Item, Judge, Run, get_spec, judge_items, make_lm
+    from scijudge.runner import JudgeRecipe, judge_items_in_processes
 
     dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
     spec = get_spec(os.environ.get("BENCH_SPEC", "yescieval.qa.correctness"))
-    print(f"{'concurrency':>11} {'judgments':>9} {'j/s':>8} {'ideal':>8} {'ratio':>6} {'cpu ms/j':>9}")
+    print(f"{'concurrency':>11} {'processes':>9} {'judgments':>9} {'j/s':>8} {'ideal':>8} {'ratio':>6} {'cpu ms/j':>9}")
+    papers = [{"title": "Capacity fade in layered oxides", "abstract": "Cycling at high voltage cracks particles."}]
+
+    def make_items(tag: str, n: int) -> list:
+        return [Item(id=f"{tag}-{i}", question="What limits battery life?", papers=papers,
+                     answer=f"Answer {i}: particle cracking at high voltage [1].") for i in range(n)]
+
     with ServerProcess(args.latency) as server, tempfile.TemporaryDirectory() as tmp:
         for concurrency in args.concurrency:
             n = min(total, 30) if concurrency == 1 else total
             lm = make_lm("openai/judge", api_base=server.url, cache=False)
             judge = Judge(spec, lm=lm)
-            papers = [{"title": "Capacity fade in layered oxides", "abstract": "Cycling at high voltage cracks particles."}]
-            items = [Item(id=f"c{concurrency}-{i}", question="What limits battery life?", papers=papers,
-                          answer=f"Answer {i}: particle cracking at high voltage [1].") for i in range(n)]
+            items = make_items(f"c{concurrency}", n)
             judge_items(items[:4], [judge], concurrency=4)  # warm the client and connection pool
             with Run(Path(tmp) / f"c{concurrency}.sqlite") as run:
                 cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -55,8 +62,27 @@ def main() -> None:
             assert summary.ok == n, summary
             rate = n / wall
             ideal = concurrency / args.latency
-            print(f"{concurrency:>11} {n:>9} {rate:>8.1f} {ideal:>8.1f} {rate / ideal:>6.2f} {1000 * cpu / n:>9.2f}")
-
+            print(f"{concurrency:>11} {1:>9} {n:>9} {rate:>8.1f} {ideal:>8.1f} {rate / ideal:>6.2f} {1000 * cpu / n:>9.2f}")
+        if args.processes > 1:
+            concurrency = max(args.concurrency)
+            recipe = JudgeRecipe(spec, "openai/judge", {"api_base": server.url, "cache": False})
+            items = make_items("mp", total)
+            stamps: list[float] = []
+            with Run(Path(tmp) / "mp.sqlite") as run:
+                wall0 = time.perf_counter()
+                summary = judge_items_in_processes(items, [recipe], processes=args.processes, run=run,
+                                                   concurrency=concurrency, use_cache=False,
+                                                   on_result=lambda r, s: stamps.append(time.perf_counter()))
+                wall = time.perf_counter() - wall0
+            assert summary.ok == total, summary
+            ideal = concurrency / args.latency
+            rate = total / wall
+            print(f"{concurrency:>11} {args.processes:>9} {total:>9} {rate:>8.1f} {ideal:>8.1f} {rate / ideal:>6.2f}"
+                  f" {'-':>9}   wall time including worker start-up")
+            # Steady state: from the first result to the last (worker start-up and the first latency excluded).
+            steady = (len(stamps) - 1) / (stamps[-1] - stamps[0])
+            print(f"{concurrency:>11} {args.processes:>9} {total:>9} {steady:>8.1f} {ideal:>8.1f} {steady / ideal:>6.2f}"
+                  f" {'-':>9}   steady state, first result to last")
 
 if __name__ == "__main__":
     main()

@@ -79,6 +79,7 @@ def judge_cmd(
     api_base: Annotated[Optional[str], typer.Option(help="OpenAI-compatible server URL, e.g. http://localhost:8000/v1.")] = None,
     run: Annotated[Optional[Path], typer.Option(help="Run store (SQLite). Re-running with the same store resumes.")] = None,
     concurrency: Annotated[int, typer.Option(min=1, help="Judgments in flight at once.")] = 8,
+    processes: Annotated[int, typer.Option(min=1, help="Worker processes (API models only): for very fast endpoints, where one process's CPU is the limit.")] = 1,
     limit: Annotated[Optional[int], typer.Option(min=1, help="Judge at most N pending judgments.")] = None,
     skip_invalid: Annotated[bool, typer.Option(help="Judge the valid items and list the invalid lines.")] = False,
     retry_abstained: Annotated[bool, typer.Option(help="Judge earlier abstentions again.")] = False,
@@ -112,9 +113,10 @@ def judge_cmd(
         loaded, skipped = load_items(items, skip_invalid=skip_invalid)
     for s in skipped:
         console.print(f"[yellow]skipped[/] {s}", highlight=False, soft_wrap=True)
-    lm = make_lm(model, api_base=api_base, cache=cache, timeout=timeout, max_tokens=max_tokens)
-    judges = [build_judge(spec, lm=lm, rating_probs=rating_probs, chunk_tokens=chunk_tokens,
-                          overlap_tokens=overlap_tokens) for spec in specs]
+    lm_options = dict(api_base=api_base, cache=cache, timeout=timeout, max_tokens=max_tokens)
+    judge_options = dict(rating_probs=rating_probs, chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens)
+    lm = make_lm(model, **lm_options)
+    judges = [build_judge(spec, lm=lm, **judge_options) for spec in specs]
     run_path = run or Path("runs") / f"{items.stem}.sqlite"
     store = Run(run_path)
     store.set_meta(items=str(items), judges=[s.name for s in specs], model=model,
@@ -130,7 +132,14 @@ def judge_cmd(
             except ScijudgeError as exc:
                 console.print(f"[yellow]skipped[/] {exc}", highlight=False, soft_wrap=True)
         loaded = valid
-    summary = _run_with_progress(loaded, judges, store, concurrency, limit, retry_abstained, progress)
+    if processes > 1:
+        from scijudge.runner import JudgeRecipe, judge_items_in_processes
+
+        recipes = [JudgeRecipe(spec, model, lm_options, judge_options) for spec in specs]
+        summary = judge_items_in_processes(loaded, recipes, processes=processes, run=store, concurrency=concurrency,
+                                           limit=limit, retry_abstained=retry_abstained, use_cache=cache)
+    else:
+        summary = _run_with_progress(loaded, judges, store, concurrency, limit, retry_abstained, progress)
     _print_summary(summary, run_path)
 
 
@@ -177,7 +186,8 @@ def _print_summary(summary, run_path: Path) -> None:  # noqa: ANN001
     table = Table(title=f"run store: {run_path}", show_header=False)
     for label, value in [
         ("judged now", summary.judged), ("ok", summary.ok), ("abstained", summary.abstained),
-        ("already done (skipped)", summary.skipped_done), ("tokens in/out", f"{summary.tokens_in:,} / {summary.tokens_out:,}"),
+        ("already done (skipped)", summary.skipped_done),
+        ("not applicable (pairwise judge, one answer)", summary.not_applicable), ("tokens in/out", f"{summary.tokens_in:,} / {summary.tokens_out:,}"),
         ("cost (USD, estimated)", f"{summary.cost:.4f}"), ("seconds", f"{summary.seconds:.1f}"),
     ]:
         table.add_row(label, str(value))

@@ -10,7 +10,9 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import as_completed as futures_as_completed
 from dataclasses import dataclass, field
+from typing import Any
 
 from scijudge.data import Item
 from scijudge.judges.base import Judge, JudgeResult, judgment_key, model_name
@@ -23,6 +25,7 @@ class RunSummary:
 
     planned: int = 0
     skipped_done: int = 0
+    not_applicable: int = 0
     judged: int = 0
     ok: int = 0
     abstained: int = 0
@@ -41,8 +44,16 @@ class RunSummary:
             self.ok += 1
         else:
             self.abstained += 1
-            reason = (result.reason or "unknown").split(":")[0][:80]
+            reason = _reason_class(result.reason or "unknown")
             self.abstention_reasons[reason] = self.abstention_reasons.get(reason, 0) + 1
+
+
+def _reason_class(reason: str) -> str:
+    """A short class of an abstention reason for summaries ("all strategies failed: validation_error")."""
+    head, _, rest = reason.partition(":")
+    if "last problem" in head and rest:
+        return f"all strategies failed: {rest.strip().split(':')[0][:60]}"
+    return head[:80]
 
 
 Task = tuple[Item, Judge, str]
@@ -50,15 +61,24 @@ Progress = Callable[[JudgeResult, RunSummary], None]
 
 
 def plan(items: Sequence[Item], judges: Sequence[Judge], run: Run | None, *,
-         retry_abstained: bool = False) -> tuple[list[Task], int]:
-    """Every (item, judge, part) not yet in the run store, in item-major order, and how many were done."""
+         retry_abstained: bool = False, not_applicable: list[tuple[str, str]] | None = None) -> tuple[list[Task], int]:
+    """Every (item, judge, part) not yet in the run store, in item-major order, and how many were done.
+
+    (item, judge) pairs with nothing to judge (a pairwise judge and an item with one answer) are
+    appended to ``not_applicable`` when a list is given.
+    """
     done = run.completed_keys(include_abstained=not retry_abstained) if run is not None else set()
     tasks: list[Task] = []
     skipped = 0
     for item in items:
         for judge in judges:
-            judge.inputs_for(item, judge.parts(item)[0])  # fail early, before any LM call
-            for part in judge.parts(item):
+            parts = judge.parts(item)
+            if not parts:
+                if not_applicable is not None:
+                    not_applicable.append((item.id, judge.name))
+                continue
+            judge.inputs_for(item, parts[0])  # fail early, before any LM call
+            for part in parts:
                 key = judgment_key(item.id, judge.name, part, judge.spec_hash, model_name(judge._lm()))
                 if key in done:
                     skipped += 1
@@ -76,10 +96,11 @@ def judge_items(items: Sequence[Item], judges: Sequence[Judge], *, run: Run | No
         limit: judge at most this many of the pending tasks (after skipping completed ones).
         on_result: called after each persisted result (progress bars, logging).
     """
-    tasks, skipped = plan(items, judges, run, retry_abstained=retry_abstained)
+    missing: list[tuple[str, str]] = []
+    tasks, skipped = plan(items, judges, run, retry_abstained=retry_abstained, not_applicable=missing)
     if limit is not None:
         tasks = tasks[:limit]
-    summary = RunSummary(planned=len(tasks), skipped_done=skipped)
+    summary = RunSummary(planned=len(tasks), skipped_done=skipped, not_applicable=len(missing))
     started = time.perf_counter()
     lock = threading.Lock()
 
@@ -124,4 +145,113 @@ def judge_items(items: Sequence[Item], judges: Sequence[Judge], *, run: Run | No
         if fatal is not None:
             # Everything that completed before the failure is already stored; a re-run resumes from there.
             raise fatal
+    return summary
+
+
+# --- several worker processes -------------------------------------------------------------------
+#
+# One process tops out around 450 judgments/s because DSPy's per-call CPU holds the GIL (see
+# benchmarks/README.md). For very fast endpoints the runner can spread the pending tasks over worker
+# processes; the parent alone writes the run store, each result as soon as it arrives, so persistence
+# and resume behave exactly as with one process.
+
+
+@dataclass(frozen=True)
+class JudgeRecipe:
+    """What a worker process needs to rebuild a judge: its spec and how to build its LM (no live objects)."""
+
+    spec: Any
+    model: str
+    lm_options: dict[str, Any] = field(default_factory=dict)
+    judge_options: dict[str, Any] = field(default_factory=dict)
+
+    def build(self) -> Judge:
+        from scijudge.judges.base import build_judge
+        from scijudge.lm import make_lm
+
+        return build_judge(self.spec, lm=make_lm(self.model, **self.lm_options), **self.judge_options)
+
+
+def _worker(recipes: list[JudgeRecipe], tasks: list[tuple[dict[str, Any], int, str]], concurrency: int,
+            use_cache: bool, results: Any) -> None:
+    """Judge a shard of tasks with a thread pool and send every result (then any fatal error) to the parent."""
+    from concurrent.futures import CancelledError
+
+    import dspy
+
+    if not use_cache:
+        dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
+    fatal: BaseException | None = None
+    try:
+        judges = [recipe.build() for recipe in recipes]
+        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+            futures = [pool.submit(judges[j].judge_item, Item.model_validate(item), part) for item, j, part in tasks]
+            for future in futures_as_completed(futures):
+                try:
+                    results.put(("result", future.result().model_dump(mode="json")))
+                except CancelledError:
+                    continue
+                except Exception as exc:  # noqa: BLE001 - a fatal error: stop, keep what completed
+                    if fatal is None:
+                        fatal = exc
+                        for other in futures:
+                            other.cancel()
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
+        fatal = fatal or exc
+    if fatal is not None:
+        results.put(("error", f"{type(fatal).__name__}: {fatal}"))
+    results.put(("done", None))
+
+
+def judge_items_in_processes(items: Sequence[Item], recipes: Sequence[JudgeRecipe], *, processes: int,
+                             run: Run | None = None, concurrency: int = 8, limit: int | None = None,
+                             retry_abstained: bool = False, on_result: Progress | None = None,
+                             use_cache: bool = True) -> RunSummary:
+    """Like ``judge_items`` but over ``processes`` worker processes, ``concurrency`` requests in flight in all.
+
+    Only for API models (a local ``hf:`` model would be loaded once per process).
+    """
+    import multiprocessing
+
+    from scijudge.errors import ModelError
+
+    if any(r.model.startswith("hf:") for r in recipes):
+        raise ModelError("several processes are for API models; a local hf: model batches inside one process")
+    judges = [recipe.build() for recipe in recipes]  # in the parent only to plan keys and validate inputs
+    missing: list[tuple[str, str]] = []
+    tasks, skipped = plan(items, judges, run, retry_abstained=retry_abstained, not_applicable=missing)
+    if limit is not None:
+        tasks = tasks[:limit]
+    summary = RunSummary(planned=len(tasks), skipped_done=skipped, not_applicable=len(missing))
+    started = time.perf_counter()
+    index = {id(j): n for n, j in enumerate(judges)}
+    payload = [(item.model_dump(mode="json"), index[id(judge)], part) for item, judge, part in tasks]
+    shards = [payload[k::processes] for k in range(processes) if payload[k::processes]]
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    workers = [ctx.Process(target=_worker, daemon=True,
+                           args=(list(recipes), shard, max(1, concurrency // len(shards)), use_cache, queue))
+               for shard in shards]
+    for worker in workers:
+        worker.start()
+    fatal: str | None = None
+    running = len(workers)
+    while running:
+        kind, data = queue.get()
+        if kind == "done":
+            running -= 1
+        elif kind == "error":
+            fatal = fatal or data
+        else:
+            result = JudgeResult.model_validate(data)
+            if run is not None:
+                run.record(result)
+            summary.add(result)
+            if on_result is not None:
+                on_result(result, summary)
+    for worker in workers:
+        worker.join(10)
+    summary.seconds = time.perf_counter() - started
+    if fatal is not None:
+        raise ModelError(f"a worker process stopped: {fatal}")
     return summary

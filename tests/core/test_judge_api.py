@@ -91,3 +91,10 @@ def test_abstention_is_a_prediction_not_an_exception():
     judge = load_judge("yescieval.qa.correctness", lm=scripted_lm(lambda r: "no idea"))
     prediction = judge(question="Q?", papers="[1] A study", answer="A")
     assert prediction.abstained and prediction.judgment is None and "parse_error" in prediction.reason
+
+
+def test_pairwise_judges_do_not_apply_to_single_answer_items():
+    lm = scripted_lm(rating_from_prompt)
+    judges = [load_judge("yescieval.qa.correctness", lm=lm), load_judge("yescieval.qa.correctness.pairwise", lm=lm)]
+    summary = judge_items(ITEMS[:3], judges, concurrency=2)
+    assert summary.ok == 3 and summary.not_applicable == 3

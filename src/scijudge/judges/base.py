@@ -165,8 +165,13 @@ class Judge(dspy.Module):
         return values
 
     def parts(self, item: Item) -> list[str]:
-        """Pairwise judges run in both orders ("AB", "BA") so position bias shows as inconsistency."""
-        return ["AB", "BA"] if self.spec.family == "pairwise" else [""]
+        """Pairwise judges run in both orders ("AB", "BA") so position bias shows as inconsistency.
+
+        An item without a second answer has nothing to compare: a pairwise judge does not apply to it.
+        """
+        if self.spec.family == "pairwise":
+            return ["AB", "BA"] if item.value("answer_b") else []
+        return [""]
 
     def judge_item(self, item: Item, part: str = "") -> JudgeResult:
         """Judge one item (one order, for pairwise) and return a typed result; never raises on LM failure."""
