@@ -87,6 +87,16 @@ def plan(items: Sequence[Item], judges: Sequence[Judge], run: Run | None, *,
     return tasks, skipped
 
 
+def _pending(items: Sequence[Item], judges: Sequence[Judge], run: Run | None, retry_abstained: bool,
+             limit: int | None) -> tuple[list[Task], RunSummary]:
+    """The tasks to run now (at most ``limit``) and a summary that already counts what is skipped."""
+    missing: list[tuple[str, str]] = []
+    tasks, skipped = plan(items, judges, run, retry_abstained=retry_abstained, not_applicable=missing)
+    if limit is not None:
+        tasks = tasks[:limit]
+    return tasks, RunSummary(planned=len(tasks), skipped_done=skipped, not_applicable=len(missing))
+
+
 def judge_items(items: Sequence[Item], judges: Sequence[Judge], *, run: Run | None = None,
                 concurrency: int = 8, limit: int | None = None, retry_abstained: bool = False,
                 on_result: Progress | None = None) -> RunSummary:
@@ -96,11 +106,7 @@ def judge_items(items: Sequence[Item], judges: Sequence[Judge], *, run: Run | No
         limit: judge at most this many of the pending tasks (after skipping completed ones).
         on_result: called after each persisted result (progress bars, logging).
     """
-    missing: list[tuple[str, str]] = []
-    tasks, skipped = plan(items, judges, run, retry_abstained=retry_abstained, not_applicable=missing)
-    if limit is not None:
-        tasks = tasks[:limit]
-    summary = RunSummary(planned=len(tasks), skipped_done=skipped, not_applicable=len(missing))
+    tasks, summary = _pending(items, judges, run, retry_abstained, limit)
     started = time.perf_counter()
     lock = threading.Lock()
 
@@ -218,11 +224,7 @@ def judge_items_in_processes(items: Sequence[Item], recipes: Sequence[JudgeRecip
     if any(r.model.startswith("hf:") for r in recipes):
         raise ModelError("several processes are for API models; a local hf: model batches inside one process")
     judges = [recipe.build() for recipe in recipes]  # in the parent only to plan keys and validate inputs
-    missing: list[tuple[str, str]] = []
-    tasks, skipped = plan(items, judges, run, retry_abstained=retry_abstained, not_applicable=missing)
-    if limit is not None:
-        tasks = tasks[:limit]
-    summary = RunSummary(planned=len(tasks), skipped_done=skipped, not_applicable=len(missing))
+    tasks, summary = _pending(items, judges, run, retry_abstained, limit)
     started = time.perf_counter()
     index = {id(j): n for n, j in enumerate(judges)}
     payload = [(item.model_dump(mode="json"), index[id(judge)], part) for item, judge, part in tasks]
