@@ -178,82 +178,152 @@ class JudgeRecipe:
         return build_judge(self.spec, lm=make_lm(self.model, **self.lm_options), **self.judge_options)
 
 
-def _worker(recipes: list[JudgeRecipe], tasks: list[tuple[dict[str, Any], int, str]], concurrency: int,
-            use_cache: bool, results: Any) -> None:
-    """Judge a shard of tasks with a thread pool and send every result (then any fatal error) to the parent."""
+def _worker(recipes: list[JudgeRecipe], concurrency: int, use_cache: bool, inbox: Any, outbox: Any) -> None:
+    """A worker process: build the judges once, then judge each batch of tasks sent to ``inbox``.
+
+    Every result goes to ``outbox`` as soon as it completes; a batch ends with ("done", None), preceded by
+    ("error", message) when a fatal error (bad key, bad input) stopped it. ``None`` in the inbox ends the worker.
+    """
     from concurrent.futures import CancelledError
 
     import dspy
 
     if not use_cache:
         dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
-    fatal: BaseException | None = None
     try:
         judges = [recipe.build() for recipe in recipes]
-        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-            futures = [pool.submit(judges[j].judge_item, Item.model_validate(item), part) for item, j, part in tasks]
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
+        outbox.put(("error", f"{type(exc).__name__}: {exc}"))
+        outbox.put(("ready", None))
+        return
+    outbox.put(("ready", None))
+    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        while (batch := inbox.get()) is not None:
+            fatal: BaseException | None = None
+            futures = [pool.submit(judges[j].judge_item, Item.model_validate(item), part) for item, j, part in batch]
             for future in futures_as_completed(futures):
                 try:
-                    results.put(("result", future.result().model_dump(mode="json")))
+                    outbox.put(("result", future.result().model_dump(mode="json")))
                 except CancelledError:
                     continue
-                except Exception as exc:  # noqa: BLE001 - a fatal error: stop, keep what completed
+                except Exception as exc:  # noqa: BLE001 - a fatal error: stop the batch, keep what completed
                     if fatal is None:
                         fatal = exc
                         for other in futures:
                             other.cancel()
-    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
-        fatal = fatal or exc
-    if fatal is not None:
-        results.put(("error", f"{type(fatal).__name__}: {fatal}"))
-    results.put(("done", None))
+            if fatal is not None:
+                outbox.put(("error", f"{type(fatal).__name__}: {fatal}"))
+            outbox.put(("done", None))
+
+
+class WorkerPool:
+    """Worker processes that each rebuild the judges once and judge the batches they are sent.
+
+    Only for API models (a local ``hf:`` model would be loaded once per process). The parent plans the
+    tasks, skips completed ones, and alone writes the run store, each result as soon as it arrives.
+
+    Example::
+
+        with WorkerPool(recipes, processes=2, concurrency=64) as pool:
+            summary = pool.judge_items(items, run=run)
+    """
+
+    def __init__(self, recipes: Sequence[JudgeRecipe], *, processes: int, concurrency: int = 8,
+                 use_cache: bool = True) -> None:
+        from scijudge.errors import ModelError
+
+        if any(r.model.startswith("hf:") for r in recipes):
+            raise ModelError("several processes are for API models; a local hf: model batches inside one process")
+        self.recipes = list(recipes)
+        self.processes = max(1, processes)
+        self.concurrency = concurrency
+        self.use_cache = use_cache
+        self._judges = [recipe.build() for recipe in self.recipes]  # the parent plans keys and checks inputs
+        self._workers: list[Any] = []
+        self._inboxes: list[Any] = []
+        self._outbox: Any = None
+
+    def start(self) -> "WorkerPool":
+        """Start the workers and wait until each has built its judges."""
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")
+        self._outbox = ctx.Queue()
+        per_worker = max(1, self.concurrency // self.processes)
+        for _ in range(self.processes):
+            inbox = ctx.Queue()
+            worker = ctx.Process(target=_worker, daemon=True,
+                                 args=(self.recipes, per_worker, self.use_cache, inbox, self._outbox))
+            worker.start()
+            self._inboxes.append(inbox)
+            self._workers.append(worker)
+        errors = []
+        for _ in self._workers:
+            kind, data = self._outbox.get()
+            while kind == "error":
+                errors.append(data)
+                kind, data = self._outbox.get()
+        if errors:
+            self.close()
+            from scijudge.errors import ModelError
+
+            raise ModelError(f"a worker process could not start: {errors[0]}")
+        return self
+
+    def close(self) -> None:
+        """Stop the workers (they finish nothing further)."""
+        for inbox in self._inboxes:
+            inbox.put(None)
+        for worker in self._workers:
+            worker.join(10)
+            if worker.is_alive():
+                worker.terminate()
+        self._workers, self._inboxes = [], []
+
+    def __enter__(self) -> "WorkerPool":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def judge_items(self, items: Sequence[Item], *, run: Run | None = None, limit: int | None = None,
+                    retry_abstained: bool = False, on_result: Progress | None = None) -> RunSummary:
+        """Like ``judge_items``, with the pending tasks dealt round-robin to the workers."""
+        from scijudge.errors import ModelError
+
+        tasks, summary = _pending(items, self._judges, run, retry_abstained, limit)
+        started = time.perf_counter()
+        index = {id(j): n for n, j in enumerate(self._judges)}
+        payload = [(item.model_dump(mode="json"), index[id(judge)], part) for item, judge, part in tasks]
+        shards = [payload[k::len(self._inboxes)] for k in range(len(self._inboxes))]
+        for inbox, shard in zip(self._inboxes, shards):
+            inbox.put(shard)
+        fatal: str | None = None
+        running = len(shards)
+        while running:
+            kind, data = self._outbox.get()
+            if kind == "done":
+                running -= 1
+            elif kind == "error":
+                fatal = fatal or data
+            else:
+                if run is not None:
+                    run.record_dump(data)
+                # Validated in the worker already: construct without validating again (the summary reads scalars).
+                result = JudgeResult.model_construct(**data)
+                summary.add(result)
+                if on_result is not None:
+                    on_result(result, summary)
+        summary.seconds = time.perf_counter() - started
+        if fatal is not None:
+            raise ModelError(f"a worker process stopped: {fatal}")
+        return summary
 
 
 def judge_items_in_processes(items: Sequence[Item], recipes: Sequence[JudgeRecipe], *, processes: int,
                              run: Run | None = None, concurrency: int = 8, limit: int | None = None,
                              retry_abstained: bool = False, on_result: Progress | None = None,
                              use_cache: bool = True) -> RunSummary:
-    """Like ``judge_items`` but over ``processes`` worker processes, ``concurrency`` requests in flight in all.
-
-    Only for API models (a local ``hf:`` model would be loaded once per process).
-    """
-    import multiprocessing
-
-    from scijudge.errors import ModelError
-
-    if any(r.model.startswith("hf:") for r in recipes):
-        raise ModelError("several processes are for API models; a local hf: model batches inside one process")
-    judges = [recipe.build() for recipe in recipes]  # in the parent only to plan keys and validate inputs
-    tasks, summary = _pending(items, judges, run, retry_abstained, limit)
-    started = time.perf_counter()
-    index = {id(j): n for n, j in enumerate(judges)}
-    payload = [(item.model_dump(mode="json"), index[id(judge)], part) for item, judge, part in tasks]
-    shards = [payload[k::processes] for k in range(processes) if payload[k::processes]]
-    ctx = multiprocessing.get_context("spawn")
-    queue = ctx.Queue()
-    workers = [ctx.Process(target=_worker, daemon=True,
-                           args=(list(recipes), shard, max(1, concurrency // len(shards)), use_cache, queue))
-               for shard in shards]
-    for worker in workers:
-        worker.start()
-    fatal: str | None = None
-    running = len(workers)
-    while running:
-        kind, data = queue.get()
-        if kind == "done":
-            running -= 1
-        elif kind == "error":
-            fatal = fatal or data
-        else:
-            result = JudgeResult.model_validate(data)
-            if run is not None:
-                run.record(result)
-            summary.add(result)
-            if on_result is not None:
-                on_result(result, summary)
-    for worker in workers:
-        worker.join(10)
-    summary.seconds = time.perf_counter() - started
-    if fatal is not None:
-        raise ModelError(f"a worker process stopped: {fatal}")
-    return summary
+    """``judge_items`` over ``processes`` worker processes (started and stopped here), ``concurrency`` in all."""
+    with WorkerPool(recipes, processes=processes, concurrency=concurrency, use_cache=use_cache) as pool:
+        return pool.judge_items(items, run=run, limit=limit, retry_abstained=retry_abstained, on_result=on_result)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from scijudge.errors import InputError
-from scijudge.judges.base import JudgeResult
+from scijudge.judges.base import JudgeResult, judgment_key
 
 _COLUMNS = [
     "key", "item_id", "judge", "part", "family", "spec_hash", "model", "status", "score", "verdict",
@@ -67,7 +67,11 @@ class Run:
     # --- writing -----------------------------------------------------------------------------
     def record(self, result: JudgeResult) -> None:
         """Persist one judgment now (replacing an earlier row with the same key, e.g. a retried abstention)."""
-        row = _row(result)
+        self.record_dump(result.model_dump(mode="json"))
+
+    def record_dump(self, data: dict[str, Any]) -> None:
+        """Persist a judgment given as ``JudgeResult.model_dump(mode="json")`` (from a worker process)."""
+        row = _row(data)
         placeholders = ", ".join("?" for _ in _COLUMNS)
         with self._lock:
             self._db.execute(f"INSERT OR REPLACE INTO judgments ({', '.join(_COLUMNS)}) VALUES ({placeholders})",
@@ -135,9 +139,9 @@ class Run:
         return len(rows)
 
 
-def _row(result: JudgeResult) -> dict[str, Any]:
-    data = result.model_dump(mode="json")
-    data["key"] = result.key
+def _row(dump: dict[str, Any]) -> dict[str, Any]:
+    data = dict(dump)
+    data["key"] = judgment_key(data["item_id"], data["judge"], data["part"], data["spec_hash"], data["model"])
     for column in _JSON_COLUMNS:
         data[column] = json.dumps(data[column]) if data[column] is not None else None
     return data

@@ -39,3 +39,21 @@ def test_local_models_are_refused_for_several_processes():
     recipe = JudgeRecipe(get_spec("yescieval.qa.correctness"), "hf:/nowhere")
     with pytest.raises(ModelError, match="API models"):
         judge_items_in_processes([], [recipe], processes=2)
+
+
+def test_a_fatal_error_in_a_worker_stops_the_run_and_keeps_what_completed(loopback, tmp_path):
+    from scijudge.testing import Fault
+
+    calls = {"n": 0}
+
+    def handler(body):
+        calls["n"] += 1
+        return json.dumps({"judgment": {"rationale": "ok", "rating": 3}}) if calls["n"] <= 3 else \
+            Fault(401, "invalid api key", "authentication_error")
+
+    server = loopback(handler)
+    items = [Item(id=f"f{i}", question="Q?", papers=PAPERS, answer="A") for i in range(12)]
+    recipe = JudgeRecipe(get_spec("yescieval.qa.correctness"), "openai/judge", {"api_base": server.url, "cache": False})
+    with Run(tmp_path / "r.sqlite") as run, pytest.raises(ModelError, match="invalid api key"):
+        judge_items_in_processes(items, [recipe], processes=2, run=run, concurrency=2, use_cache=False)
+    assert len(Run(tmp_path / "r.sqlite")) == 3
