@@ -215,6 +215,13 @@ class StructuredChain(JSONAdapter):
         """The system message depends only on the signature: cache it (schema rendering is slow)."""
         return _system_message(self, signature)
 
+    def format_field_with_value(self, fields_with_values: dict[Any, Any], role: str = "user") -> str:
+        """Plain-text inputs are written as they are (DSPy builds a pydantic TypeAdapter per field to get the
+        same text); anything else goes through DSPy's formatting."""
+        if role == "user" and all(isinstance(value, str) for value in fields_with_values.values()):
+            return "\n\n".join(f"[[ ## {field.name} ## ]]\n{value}" for field, value in fields_with_values.items()).strip()
+        return super().format_field_with_value(fields_with_values, role)
+
     # --- what the provider refused, remembered per model -------------------------------------
     def rejected_formats(self, lm: Any) -> set[str]:
         """Formats this model's provider refused earlier in this process."""
