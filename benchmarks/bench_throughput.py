@@ -26,7 +26,7 @@ def main() -> None:
     parser.add_argument("--judgments", type=int, default=1000)
     parser.add_argument("--latency", type=float, default=0.1)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
-    parser.add_argument("--processes", type=int, default=2,
+    parser.add_argument("--processes", type=int, default=4,
                         help="also run the highest concurrency spread over this many worker processes (0: skip)")
     parser.add_argument("--quick", action="store_true", help="200 judgments (c=1 always uses 30)")
     args = parser.parse_args()
