@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from scijudge.errors import InputError
+
+R = TypeVar("R")
 
 
 class Paper(BaseModel):
@@ -113,36 +115,60 @@ def validation_error(exc: ValidationError, *, file: Path, line: int) -> InputErr
     return InputError(message, file=file, line=line, field=field)
 
 
-def load_items(path: str | Path, *, skip_invalid: bool = False) -> tuple[list[Item], list[Skipped]]:
-    """Read canonical items. Stops at the first bad line unless ``skip_invalid``; ids must be unique."""
+def read_records(path: str | Path, parse: Callable[[dict[str, Any], int], R], *, id_of: Callable[[R], str],
+                 id_field: str, what: str, skip_invalid: bool = False) -> tuple[list[R], list[Skipped]]:
+    """Read a JSONL file of records with unique ids; one place for the rules every importer follows.
+
+    ``parse(obj, line)`` validates one object (raising InputError). A bad line stops the read unless
+    ``skip_invalid``, which lists it instead; a repeated id is a bad line naming the first one. Each record that
+    has an ``_origin`` attribute is told its (file, line), so later errors can point back to it.
+    """
     path = Path(path)
     if not path.exists():
-        raise InputError("file not found", file=path)
-    items: list[Item] = []
+        raise InputError(f"{what} file not found", file=path)
+    if path.is_dir():
+        raise InputError(f"expected a JSONL {what} file, got a folder", file=path)
+    records: list[R] = []
     skipped: list[Skipped] = []
     seen: dict[str, int] = {}
     for number, obj in iter_jsonl(path):
         error: InputError | None = obj if isinstance(obj, InputError) else None
         if error is None:
             try:
-                item = Item.model_validate(obj)
-            except ValidationError as exc:
-                error = validation_error(exc, file=path, line=number)
+                record = parse(obj, number)
+            except InputError as exc:
+                error = exc
             else:
-                if item.id in seen:
-                    error = InputError(f"duplicate id {item.id!r} (first on line {seen[item.id]})",
-                                       file=path, line=number, field="id")
+                key = id_of(record)
+                if key in seen:
+                    error = InputError(f"duplicated {id_field} {key!r} (first on line {seen[key]})",
+                                       file=path, line=number, field=id_field)
                 else:
-                    seen[item.id] = number
-                    item._origin = (str(path), number)
-                    items.append(item)
+                    seen[key] = number
+                    if hasattr(record, "_origin"):
+                        record._origin = (str(path), number)
+                    records.append(record)
                     continue
         if not skip_invalid:
             raise error
         skipped.append(Skipped(file=str(path), line=number, field=error.field, reason=error.reason))
-    if not items and not skipped:
-        raise InputError("no items in file", file=path)
-    return items, skipped
+    if not records and not skipped:
+        raise InputError(f"no {what}s in file", file=path)
+    return records, skipped
+
+
+def load_items(path: str | Path, *, skip_invalid: bool = False) -> tuple[list[Item], list[Skipped]]:
+    """Read canonical items. Stops at the first bad line unless ``skip_invalid``; ids must be unique."""
+    path = Path(path)
+
+    def parse(obj: dict[str, Any], line: int) -> Item:
+        try:
+            return Item.model_validate(obj)
+        except ValidationError as exc:
+            raise validation_error(exc, file=path, line=line) from exc
+
+    return read_records(path, parse, id_of=lambda item: item.id, id_field="id", what="item",
+                        skip_invalid=skip_invalid)
 
 
 def item_json_schema() -> dict[str, Any]:

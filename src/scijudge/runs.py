@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -145,11 +145,3 @@ def _row(dump: dict[str, Any]) -> dict[str, Any]:
     for column in _JSON_COLUMNS:
         data[column] = json.dumps(data[column]) if data[column] is not None else None
     return data
-
-
-def open_runs(paths: Iterable[str | Path]) -> Any:
-    """Concatenate several run stores into one DataFrame (for calibration across runs)."""
-    import pandas as pd
-
-    frames = [Run(p, create=False).to_pandas() for p in paths]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=_COLUMNS)

@@ -33,7 +33,7 @@ from pydantic import (
     model_validator,
 )
 
-from scijudge.data import Item, Skipped, iter_jsonl, validation_error
+from scijudge.data import Item, Skipped, iter_jsonl, read_records, validation_error
 from scijudge.errors import InputError
 from scijudge.labels import HumanLabel
 
@@ -233,36 +233,15 @@ def read_tasks(path: str | Path, *, skip_invalid: bool = False,
         any_axis: accept axis names outside the published set (kept as written) instead of failing.
     """
     path = Path(path)
-    if not path.exists():
-        raise InputError("tasks file not found", file=path)
-    if path.is_dir():
-        raise InputError("expected a JSONL task file, got a folder", file=path)
-    tasks: list[Task] = []
-    skipped: list[Skipped] = []
-    seen: dict[str, int] = {}
-    for line, obj in iter_jsonl(path):
-        error = obj if isinstance(obj, InputError) else None
-        if error is None:
-            try:
-                task = Task.model_validate(obj, context={"any_axis": any_axis})
-            except ValidationError as exc:
-                error = _task_error(exc, path=path, line=line)
-            else:
-                if task.sample_id in seen:
-                    first = seen[task.sample_id]
-                    error = InputError(f"duplicated sample_id {task.sample_id!r} (first on line {first})",
-                                       file=path, line=line, field="sample_id")
-                else:
-                    seen[task.sample_id] = line
-                    task._origin = (str(path), line)
-                    tasks.append(task)
-                    continue
-        if not skip_invalid:
-            raise error
-        skipped.append(Skipped(file=str(path), line=line, field=error.field, reason=error.reason))
-    if not tasks and not skipped:
-        raise InputError("no tasks in file", file=path)
-    return tasks, skipped
+
+    def parse(obj: dict[str, Any], line: int) -> Task:
+        try:
+            return Task.model_validate(obj, context={"any_axis": any_axis})
+        except ValidationError as exc:
+            raise _task_error(exc, path=path, line=line) from exc
+
+    return read_records(path, parse, id_of=lambda task: task.sample_id, id_field="sample_id", what="task",
+                        skip_invalid=skip_invalid)
 
 
 def load_tasks(path: str | Path, *, any_axis: bool = False) -> list[Task]:
