@@ -25,7 +25,7 @@ from scijudge.judges.checklist._chunking import (
 from scijudge.judges.checklist._outputs import ChunkEvidence, CriterionVerdict
 from scijudge.judges.checklist._quotes import unmatched_quotes
 from scijudge.judges.checklist._rubric import rubric_entries as _rubric_entries
-from scijudge.judges.checklist._rubric import rubric_summary
+from scijudge.judges.checklist._rubric import rubric_summary, task_facets
 from scijudge.signatures import OUTPUT_FIELD, build_signature
 from scijudge.specs import JudgeSpec, get_spec
 from scijudge.structured import (
@@ -261,7 +261,7 @@ class ChecklistJudge(Judge):
             result.update(judgment.model_dump(mode="json"))
         result.update(
             criterion_id=entry["id"], criterion=entry["criterion"], weight=entry["weight"], axis=entry["axis"],
-            rubric=rubric_summary(entries), **prediction.details,
+            rubric=rubric_summary(entries), task_facets=task_facets(item), **prediction.details,
         )
         base: dict[str, Any] = {
             "item_id": item.id, "judge": self.name, "part": part, "family": self.spec.family,

@@ -52,3 +52,12 @@ def rubric_summary(entries: list[dict[str, Any]]) -> dict[str, Any]:
     axes = sorted({e["axis"] for e in entries})
     return {**totals(entries), "axes": {a: totals([e for e in entries if e["axis"] == a]) for a in axes}}
 
+
+
+TASK_FACETS: tuple[str, ...] = ("domain", "conceptual_breadth", "logical_nesting", "exploration")
+"""A ResearchRubrics task's domain and its three complexity dimensions, carried into every judgment's result."""
+
+
+def task_facets(item: Item) -> dict[str, str]:
+    """The task's domain and complexity labels found in the item's meta (only those present, as text)."""
+    return {name: str(item.meta[name]) for name in TASK_FACETS if item.meta.get(name) not in (None, "")}
