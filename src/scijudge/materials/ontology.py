@@ -7,6 +7,7 @@ so those files validate as they are. Every detail a paper may leave out is optio
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -40,7 +41,8 @@ MATERIAL_TYPES: tuple[str, ...] = (
 
 
 def _list_key(text: str) -> str:
-    return " ".join(text.casefold().replace("_", " ").replace("-", " ").replace(" and ", " & ").split())
+    """Comparison key: case, spaces, hyphens and underscores ignored; 'and' read as '&'."""
+    return re.sub(r"[^0-9a-z&]", "", f" {text.casefold()} ".replace(" and ", " & "))
 
 
 _METHOD_KEYS = {_list_key(m): m for m in SYNTHESIS_METHODS}
