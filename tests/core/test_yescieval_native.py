@@ -179,3 +179,48 @@ def test_native_prompt_on_the_tiny_local_model(tmp_path_factory: pytest.TempPath
     finally:
         runtime.encode_chat = original
         lm.engine.close()
+
+
+def test_docs_table_shows_the_shipped_wording_beside_the_source() -> None:
+    table = (Path(__file__).resolve().parents[2] / "docs" / "rubrics.md").read_text(encoding="utf-8")
+    for name in ("correctness", "completeness", "informativeness", "coherence", "integration", "relevancy",
+                 "cohesion", "conciseness", "readability"):
+        spec = get_spec(f"yescieval.qa.{name}")
+        assert f"## {name.capitalize()}" in table and spec.description in table, name
+        for level in range(1, 6):
+            assert spec.scale.anchors[str(level)] in table, (name, level)
+    assert "as a single paragraph?" in table  # the source's integration question, quoted for comparison
+
+
+def test_cli_judge_with_block_and_preset(tmp_path: Path, loopback: Any) -> None:
+    from typer.testing import CliRunner
+
+    from scijudge.cli import app
+    from scijudge.runs import Run
+
+    bodies: list[dict[str, Any]] = []
+
+    def handler(body: dict[str, Any]) -> str:
+        bodies.append(body)
+        if body.get("response_format") is None:
+            return '{"Coherence": {"rating": "3", "rationale": "native"}}'
+        return json.dumps({"judgment": {"rationale": "structured", "rating": 4}})
+
+    server = loopback(handler)
+    items = tmp_path / "items.jsonl"
+    items.write_text(json.dumps(ITEM.model_dump(exclude_defaults=True) | {"papers": PAPERS}) + "\n")
+    base = ["judge", str(items), "-m", "openai/judge", "--api-base", server.url, "--no-progress"]
+    env = {"OPENAI_API_KEY": "k", "COLUMNS": "200"}
+    runner = CliRunner()
+    ran = runner.invoke(app, [*base, "-j", "yescieval.deep.depth.causal_reasoning", "--run", str(tmp_path / "a.db"),
+                              "--block", "domain_vocabulary=builtin:ecology"], env=env)
+    assert ran.exit_code == 0, ran.output
+    assert "nutrient cycling" in json.dumps(bodies[-1]) and "Domain vocabulary" in json.dumps(bodies[-1])
+    ran = runner.invoke(app, [*base, "-j", "yescieval.qa.coherence", "--run", str(tmp_path / "b.db"),
+                              "--preset", "yescieval-native"], env=env)
+    assert ran.exit_code == 0, ran.output
+    assert "<scientific-synthesis>" in json.dumps(bodies[-1]) and bodies[-1].get("response_format") is None
+    (row,) = Run(tmp_path / "b.db", create=False).to_pandas().to_dict(orient="records")
+    assert row["status"] == "ok" and row["score"] == 3.0 and row["rationale"] == "native"
+    bad = runner.invoke(app, [*base, "-j", "yescieval.qa.coherence", "--block", "nope=x.md"], env=env)
+    assert bad.exit_code != 0 and "none of the selected judges" in bad.output
