@@ -32,8 +32,8 @@ NATIVE_STRATEGY = "native_text"
 """The ``strategy`` recorded on the attempt that sent the native prompt."""
 
 TASK_CONTEXT = (
-    "The synthesis under review was written to answer one research question from the titles and abstracts "
-    "of a small set of papers. It is meant to be a single paragraph of no more than 200 words that combines "
+    "The synthesis under review was written to address one research problem, drawing on the titles and "
+    "abstracts of a small set of papers. It is meant to be a single paragraph of no more than 200 words that combines "
     "the findings of those papers into one account instead of summarising each paper in turn. Every "
     "statement in it should be traceable to at least one of the given abstracts and should name that source "
     "with its citation marker; content from outside the abstracts is not expected."
