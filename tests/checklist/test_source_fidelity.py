@@ -14,7 +14,11 @@ import pandas as pd
 import pytest
 
 from scijudge.errors import InputError
-from scijudge.metrics.compliance import compliance_by_report, facet_summary, facets_from_tasks
+from scijudge.metrics.compliance import (
+    compliance_by_report,
+    facet_summary,
+    facets_from_tasks,
+)
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "datasets" / "researchrubrics_example"
 SCORE = {"satisfied": 1.0, "partially": 0.5, "not_satisfied": 0.0}
@@ -156,3 +160,33 @@ def test_checklist_judge_does_not_import_the_importer() -> None:
             "print(any(m.startswith('scijudge.importers') for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_compliance_command_zero_policy_and_facet_tables(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from scijudge.cli import app
+    from scijudge.importers.researchrubrics import load_checklist_items
+    from scijudge.judges.checklist import ChecklistJudge
+    from scijudge.runner import judge_items
+    from scijudge.runs import Run
+    from scijudge.testing.scripted import scripted_lm
+
+    items, _ = load_checklist_items(EXAMPLE / "tasks.jsonl", EXAMPLE / "reports")
+    answer = json.dumps({"judgment": {"reasoning": "r", "evidence_quotes": [], "missing_elements": [],
+                                      "verdict": "satisfied", "confidence": 0.9}})
+    judge = ChecklistJudge(lm=scripted_lm(lambda request: answer))
+    with Run(tmp_path / "rr.sqlite") as run:
+        judge_items(items, [judge], run=run, concurrency=2)
+    out = tmp_path / "numbers.json"
+    result = CliRunner().invoke(app, ["compliance", str(tmp_path / "rr.sqlite"), "--policy", "zero", "--no-axes",
+                                      "--out", str(out)], env={"COLUMNS": "220"})
+    assert result.exit_code == 0, result.output
+    assert "zero (source-compatible" in result.output and "Compliance by domain" in result.output
+    numbers = json.loads(out.read_text())
+    assert set(numbers["by_facet"]) == {"domain", "conceptual_breadth", "logical_nesting", "exploration"}
+    tasks = [json.loads(line) for line in (EXAMPLE / "tasks.jsonl").read_text().splitlines()]
+    for report in numbers["reports"]:
+        task = next(t for t in tasks if t["sample_id"] == report["item_id"])
+        expected = _source_compliance([(1.0, r["weight"]) for r in task["rubrics"]])  # every criterion satisfied
+        assert report["compliance"] == pytest.approx(expected) and report["domain"] == task["domain"]

@@ -224,3 +224,16 @@ def test_cli_judge_with_block_and_preset(tmp_path: Path, loopback: Any) -> None:
     assert row["status"] == "ok" and row["score"] == 3.0 and row["rationale"] == "native"
     bad = runner.invoke(app, [*base, "-j", "yescieval.qa.coherence", "--block", "nope=x.md"], env=env)
     assert bad.exit_code != 0 and "none of the selected judges" in bad.output
+
+
+def test_preset_as_a_spec_field(tmp_path: Path) -> None:
+    from scijudge._resources import shipped_path
+
+    text = (shipped_path("signatures") / "yescieval.qa.relevancy.toml").read_text(encoding="utf-8")
+    spec_file = tmp_path / "relevancy_native.toml"
+    spec_file.write_text(text.replace('output = "likert"', 'output = "likert"\npreset = "yescieval-native"', 1))
+    judge = load_judge(str(spec_file), lm=scripted_lm(lambda r: '{"Relevancy": {"rating": 5, "rationale": "on"}}'))
+    assert judge.preset is not None and judge.spec.preset == "yescieval-native"
+    result = judge.judge_item(ITEM)
+    assert result.score == 5.0 and result.attempts[0].strategy == "native_text"
+    assert judge.spec_hash != get_spec("yescieval.qa.relevancy").spec_hash()  # a different judgment identity
