@@ -138,6 +138,13 @@ def test_cli_block_and_preset_options(tmp_path: Path) -> None:
                                     preset="yescieval-native")
     assert qa.preset == "yescieval-native" and qa.blocks["task_context"].text == ""
     assert qa.spec_hash() != get_spec("yescieval.qa.coherence").spec_hash()
+    from scijudge.specs import resolve_judges
+
+    mixed = apply_blocks_and_preset(resolve_judges(["yescieval.qa.coherence*"]), blocks=[], preset="yescieval-native")
+    assert {s.name: s.preset for s in mixed} == {"yescieval.qa.coherence": "yescieval-native",
+                                                "yescieval.qa.coherence.pairwise": None}  # no native pairwise
+    with pytest.raises(SpecError, match="Likert rubric"):
+        apply_blocks_and_preset([get_spec("lematerial.linking")], blocks=[], preset="yescieval-native")
 
 
 def test_native_prompt_on_the_tiny_local_model(tmp_path_factory: pytest.TempPathFactory) -> None:
