@@ -90,7 +90,10 @@ def judge_cmd(
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
     reports: Annotated[Optional[Path], typer.Option(help="Checklist judges: ITEMS is a ResearchRubrics task file and this is the reports folder (<sample_id>.md/.txt) or a JSONL of {sample_id, report}.")] = None,
     chunk_tokens: Annotated[Optional[int], typer.Option(min=1000, help="Checklist judges: token budget of one report chunk.")] = None,
-    overlap_tokens: Annotated[Optional[int], typer.Option(min=0, help="Checklist judges: tokens shared by consecutive chunks.")] = None,
+    overlap_tokens: Annotated[Optional[int], typer.Option(min=0, help="Checklist judges: tokens shared by consecutive chunks (default: 1000, at most an eighth of --chunk-tokens).")] = None,
+    allow_unknown_axes: Annotated[bool, typer.Option(help="Checklist judges: accept task axes outside ResearchRubrics' seven (kept as written).")] = False,
+    preset: Annotated[Optional[str], typer.Option(help="Prompt preset for every judge, e.g. 'yescieval-native' (YESciEval's own layout for its released judges).")] = None,
+    block: Annotated[Optional[list[str]], typer.Option("--block", help="Fill a judge's text block from a file: NAME=FILE (repeatable); NAME= empties it (e.g. --block task_context=).")] = None,
 ) -> None:
     """Judge every item with every judge; each judgment is saved to the run store as it completes.
 
@@ -105,10 +108,15 @@ def judge_cmd(
     from scijudge.specs import resolve_judges
 
     specs = resolve_judges(judge)
+    if block or preset:  # issue 16: text blocks from files, and prompt presets
+        from scijudge.blocks import apply_blocks_and_preset
+
+        specs = apply_blocks_and_preset(specs, blocks=block or [], preset=preset)
     if reports is not None:
         from scijudge.importers.researchrubrics import load_checklist_items
 
-        loaded, skipped = load_checklist_items(items, reports, skip_invalid=skip_invalid)
+        loaded, skipped = load_checklist_items(items, reports, skip_invalid=skip_invalid,
+                                               any_axis=allow_unknown_axes)
     else:
         loaded, skipped = load_items(items, skip_invalid=skip_invalid)
     for s in skipped:

@@ -43,6 +43,15 @@ class Item(BaseModel):
     meta: dict[str, Any] = Field(default_factory=dict, description="Anything else; judges may read inputs from here.")
     _origin: tuple[str, int] | None = PrivateAttr(default=None)
 
+    @field_validator("papers", mode="before")
+    @classmethod
+    def _papers_mapping(cls, value: Any) -> Any:
+        """Papers may also come as a ``{title: abstract}`` mapping (a common export format), in its order."""
+        if isinstance(value, dict):
+            return [{"title": title, "abstract": "" if abstract is None else abstract}
+                    for title, abstract in value.items()]
+        return value
+
     @field_validator("answer", "answer_b")
     @classmethod
     def _not_blank(cls, value: str | None) -> str | None:

@@ -58,6 +58,7 @@ class InputSpec(BaseModel):
     name: str
     description: str = ""
     optional: bool = False
+    aliases: list[str] = Field(default_factory=list, description="Older item field names read when `name` is absent.")
 
     @field_validator("name")
     @classmethod
@@ -95,6 +96,7 @@ class JudgeSpec(BaseModel):
     demos: list[dict[str, Any]] = Field(default_factory=list)
     step: bool = False
     prepare: str | None = Field(default=None, pattern=r"^[\w.]+:[\w.]+$")
+    preset: str | None = Field(default=None, description="Prompt preset (scijudge.presets), e.g. 'yescieval-native'.")
     source: str | None = Field(default=None, exclude=True)
 
     @model_validator(mode="after")
@@ -128,6 +130,11 @@ class JudgeSpec(BaseModel):
     def spec_hash(self) -> str:
         """A short content hash: what a judgment in the run store was produced with."""
         payload = self.model_dump(mode="json", exclude={"provenance"})
+        if payload.get("preset") is None:  # fields added later hash as before while unset (issue 16)
+            payload.pop("preset", None)
+        for spec_input in payload["inputs"]:
+            if not spec_input.get("aliases"):
+                spec_input.pop("aliases", None)
         digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
         return digest[:16]
 
