@@ -77,18 +77,20 @@ def match_units(judgments: pd.DataFrame, labels: pd.DataFrame, *, groups: Mappin
 
 def _label_only(df: pd.DataFrame, consensus: pd.DataFrame, groups: Mapping[str, str] | None) -> pd.DataFrame:
     """Per (judge, model, group): human-labelled units of that judge (and group) that no judgment matched."""
-    rows = []
+    combos = df[["judge", "model", "group"]].drop_duplicates()
     keys = consensus[["item_id", "judge", "part"]].drop_duplicates()
+    on = ["judge"]
     if groups is not None:
         keys = keys.assign(group=keys["item_id"].map(groups))
-    for (judge, model, group), sub in df.groupby(["judge", "model", "group"], sort=True):
-        wanted = keys[keys["judge"] == judge]
-        if groups is not None:
-            wanted = wanted[wanted["group"] == group]
-        judged = set(zip(sub["item_id"], sub["part"])) | set(zip(sub["item_id"], [""] * len(sub)))
-        missing = sum((i, p) not in judged for i, p in zip(wanted["item_id"], wanted["part"]))
-        rows.append((judge, model, group, int(missing)))
-    return pd.DataFrame(rows, columns=["judge", "model", "group", "n_label_only"])
+        on.append("group")
+    wanted = combos.merge(keys, on=on, how="left")
+    judged = df[["judge", "model", "group", "item_id", "part"]]
+    ordered = judged[judged["part"].isin(["AB", "BA"])].assign(part="")  # pairwise orders share a part-less label
+    judged = pd.concat([judged, ordered]).drop_duplicates().assign(_judged=True)
+    wanted = wanted.merge(judged, on=["judge", "model", "group", "item_id", "part"], how="left")
+    wanted["missing"] = wanted["item_id"].notna() & wanted["_judged"].isna()
+    counts = wanted.groupby(["judge", "model", "group"], sort=True)["missing"].sum().astype(int)
+    return counts.rename("n_label_only").reset_index()
 
 
 def item_meta_map(items: Any, field: str, *, path: Any = None) -> dict[str, str]:
