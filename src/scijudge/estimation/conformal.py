@@ -5,7 +5,7 @@ score), or ``1 - p(human)`` when the judgment stores a rating distribution ``pro
 Sadinle, Lei & Wasserman 2019: every scale point whose probability is at least ``1 - q``). ``q`` is the
 ``ceil((n + 1)(1 - alpha))``-th smallest calibration score, which gives coverage >= 1 - alpha on exchangeable
 new items. Hand-written (a sorted array and an index) rather than pulling ``mapie``/``crepes``; the tests check
-the quantile against ``numpy.quantile(method="higher")`` and a hand-computed case, and coverage on held-out labels.
+the quantile against ``numpy.quantile(method="inverted_cdf")`` and a hand-computed case, and coverage on held-out labels.
 """
 
 from __future__ import annotations

@@ -63,8 +63,9 @@ def conformal_units(units: Units, alpha: float = 0.1, *, n_splits: int = 50,
         coverage, se, n_holdout = split_coverage(cal, alpha, n_splits=n_splits, seed=seed)
         out = sub[["source", "judge", "model", "group", "item_id", "part", "score", "human"]].copy()
         out["set"] = [_format_set(m, values) for m in masks]
-        out["set_lo"] = [values[m].min() if m.any() else math.nan for m in masks]
-        out["set_hi"] = [values[m].max() if m.any() else math.nan for m in masks]
+        out["set_lo"] = np.where(masks, values[None, :], np.inf).min(axis=1, initial=np.inf)
+        out["set_hi"] = np.where(masks, values[None, :], -np.inf).max(axis=1, initial=-np.inf)
+        out.loc[~masks.any(axis=1), ["set_lo", "set_hi"]] = math.nan
         out["set_size"] = masks.sum(axis=1)
         out["nonconformity"] = "probs" if use_probs else "abs-residual"
         out["alpha"] = alpha
