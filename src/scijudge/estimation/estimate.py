@@ -98,6 +98,12 @@ def _compare_rows(per_key: dict[tuple[str, str, str], pd.DataFrame], label_only:
         a, b = per_key.get((judge, model, name_a)), per_key.get((judge, model, name_b))
         if a is None or b is None:
             continue
+        for name, side in ((name_a, a), (name_b, b)):
+            twice = side.duplicated(["pair", "part"])
+            if twice.any():
+                raise InputError(f"group {name!r} of judge {judge!r} holds pair key {side.loc[twice, 'pair'].iloc[0]!r} "
+                                 "more than once: pair items by a field that is unique within each group",
+                                 field="pair_by")
         shared = set(zip(a["pair"], a["part"])) & set(zip(b["pair"], b["part"]))
         if shared:
             results = _paired_three(a, b, alpha)
