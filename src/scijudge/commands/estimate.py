@@ -73,7 +73,7 @@ def _print_tables(table: Any, coverage: Any, needed: Any) -> None:
         need = Table("judge", "model", "group", "pilot labels", "labels (PPI++)", "labels (human only)",
                      title=f"Labels needed for an interval of width {needed['target_width'].iloc[0]:g}")
         for _, r in needed.iterrows():
-            ppi = "unreachable: judge more items" if r["labels_ppi"] == float("inf") else f"{r['labels_ppi']:.0f}"
+            ppi = "—" if r["labels_ppi"] != r["labels_ppi"] else f"{r['labels_ppi']:.0f}"
             human = "—" if r["labels_human_only"] != r["labels_human_only"] else f"{r['labels_human_only']:.0f}"
             need.add_row(r["judge"], r["model"], str(r["group"]), str(r["n_pilot"]), ppi, human)
         console.print(need)

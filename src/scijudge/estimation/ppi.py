@@ -116,8 +116,9 @@ def labels_needed(y: np.ndarray, yhat: np.ndarray, yhat_unlabeled: np.ndarray, w
                   alpha: float = 0.05) -> tuple[float, float]:
     """From a pilot: how many labels give a (1 - alpha) interval of total ``width``, with PPI++ and human-only.
 
-    Uses the pilot's ``lam``, Var(Y - lam f) and Var(f), keeping the number of unlabelled items fixed;
-    ``inf`` when the judge-score term alone is already wider than the target (more judged items needed).
+    PPI++'s count is the smallest over ``lam`` in [0, 1] of ``Var(Y - lam f) / (h^2 - lam^2 Var(f_u) / N)``
+    (``h`` the half-width), with the pilot's variances and the number of unlabelled items kept as it is; at
+    ``lam = 0`` it is the human-only count, so PPI++ never asks for more labels.
     """
     y, yhat, yhat_unlabeled = _arrays(y, yhat, yhat_unlabeled)
     if width <= 0:
@@ -126,9 +127,9 @@ def labels_needed(y: np.ndarray, yhat: np.ndarray, yhat_unlabeled: np.ndarray, w
         return math.nan, math.nan
     half = width / (2.0 * _z(alpha))
     human = math.ceil(float(np.var(y)) / half**2)
-    lam = power_tuning(y, yhat, yhat_unlabeled)
     big_n = yhat_unlabeled.size
-    rest = half**2 - (lam**2 * float(np.var(yhat_unlabeled)) / big_n if big_n else 0.0)
-    var_rect = float(np.var(y - lam * yhat))
-    ppi = math.inf if rest <= 0 else float(math.ceil(var_rect / rest))
-    return ppi, float(human)
+    lams = np.linspace(0.0, 1.0, 201)
+    rectifier = np.var(y[None, :] - lams[:, None] * yhat[None, :], axis=1)
+    room = half**2 - (lams**2 * float(np.var(yhat_unlabeled)) / big_n if big_n else 0.0)
+    counts = np.where(room > 0, rectifier / np.where(room > 0, room, 1.0), np.inf)
+    return float(min(human, math.ceil(float(counts.min())))), float(human)
