@@ -29,6 +29,15 @@ def test_threshold_by_hand_and_against_numpy() -> None:
         assert conformal_quantile(values, alpha) == np.quantile(values, level, method="inverted_cdf")
 
 
+def test_threshold_matches_crepes() -> None:
+    crepes = pytest.importorskip("crepes")  # the dev extra installs it
+    rng = np.random.default_rng(1)
+    for n, alpha in ((50, 0.1), (151, 0.05), (998, 0.2), (20, 0.1)):  # (n + 1)(1 - alpha) not a whole number:
+        residuals = rng.exponential(size=n)  # crepes computes it in floating point, so 1000 * 0.8 lands on 801
+        interval = crepes.ConformalRegressor().fit(residuals).predict_int(np.array([0.0]), confidence=1 - alpha)
+        assert conformal_quantile(residuals, alpha) == pytest.approx(interval[0, 1], rel=1e-12)
+
+
 def _frames(rng: np.random.Generator, n: int, n_labeled: int, with_probs: bool):
     y = rng.choice(LEVELS, n, p=PROBS)
     centre = y + 0.5 + rng.normal(0.0, 0.7, n)

@@ -4,8 +4,9 @@ Nonconformity: ``|human - judge score|`` for plain scores (the set is every scal
 score), or ``1 - p(human)`` when the judgment stores a rating distribution ``probs`` (the LAC rule of
 Sadinle, Lei & Wasserman 2019: every scale point whose probability is at least ``1 - q``). ``q`` is the
 ``ceil((n + 1)(1 - alpha))``-th smallest calibration score, which gives coverage >= 1 - alpha on exchangeable
-new items. Hand-written (a sorted array and an index) rather than pulling ``mapie``/``crepes``; the tests check
-the quantile against ``numpy.quantile(method="inverted_cdf")`` and a hand-computed case, and coverage on held-out labels.
+new items. Hand-written (a sorted array and an index): ``mapie``/``crepes`` fit scikit-learn-style learners we do not
+have here; the tests check the threshold against ``crepes.ConformalRegressor`` (dev extra),
+``numpy.quantile(method="inverted_cdf")`` and a hand-computed case, and coverage on held-out labels.
 """
 
 from __future__ import annotations
@@ -15,13 +16,18 @@ import math
 import numpy as np
 
 
+def _rank(n: int, alpha: float) -> int:
+    """``ceil((n + 1)(1 - alpha))``, immune to float noise such as 1000 * 0.8 = 800.0000000000001."""
+    return math.ceil((n + 1) * (1.0 - alpha) - 1e-9)
+
+
 def conformal_quantile(scores: np.ndarray, alpha: float) -> float:
     """The split-conformal threshold: ``inf`` (every value plausible) when there are too few calibration items."""
     scores = np.sort(np.asarray(scores, dtype=float).ravel())
     n = scores.size
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
-    rank = math.ceil((n + 1) * (1.0 - alpha))
+    rank = _rank(n, alpha)
     return math.inf if rank > n else float(scores[rank - 1])
 
 
@@ -61,7 +67,7 @@ def split_coverage(scores: np.ndarray, alpha: float, n_splits: int = 50, seed: i
     rng = np.random.default_rng(seed)
     order = np.argsort(rng.random((n_splits, n)), axis=1)
     cal = np.sort(scores[order[:, :n_cal]], axis=1)
-    rank = math.ceil((n_cal + 1) * (1.0 - alpha))
+    rank = _rank(n_cal, alpha)
     threshold = np.full(n_splits, math.inf) if rank > n_cal else cal[:, rank - 1]
     covered = scores[order[:, n_cal:]] <= threshold[:, None] + 1e-9
     per_split = covered.mean(axis=1)
