@@ -36,9 +36,15 @@ def _calibration_rules() -> Any:
 
 
 def _model_labels(df: pd.DataFrame) -> pd.Series:
-    """The model string, plus the spec hash when one model ran several versions of a judge."""
-    versions = df.groupby(["judge", "model"])["spec_hash"].transform("nunique")
-    return df["model"].where(versions <= 1, df["model"] + " #" + df["spec_hash"].str.slice(0, 8))
+    """The model string, plus the endpoint when one model name was served by several, plus the spec hash when
+    one model ran several versions of a judge."""
+    label = df["model"]
+    if "endpoint" in df.columns:  # run stores that record the endpoint (without credentials)
+        endpoint = df["endpoint"].astype(object).where(df["endpoint"].notna(), "").astype(str)
+        served = df.assign(_e=endpoint).groupby(["judge", "model"])["_e"].transform("nunique")
+        label = label.where(served <= 1, label + " @" + endpoint)
+    versions = df.assign(_m=label).groupby(["judge", "_m"])["spec_hash"].transform("nunique")
+    return label.where(versions <= 1, label + " #" + df["spec_hash"].str.slice(0, 8))
 
 
 def _lookup(item_ids: pd.Series, mapping: Mapping[str, str], field: str, sources: pd.Series) -> pd.Series:
@@ -57,8 +63,8 @@ def match_units(judgments: pd.DataFrame, labels: pd.DataFrame, *, groups: Mappin
     """Join run-store rows with human consensus scores; group by ``groups[item_id]`` or, without it, by run."""
     rules = _calibration_rules()
     df = prepare_judgments(judgments)
+    df = df.assign(model=_model_labels(df))  # the current judgment per (run, judge, model, item, part) counts
     df = df.drop_duplicates(["source", "judge", "model", "spec_hash", "item_id", "part"], keep="last")
-    df = df.assign(model=_model_labels(df))
     df["group"] = df["source"] if groups is None else _lookup(df["item_id"], groups, group_field, df["source"])
     df["pair"] = df["item_id"] if pairs is None else _lookup(df["item_id"], pairs, "pair field", df["source"])
     lab = rules._prepare_labels(labels)
