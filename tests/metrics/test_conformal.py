@@ -38,44 +38,43 @@ def test_threshold_matches_crepes() -> None:
         assert conformal_quantile(residuals, alpha) == pytest.approx(interval[0, 1], rel=1e-12)
 
 
-def _frames(rng: np.random.Generator, n: int, n_labeled: int, with_probs: bool):
-    y = rng.choice(LEVELS, n, p=PROBS)
-    centre = y + 0.5 + rng.normal(0.0, 0.7, n)
+def _frames(rng: np.random.Generator, n: int, n_labeled: int, with_probs: bool, reps: int):
+    """``reps`` independent simulations side by side as models rep0, rep1, ... (item ids ``<rep>:<i>``)."""
+    y = rng.choice(LEVELS, (reps, n), p=PROBS)
+    centre = y + 0.5 + rng.normal(0.0, 0.7, (reps, n))
     score = np.clip(np.rint(centre), 1, 5)
-    probs = [None] * n
+    probs = [None] * (reps * n)
     if with_probs:
-        weights = np.exp(-((LEVELS[None, :] - centre[:, None]) ** 2) / 0.8)
+        weights = np.exp(-((LEVELS[None, :] - centre.reshape(-1, 1)) ** 2) / 0.8)
         weights /= weights.sum(axis=1, keepdims=True)
         probs = [{f"{v:g}": float(w) for v, w in zip(LEVELS, row)} for row in weights]
-    rows = pd.DataFrame({"item_id": [f"i{i}" for i in range(n)], "judge": JUDGE, "part": "", "family": "likert",
-                         "spec_hash": "h", "model": "m", "status": "ok", "score": score, "verdict": None,
-                         "confidence": None, "probs": probs})
-    labeled = rng.choice(n, n_labeled, replace=False)
-    labels = pd.DataFrame({"item_id": [f"i{i}" for i in labeled], "judge": JUDGE, "score": y[labeled]})
-    return rows, labels, y
+    ids = [f"{r}:{i}" for r in range(reps) for i in range(n)]
+    rows = pd.DataFrame({"item_id": ids, "judge": JUDGE, "part": "", "family": "likert", "spec_hash": "h",
+                         "model": np.repeat([f"rep{r}" for r in range(reps)], n), "status": "ok",
+                         "score": score.ravel(), "verdict": None, "confidence": None, "probs": probs})
+    labeled = np.concatenate([r * n + rng.choice(n, n_labeled, replace=False) for r in range(reps)])
+    labels = pd.DataFrame({"item_id": [ids[k] for k in labeled], "judge": JUDGE, "score": y.ravel()[labeled]})
+    return rows, labels, pd.Series(y.ravel(), index=ids)
 
 
 @pytest.mark.parametrize(("with_probs", "reps", "n"), [(False, 40, 1000), (True, 12, 600)])
 def test_sets_reach_nominal_coverage_on_held_out_items(with_probs: bool, reps: int, n: int) -> None:
-    rng = np.random.default_rng(1 + with_probs)
-    alpha, coverages, reported = 0.1, [], []
-    for _ in range(reps):
-        judgments, labels, y = _frames(rng, n, 150, with_probs)
-        sets, summary = conformal(judgments, labels, alpha=alpha, n_splits=20)
-        held_out = sets["human"].isna().to_numpy()  # the simulation knows their human scores
-        human = y[sets["item_id"].str.slice(1).astype(int).to_numpy()]
-        inside = ((sets["set_lo"] <= human) & (human <= sets["set_hi"])).to_numpy()
-        some = slice(0, None, 37)  # the listed set agrees with its bounds (sets of scale points are contiguous)
-        assert [f"{h:g}" in s.split(";") for h, s in zip(human[some], sets["set"][some])] == list(inside[some])
-        coverages.append(np.mean(np.array(inside)[held_out]))
-        reported.append(summary["coverage_holdout"].iloc[0])
-        assert summary["nonconformity"].iloc[0] == ("probs" if with_probs else "abs-residual")
-        assert summary["n_calibration"].iloc[0] == 150
+    alpha = 0.1
+    judgments, labels, truth = _frames(np.random.default_rng(1 + with_probs), n, 150, with_probs, reps)
+    sets, summary = conformal(judgments, labels, alpha=alpha, n_splits=20)
+    assert len(summary) == reps and set(summary["n_calibration"]) == {150}
+    assert set(summary["nonconformity"]) == {"probs" if with_probs else "abs-residual"}
+    human = truth[sets["item_id"]].to_numpy()  # the simulation knows the human score of every item
+    inside = ((sets["set_lo"] <= human) & (human <= sets["set_hi"])).to_numpy()
+    some = slice(0, None, 37)  # the listed set agrees with its bounds (sets of scale points are contiguous)
+    assert [f"{h:g}" in s.split(";") for h, s in zip(human[some], sets["set"][some])] == list(inside[some])
+    held_out = sets["human"].isna().to_numpy()
+    coverages = pd.Series(inside[held_out]).groupby(sets["model"].to_numpy()[held_out]).mean()
     # marginal guarantee: mean coverage >= 1 - alpha, up to the sampling error of the reps
-    se = np.std(coverages, ddof=1) / math.sqrt(reps)
-    assert np.mean(coverages) >= 1 - alpha - 2 * se - 0.005, (np.mean(coverages), se)
-    assert np.mean(coverages) < 0.99  # informative sets, not the whole scale
-    assert abs(np.mean(reported) - np.mean(coverages)) < 0.03
+    se = coverages.std(ddof=1) / math.sqrt(reps)
+    assert coverages.mean() >= 1 - alpha - 2 * se - 0.005, (coverages.mean(), se)
+    assert coverages.mean() < 0.99  # informative sets, not the whole scale
+    assert abs(summary["coverage_holdout"].mean() - coverages.mean()) < 0.03
 
 
 def test_split_coverage_of_continuous_scores_is_close_to_nominal() -> None:

@@ -82,21 +82,26 @@ def match_units(judgments: pd.DataFrame, labels: pd.DataFrame, *, groups: Mappin
 
 
 def _label_only(df: pd.DataFrame, consensus: pd.DataFrame, groups: Mapping[str, str] | None) -> pd.DataFrame:
-    """Per (judge, model, group): human-labelled units of that judge (and group) that no judgment matched."""
-    combos = df[["judge", "model", "group"]].drop_duplicates()
+    """Per (judge, model, group): human-labelled units of that judge (and group) that no judgment matched.
+
+    The labelled units of the judge (and group) minus those matched to a judgment of that model; the
+    pairwise orders AB/BA of one item share a part-less label, so they count once.
+    """
     keys = consensus[["item_id", "judge", "part"]].drop_duplicates()
     on = ["judge"]
     if groups is not None:
         keys = keys.assign(group=keys["item_id"].map(groups))
         on.append("group")
-    wanted = combos.merge(keys, on=on, how="left")
-    judged = df[["judge", "model", "group", "item_id", "part"]]
-    ordered = judged[judged["part"].isin(["AB", "BA"])].assign(part="")  # pairwise orders share a part-less label
-    judged = pd.concat([judged, ordered]).drop_duplicates().assign(_judged=True)
-    wanted = wanted.merge(judged, on=["judge", "model", "group", "item_id", "part"], how="left")
-    wanted["missing"] = wanted["item_id"].notna() & wanted["_judged"].isna()
-    counts = wanted.groupby(["judge", "model", "group"], sort=True)["missing"].sum().astype(int)
-    return counts.rename("n_label_only").reset_index()
+    labelled = keys.groupby(on, sort=False).size().rename("n_labels").reset_index()
+    matched = df[df["human"].notna()]
+    label_part = matched["part"].where(~matched["part"].isin(["AB", "BA"]), "")
+    matched = matched.assign(part=label_part).drop_duplicates(["judge", "model", "group", "item_id", "part"])
+    counts = matched.groupby(["judge", "model", "group"], sort=False).size().rename("n_matched")
+    combos = df[["judge", "model", "group"]].drop_duplicates().merge(labelled, on=on, how="left")
+    combos = combos.merge(counts.reset_index(), on=["judge", "model", "group"], how="left").fillna(
+        {"n_labels": 0, "n_matched": 0})
+    combos["n_label_only"] = (combos["n_labels"] - combos["n_matched"]).astype(int)
+    return combos[["judge", "model", "group", "n_label_only"]].sort_values(["judge", "model", "group"])
 
 
 def item_meta_map(items: Any, field: str, *, path: Any = None) -> dict[str, str]:

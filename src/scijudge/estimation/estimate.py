@@ -104,7 +104,7 @@ def _compare_rows(per_key: dict[tuple[str, str, str], pd.DataFrame], label_only:
                 raise InputError(f"group {name!r} of judge {judge!r} holds pair key {side.loc[twice, 'pair'].iloc[0]!r} "
                                  "more than once: pair items by a field that is unique within each group",
                                  field="pair_by")
-        shared = set(zip(a["pair"], a["part"])) & set(zip(b["pair"], b["part"]))
+        shared = bool(pd.Index(a["pair"] + "\0" + a["part"]).isin(b["pair"] + "\0" + b["part"]).any())
         if shared:
             results = _paired_three(a, b, alpha)
         else:
