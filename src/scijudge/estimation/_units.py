@@ -29,7 +29,8 @@ class Units:
     scales: dict[str, ScaleTuple]
 
 
-def _calibration_rules() -> Any:
+def calibration_rules() -> Any:
+    """The calibration module, whose label checks, consensus, scales, matching and probs parser we reuse."""
     from scijudge.metrics import calibration
 
     return calibration
@@ -61,7 +62,7 @@ def match_units(judgments: pd.DataFrame, labels: pd.DataFrame, *, groups: Mappin
                 pairs: Mapping[str, str] | None = None, group_field: str = "group",
                 scale: ScaleTuple | Mapping[str, ScaleTuple] | None = None) -> Units:
     """Join run-store rows with human consensus scores; group by ``groups[item_id]`` or, without it, by run."""
-    rules = _calibration_rules()
+    rules = calibration_rules()
     df = prepare_judgments(judgments)
     df = df.assign(model=_model_labels(df))  # the current judgment per (run, judge, model, item, part) counts
     df = df.drop_duplicates(["source", "judge", "model", "spec_hash", "item_id", "part"], keep="last")

@@ -26,9 +26,10 @@ COVERAGE_COLUMNS = ["judge", "model", "nonconformity", "alpha", "n_calibration",
 
 
 def _prob_matrix(rows: pd.DataFrame, values: np.ndarray) -> np.ndarray:
-    from scijudge.metrics.calibration import _prob_row  # calibration's parser: one reading of stored probs
+    from scijudge.estimation._units import calibration_rules  # calibration's parser: one reading of stored probs
 
-    return np.vstack([_prob_row(r["probs"], values, r) for _, r in rows.iterrows()]) if len(rows) else \
+    parse = calibration_rules()._prob_row
+    return np.vstack([parse(r["probs"], values, r) for _, r in rows.iterrows()]) if len(rows) else \
         np.zeros((0, values.size))
 
 
