@@ -133,6 +133,8 @@ def test_compare_and_grouping_errors(tmp_path) -> None:
         estimate(judgments, labels, groups=groups, compare=("A", "C"), scale=SCALE)
     with pytest.raises(InputError, match="not in the items file"):
         estimate(judgments, labels, groups={k: v for k, v in groups.items() if k != "A3"}, scale=SCALE)
+    with pytest.raises(InputError, match="holds pair key 'q0' more than once"):
+        estimate(judgments, labels, groups=groups, pairs={k: "q0" for k in groups}, compare=("A", "B"), scale=SCALE)
     bad = labels.copy()
     bad.loc[0, "score"] = 9.0
     with pytest.raises(InputError, match="outside the scale"):

@@ -12,7 +12,6 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from scijudge.errors import InputError
@@ -101,8 +100,9 @@ def _compare_rows(per_key: dict[tuple[str, str, str], pd.DataFrame], label_only:
         for name, side in ((name_a, a), (name_b, b)):
             twice = side.duplicated(["pair", "part"])
             if twice.any():
-                raise InputError(f"group {name!r} of judge {judge!r} holds pair key {side.loc[twice, 'pair'].iloc[0]!r} "
-                                 "more than once: pair items by a field that is unique within each group",
+                key = side.loc[twice, "pair"].iloc[0]
+                raise InputError(f"group {name!r} of judge {judge!r} holds pair key {key!r} more than once: "
+                                 "pair items by a field that is unique within each group",
                                  field="pair_by")
         shared = bool(pd.Index(a["pair"] + "\0" + a["part"]).isin(b["pair"] + "\0" + b["part"]).any())
         if shared:

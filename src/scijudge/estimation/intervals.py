@@ -80,7 +80,8 @@ def conformal_units(units: Units, alpha: float = 0.1, *, n_splits: int = 50,
     return sets[SET_COLUMNS], pd.DataFrame(coverage_rows, columns=COVERAGE_COLUMNS)
 
 
-def conformal(judgments: pd.DataFrame, labels: pd.DataFrame, alpha: float = 0.1, **kwargs: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
+def conformal(judgments: pd.DataFrame, labels: pd.DataFrame, alpha: float = 0.1,
+              **kwargs: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``conformal_units`` from run-store rows and human labels (same arguments as ``estimate`` for matching)."""
     from scijudge.estimation._units import match_units
 

@@ -43,7 +43,8 @@ def _z(alpha: float) -> float:
     return float(norm.ppf(1.0 - alpha / 2.0))
 
 
-def _interval(point: float, se: float, alpha: float, n_labeled: int, n_unlabeled: int, lam: float = math.nan) -> Estimate:
+def _interval(point: float, se: float, alpha: float, n_labeled: int, n_unlabeled: int,
+              lam: float = math.nan) -> Estimate:
     half = _z(alpha) * se
     return Estimate(float(point), float(point - half), float(point + half), float(se), n_labeled, n_unlabeled, lam)
 
