@@ -346,6 +346,7 @@ def _register_module_commands() -> None:
     """Commands whose code lives with the feature they expose (one module, one job)."""
     from scijudge.commands.calibrate import calibrate_cmd, perturb_cmd
     from scijudge.commands.compliance import compliance_cmd
+    from scijudge.commands.estimate import estimate_cmd
     from scijudge.commands.optimize import optimize_cmd
     from scijudge.metrics.figures import figure_metric_command
 
@@ -354,6 +355,7 @@ def _register_module_commands() -> None:
     command("compliance")(compliance_cmd)
     command("optimize")(optimize_cmd)
     command("figure-metric")(figure_metric_command)
+    command("estimate")(estimate_cmd)
 
 
 _register_module_commands()
