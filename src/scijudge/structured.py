@@ -317,6 +317,18 @@ class StructuredChain(JSONAdapter):
                 body["top_logprobs"] = self.config.logprobs
         return body
 
+    def lm15_request(self, model: str, signature: Any, demos: list[dict[str, Any]], inputs: dict[str, Any], *,
+                     strategy: Strategy, temperature: float, max_tokens: int | None = None) -> Any:
+        """The lm15 Request this chain sends for ``strategy`` at ``temperature`` (a batch entry for lm15 providers)."""
+        from dspy import lm15
+
+        signature, inputs = _drop_empty_optional(signature, inputs)
+        system, chat = _to_lm15(self.format(signature, demos, inputs))
+        fmt = response_format_for(strategy, signature.output_fields[OUTPUT_FIELD].annotation)
+        config = lm15.Config(temperature=temperature, max_tokens=max_tokens or self.config.max_tokens,
+                             response_format=fmt, logprobs=self.config.logprobs)
+        return lm15.Request(model=model, messages=chat, system=system, config=config)
+
     def _send(self, lm: Any, request: Any, strategy: str, temperature: float, max_tokens: int,
               record: CallRecord) -> Any:
         """Send one request with transport retries; None when the provider refuses the format."""

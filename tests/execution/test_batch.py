@@ -244,7 +244,8 @@ def test_an_orphaned_batch_is_found_by_its_client_id(batch_server, tmp_path):
     store = BatchStore(run_path)
     orphan = store.intend(provider="openai", endpoint=server.url, model="openai/judge", stage=0,
                           strategy="json_schema", temperature=0.0, keys=keys, price_basis=None)
-    OpenAIBatchAPI(server.url, "sk-test").submit([_line(k, _Pending(i, judge, "")) for k, i in zip(keys, items)], orphan)
+    api = OpenAIBatchAPI(server.url, "sk-test")
+    api.submit([_line(api, k, _Pending(i, judge, "")) for k, i in zip(keys, items)], orphan)
     never = store.intend(provider="openai", endpoint=server.url, model="openai/judge", stage=0,
                          strategy="json_schema", temperature=0.0, keys=keys[:1], price_basis=None)
     summary = judge_items_batch(items, [judge], run=run, poll=0.02)
@@ -257,9 +258,38 @@ def test_batch_refuses_what_it_cannot_serve(tmp_path):
     from scijudge.cli import app
 
     items, spec, run = _files(tmp_path, 1)
-    result = CliRunner().invoke(app, ["judge", str(items), "-j", str(spec), "-m", "anthropic/claude-x",
+    result = CliRunner().invoke(app, ["judge", str(items), "-j", str(spec), "-m", "gemini/gemini-x",
                                       "--run", str(run), "--batch"])
     assert result.exit_code == 2 and "not supported yet" in result.output
     result = CliRunner().invoke(app, ["judge", str(items), "-j", str(spec), "-m", "openai/judge", "--api-base",
                                       "http://127.0.0.1:9/v1", "--run", str(run), "--ray", "local"])
     assert result.exit_code == 2 and "API judges do not need Ray" in result.output
+
+
+def test_anthropic_message_batches_carry_the_chain_request_and_keys(batch_server, tmp_path):
+    from scijudge.structured import strict_schema
+    from scijudge.outputs import LikertRating
+
+    def handler(params):
+        n = _item(params)
+        if n == 2:
+            return Fault(status=400, message="prompt refused")
+        return "no json" if n == 3 else _rating(params)
+
+    server = batch_server(handler)
+    items, spec, run = _files(tmp_path, 4)
+    result = _judge(items, spec, run, server.url, model="anthropic/claude-haiku-4-5")
+    assert result.exit_code == 0, result.output
+    assert server.count == 0 and server.batch_count == 1
+    params = server.batch_lines[0]["params"]
+    assert params["output_config"]["format"] == {"type": "json_schema", "schema": strict_schema(LikertRating)}
+    assert params["system"].startswith("Your input fields are:") and params["temperature"] == 0.0
+    rows = _rows(run)
+    assert rows["it000"] == ("ok", 1.0, None) and rows["it001"] == ("ok", 2.0, None)
+    assert rows["it002"][2] == "all strategies failed; last problem: the provider rejected response_format=json_schema"
+    assert rows["it003"][2].startswith("all strategies failed; last problem: parse_error")
+    with sqlite3.connect(run) as db:
+        provider, basis = db.execute("SELECT provider, price_basis FROM batches").fetchone()
+        costs = {item: cost for item, cost in db.execute("SELECT item_id, cost FROM judgments")}
+    assert provider == "anthropic" and basis == "batch price (cost map)"
+    assert costs["it000"] == pytest.approx(50 * 0.5e-6 + 20 * 2.5e-6)  # Haiku 4.5 batch: $0.50 / $2.50 per Mtok

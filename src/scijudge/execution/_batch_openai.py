@@ -29,6 +29,7 @@ class OpenAIBatchAPI:
     """Submit, poll and read batches of chat-completion lines."""
 
     provider = "openai"
+    strategies = ("json_schema", "json_object")
 
     def __init__(self, api_base: str | None, api_key: str | None, *, completion_window: str = "24h") -> None:
         import openai
@@ -37,7 +38,23 @@ class OpenAIBatchAPI:
         if not key:
             raise ModelError("batch mode needs OPENAI_API_KEY (or an --api-base server, which takes any key)")
         self._client = openai.OpenAI(base_url=api_base, api_key=key, max_retries=4)
+        self.api_base = api_base
         self.completion_window = completion_window
+
+    def line(self, key: str, judge: Any, inputs: dict[str, Any], *, strategy: str, temperature: float,
+             max_tokens: int) -> dict[str, Any]:
+        """One batch line: the judgment key as custom_id and the body the chain sends at this stage."""
+        lm = judge._lm()
+        body = judge.chain.chat_body(lm.model.split("/", 1)[-1], judge.predict.signature, judge.predict.demos,
+                                     inputs, strategy=strategy, temperature=temperature, max_tokens=max_tokens)
+        return {"custom_id": key, "method": "POST", "url": "/v1/chat/completions", "body": body}
+
+    def outcome(self, line: dict[str, Any] | None) -> tuple[int | None, Any, str | None]:
+        """(HTTP status, lm15 Response when 200, error text) of one result line; status None if unanswered."""
+        from dspy import lm15
+
+        status, body, error = line_outcome(line)
+        return status, (lm15.response_from_openai_chat(body) if body is not None else None), error
 
     def submit(self, lines: list[dict[str, Any]], client_id: str) -> tuple[str, str]:
         """Upload the lines and create the batch; returns (remote id, status)."""
@@ -51,8 +68,9 @@ class OpenAIBatchAPI:
             raise ModelError(f"could not create a batch: {_short(exc)}") from exc
         return batch.id, batch.status
 
-    def find(self, client_id: str) -> str | None:
-        """The remote id of a batch created with this client id (a kill before its id was recorded)."""
+    def find(self, record: Any) -> str | None:
+        """The remote id of a batch created for this intent (a kill before its id was recorded), by metadata."""
+        client_id = record.client_id
         try:
             for batch in self._client.batches.list(limit=100):
                 if (batch.metadata or {}).get(METADATA_KEY) == client_id:

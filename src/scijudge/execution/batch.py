@@ -22,7 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from scijudge.data import Item
 from scijudge.errors import ModelError
-from scijudge.execution._batch_openai import OpenAIBatchAPI, line_outcome
+from scijudge.execution._batch_openai import OpenAIBatchAPI
 from scijudge.execution._keys import task_key
 from scijudge.execution._pricing import batch_rates
 from scijudge.execution.batch_store import FINAL_STATUSES, BatchRecord, BatchStore
@@ -60,7 +60,9 @@ class BatchReport:
 def _stages(judge: Judge) -> list[tuple[str, float]]:
     """The chain's strategies in order, each at its first temperature (one batch round per strategy)."""
     config = judge.chain.config
-    return [(strategy, config.temperatures[0]) for strategy in config.strategies]
+    model = model_name(judge._lm())
+    allowed = ("json_schema",) if model.startswith("anthropic/") else config.strategies  # no any-JSON mode there
+    return [(strategy, config.temperatures[0]) for strategy in config.strategies if strategy in allowed]
 
 
 def _public_endpoint(api_base: str | None) -> str | None:
@@ -84,27 +86,34 @@ def check_batchable(judges: Sequence[Judge]) -> None:
         if model.startswith("local/") or model.startswith("hf:") or lm is None:
             raise ModelError(f"judge {judge.name!r} uses {model}: batch mode is for provider APIs "
                              "(a local hf: model already batches in-process; use --ray for many GPUs)")
-        if not model.startswith("openai/"):
-            raise ModelError(f"batch mode speaks the OpenAI-compatible batch API (openai/<model>, or any "
-                             f"server behind --api-base); {model} is not supported yet")
+        if not model.startswith(("openai/", "anthropic/")):
+            raise ModelError(f"batch mode speaks the OpenAI-compatible batch API (openai/<model>, or any server "
+                             f"behind --api-base) and Anthropic message batches; {model} is not supported yet")
 
 
 class _BatchClients:
-    """One batch-API client per (api_base, key) of the judges' LMs."""
+    """One batch-API client per (provider, api_base, key) of the judges' LMs."""
 
     def __init__(self, completion_window: str) -> None:
-        self._clients: dict[tuple[str | None, str | None], OpenAIBatchAPI] = {}
+        self._clients: dict[tuple[str, str | None, str | None], Any] = {}
         self.completion_window = completion_window
 
-    def for_judge(self, judge: Judge) -> OpenAIBatchAPI:
-        kwargs = getattr(judge._lm(), "kwargs", {})
-        return self.for_endpoint(kwargs.get("api_base"), kwargs.get("api_key"))
-
-    def for_endpoint(self, api_base: str | None, api_key: str | None) -> OpenAIBatchAPI:
-        index = (api_base, api_key)
+    def for_judge(self, judge: Judge) -> Any:
+        lm = judge._lm()
+        kwargs = getattr(lm, "kwargs", {})
+        provider = "anthropic" if lm.model.startswith("anthropic/") else "openai"
+        index = (provider, kwargs.get("api_base"), kwargs.get("api_key"))
         if index not in self._clients:
-            self._clients[index] = OpenAIBatchAPI(api_base, api_key, completion_window=self.completion_window)
+            if provider == "anthropic":
+                from scijudge.execution._batch_anthropic import AnthropicBatchAPI
+
+                self._clients[index] = AnthropicBatchAPI(index[1], index[2])
+            else:
+                self._clients[index] = OpenAIBatchAPI(index[1], index[2], completion_window=self.completion_window)
         return self._clients[index]
+
+    def all(self) -> list[Any]:
+        return list(self._clients.values())
 
 
 def judge_items_batch(items: Sequence[Item], judges: Sequence[Judge], *, run: Run, batch_size: int = 5000,
@@ -145,7 +154,8 @@ def judge_items_batch(items: Sequence[Item], judges: Sequence[Judge], *, run: Ru
             waiting.extend(_submit(store, clients, pending, ready, batch_size, report, on_batch))
             ready = []
             for record, state in _poll_until_done(store, clients, waiting, poll, on_batch):
-                ready.extend(_process(record, state.lines, pending, fallback, finish, report))
+                ready.extend(_process(_client_of(record, clients), record, state.lines, pending, fallback, finish,
+                                      report))
                 store.processed(record.client_id, state.status)
             waiting = []
             if fallback == "direct" and ready:
@@ -167,7 +177,7 @@ def _resume(store: BatchStore, pending: dict[str, _Pending], clients: _BatchClie
             continue
         client = clients.for_judge(pending[keys[0]].judge)
         if record.remote_id is None:
-            found = client.find(record.client_id)
+            found = client.find(record)
             if found is None:  # killed before the batch was created: its lines go out in a new batch
                 store.processed(record.client_id, "never-created")
                 continue
@@ -196,13 +206,14 @@ def _submit(store: BatchStore, clients: _BatchClients, pending: dict[str, _Pendi
             first = pending[chunk[0]]
             lm = first.judge._lm()
             strategy, temperature = _stages(first.judge)[first.stage]
-            lines = [_line(key, pending[key]) for key in chunk]
+            api = clients.for_judge(first.judge)
+            lines = [_line(api, key, pending[key]) for key in chunk]
             _, basis = batch_rates(lm.model)
-            client_id = store.intend(provider=OpenAIBatchAPI.provider,
+            client_id = store.intend(provider=api.provider,
                                      endpoint=_public_endpoint(lm.kwargs.get("api_base")), model=lm.model,
                                      stage=first.stage, strategy=strategy, temperature=temperature, keys=chunk,
                                      price_basis=basis)
-            remote_id, status = clients.for_judge(first.judge).submit(lines, client_id)
+            remote_id, status = api.submit(lines, client_id)
             store.submitted(client_id, remote_id, status)
             report.created += 1
             report.lines += len(lines)
@@ -213,16 +224,13 @@ def _submit(store: BatchStore, clients: _BatchClients, pending: dict[str, _Pendi
     return created
 
 
-def _line(key: str, entry: _Pending) -> dict[str, Any]:
-    """One batch line: the judgment key as custom_id and the body the chain sends at this stage."""
+def _line(api: Any, key: str, entry: _Pending) -> dict[str, Any]:
+    """One batch line in the provider's format, with the request the chain sends at the entry's stage."""
     judge = entry.judge
-    lm = judge._lm()
     strategy, temperature = _stages(judge)[entry.stage]
-    max_tokens = lm.kwargs.get("max_tokens") or judge.chain.config.max_tokens
-    body = judge.chain.chat_body(lm.model.split("/", 1)[-1], judge.predict.signature, judge.predict.demos,
-                                 judge.inputs_for(entry.item, entry.part), strategy=strategy,  # type: ignore[arg-type]
-                                 temperature=temperature, max_tokens=max_tokens)
-    return {"custom_id": key, "method": "POST", "url": "/v1/chat/completions", "body": body}
+    max_tokens = judge._lm().kwargs.get("max_tokens") or judge.chain.config.max_tokens
+    return api.line(key, judge, judge.inputs_for(entry.item, entry.part), strategy=strategy,
+                    temperature=temperature, max_tokens=max_tokens)
 
 
 def _poll_until_done(store: BatchStore, clients: _BatchClients, waiting: list[BatchRecord], poll: float,
@@ -232,7 +240,7 @@ def _poll_until_done(store: BatchStore, clients: _BatchClients, waiting: list[Ba
     while open_batches:
         still = []
         for record in open_batches:
-            client = clients.for_endpoint(*_endpoint_of(record, clients))
+            client = _client_of(record, clients)
             state = client.poll(record.remote_id or "")
             if state.status != record.status:
                 store.update(record.client_id, status=state.status, completed=state.completed, failed=state.failed)
@@ -248,15 +256,16 @@ def _poll_until_done(store: BatchStore, clients: _BatchClients, waiting: list[Ba
             time.sleep(poll)
 
 
-def _endpoint_of(record: BatchRecord, clients: _BatchClients) -> tuple[str | None, str | None]:
-    """The (api_base, key) client that created a recorded batch (matched by its public endpoint)."""
-    for (api_base, api_key) in clients._clients:
-        if _public_endpoint(api_base) == record.endpoint:
-            return api_base, api_key
-    raise ModelError(f"batch {record.remote_id} was created at {record.endpoint}; re-run with that --api-base")
+def _client_of(record: BatchRecord, clients: _BatchClients) -> Any:
+    """The client that created a recorded batch (matched by provider and public endpoint)."""
+    for client in clients.all():
+        if client.provider == record.provider and _public_endpoint(client.api_base) == record.endpoint:
+            return client
+    raise ModelError(f"batch {record.remote_id} was created at {record.endpoint or record.provider}; "
+                     "re-run with that model and --api-base")
 
 
-def _process(record: BatchRecord, lines: dict[str, dict[str, Any]], pending: dict[str, _Pending],
+def _process(api: Any, record: BatchRecord, lines: dict[str, dict[str, Any]], pending: dict[str, _Pending],
              fallback: Fallback, finish: Callable[[JudgeResult], None], report: BatchReport) -> list[str]:
     """Turn an ended batch's lines into judgments; returns the keys that need another round."""
     again = []
@@ -264,7 +273,7 @@ def _process(record: BatchRecord, lines: dict[str, dict[str, Any]], pending: dic
         entry = pending.get(key)
         if entry is None:
             continue
-        result = _judge_line(record, lines.get(key), entry)
+        result = _judge_line(api, record, lines.get(key), entry)
         if result is not None:
             finish(result)
             del pending[key]
@@ -276,11 +285,11 @@ def _process(record: BatchRecord, lines: dict[str, dict[str, Any]], pending: dic
     return again
 
 
-def _judge_line(record: BatchRecord, line: dict[str, Any] | None, entry: _Pending) -> JudgeResult | None:
+def _judge_line(api: Any, record: BatchRecord, line: dict[str, Any] | None, entry: _Pending) -> JudgeResult | None:
     """A judgment from one result line, or None after moving the entry to its next stage (or resending it)."""
-    from dspy import Prediction, lm15
+    from dspy import Prediction
 
-    status, body, error = line_outcome(line)
+    status, response, error = api.outcome(line)
     strategy, temperature = record.strategy, record.temperature
     if status is None:  # the batch ended without answering this line
         entry.resends += 1
@@ -288,7 +297,7 @@ def _judge_line(record: BatchRecord, line: dict[str, Any] | None, entry: _Pendin
             raise ModelError(f"batch {record.remote_id} ended {record.status} and this judgment was sent "
                              f"{_RESENDS + 1} times without an answer; re-run to try again")
         return None
-    if body is None:
+    if response is None:
         outcome = "format_rejected" if status in (400, 422) else (
             "rate_limited" if status == 429 else "server_error" if status >= 500 else "provider_error")
         entry.attempts.append(Attempt(strategy=strategy, temperature=temperature, outcome=outcome,
@@ -297,7 +306,6 @@ def _judge_line(record: BatchRecord, line: dict[str, Any] | None, entry: _Pendin
                               else f"{outcome}: {error}")
         entry.stage += 1
         return None
-    response = lm15.response_from_openai_chat(body)
     rates, _ = batch_rates(record.model)
     usage = response.usage
     cost = (usage.input_tokens * rates[0] + usage.output_tokens * rates[1]

@@ -2,7 +2,8 @@
 
 It serves ``/v1/files`` (upload, content) and ``/v1/batches`` (create, retrieve, list, cancel) beside the
 chat endpoint of ``OpenAICompatServer``; each batch line is answered by the same handler as a direct chat
-request. Batches complete after ``complete_after`` seconds (or when ``hold`` is cleared), a Fault answer
+request (and Anthropic's ``/v1/messages/batches``, each entry answered from its Messages params).
+Batches complete after ``complete_after`` seconds (or when ``hold`` is cleared), a Fault answer
 goes to the batch's error file, and ``expire`` picks batches that end as ``expired`` with only part of
 their lines answered. Tests and benchmarks count what arrived: direct chat requests, batches and lines.
 """
@@ -64,6 +65,10 @@ class BatchServer(OpenAICompatServer):
         app.router.add_get("/v1/batches", self._list)
         app.router.add_get("/v1/batches/{id}", self._retrieve)
         app.router.add_post("/v1/batches/{id}/cancel", self._cancel)
+        app.router.add_post("/v1/messages/batches", self._anthropic_create)
+        app.router.add_get("/v1/messages/batches", self._anthropic_list)
+        app.router.add_get("/v1/messages/batches/{id}", self._anthropic_retrieve)
+        app.router.add_get("/v1/messages/batches/{id}/results", self._anthropic_results)
         self._runner = web.AppRunner(app, access_log=None)
         loop.run_until_complete(self._runner.setup())
         site = web.TCPSite(self._runner, "127.0.0.1", 0, backlog=1024)
@@ -146,7 +151,7 @@ class BatchServer(OpenAICompatServer):
     async def _list(self, request: Any) -> Any:
         from aiohttp import web
 
-        data = [found["batch"] for found in self.batches.values()]
+        data = [found["batch"] for found in self.batches.values() if not found.get("anthropic")]
         return web.json_response({"object": "list", "data": data[::-1], "has_more": False})
 
     async def _cancel(self, request: Any) -> Any:
@@ -184,6 +189,91 @@ class BatchServer(OpenAICompatServer):
         batch["request_counts"] = {"total": len(lines), "completed": len(outputs), "failed": len(errors)}
         batch["status"] = "expired" if expired else "completed"
         batch["completed_at" if not expired else "expired_at"] = int(time.time())
+
+
+    # --- Anthropic message batches -------------------------------------------------------------------
+    async def _anthropic_create(self, request: Any) -> Any:
+        from aiohttp import web
+
+        body = await request.json()
+        lines = body["requests"]
+        with self._lock:
+            index = len(self.batches)
+            batch = {"id": f"msgbatch_{uuid.uuid4().hex[:16]}", "type": "message_batch",
+                     "processing_status": "in_progress", "created_at": _iso(time.time()), "ended_at": None,
+                     "results_url": None, "request_counts": {"processing": len(lines), "succeeded": 0,
+                                                             "errored": 0, "canceled": 0, "expired": 0}}
+            self.batches[batch["id"]] = {"batch": batch, "lines": lines, "index": index, "t0": time.monotonic(),
+                                         "anthropic": True}
+            self.batch_lines.extend(lines)
+        return web.json_response(batch)
+
+    async def _anthropic_list(self, request: Any) -> Any:
+        from aiohttp import web
+
+        data = [found["batch"] for found in self.batches.values() if found.get("anthropic")]
+        return web.json_response({"data": data[::-1], "has_more": False})
+
+    async def _anthropic_retrieve(self, request: Any) -> Any:
+        from aiohttp import web
+
+        found = self.batches.get(request.match_info["id"])
+        if found is None:
+            return web.json_response({"type": "error", "error": {"type": "not_found_error", "message": "no batch"}},
+                                     status=404)
+        with self._lock:
+            self.retrievals += 1
+        batch = found["batch"]
+        due = time.monotonic() - found["t0"] >= self.complete_after and not self.hold.is_set()
+        if batch["processing_status"] == "in_progress" and due:
+            self._anthropic_finish(found)
+        return web.json_response(batch)
+
+    async def _anthropic_results(self, request: Any) -> Any:
+        from aiohttp import web
+
+        found = self.batches[request.match_info["id"]]
+        return web.Response(body=found["results"], content_type="application/binary")
+
+    def _anthropic_finish(self, found: dict[str, Any]) -> None:
+        """Answer the entries through the handler (given each entry's Messages params)."""
+        batch, lines = found["batch"], found["lines"]
+        expired = self.expire(found["index"])
+        counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
+        results = []
+        for position, line in enumerate(lines):
+            if expired and position >= len(lines) // 2:
+                results.append({"custom_id": line["custom_id"], "result": {"type": "expired"}})
+                counts["expired"] += 1
+                continue
+            outcome = self.handler(line["params"])
+            if isinstance(outcome, str):
+                outcome = Reply(outcome)
+            if isinstance(outcome, Fault):
+                kind = "invalid_request_error" if outcome.status in (400, 422) else "api_error"
+                result = {"type": "errored", "error": {"type": "error",
+                                                        "error": {"type": kind, "message": outcome.message}}}
+                counts["errored"] += 1
+            else:
+                result = {"type": "succeeded", "message": {
+                    "id": f"msg_{uuid.uuid4().hex[:12]}", "type": "message", "role": "assistant",
+                    "model": line["params"].get("model", "judge"), "content": [{"type": "text", "text": outcome.content}],
+                    "stop_reason": "max_tokens" if outcome.finish_reason == "length" else "end_turn",
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": outcome.prompt_tokens, "output_tokens": outcome.completion_tokens}}}
+                counts["succeeded"] += 1
+            results.append({"custom_id": line["custom_id"], "result": result})
+        found["results"] = _jsonl(results)
+        batch["request_counts"] = counts
+        batch["processing_status"] = "ended"
+        batch["ended_at"] = _iso(time.time())
+        batch["results_url"] = f"{self.url}/messages/batches/{batch['id']}/results"
+
+
+def _iso(seconds: float) -> str:
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(seconds, timezone.utc).isoformat().replace("+00:00", "Z")
 
 
 def _jsonl(records: list[dict[str, Any]]) -> bytes:
