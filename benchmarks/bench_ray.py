@@ -5,7 +5,7 @@ its actors and loading the model in each (``judge_items_ray`` starts fresh actor
 items the ratio understates the steady-state gain.
 
     python benchmarks/bench_ray.py                 # 24 judgments per setting
-    python benchmarks/bench_ray.py --items 12
+    python benchmarks/bench_ray.py --items 48
 """
 
 from __future__ import annotations
@@ -48,16 +48,23 @@ def main() -> None:
             for workers in (1, 2):
                 items = [Item(id=f"w{workers}-{i}", question="What limits battery life?", papers=papers,
                               answer=f"Answer {i}: particle cracking at high voltage [1].") for i in range(args.items)]
+                stamps: list[float] = []
                 with Run(Path(tmp) / f"w{workers}.sqlite") as run:
                     wall0 = time.perf_counter()
-                    summary = judge_items_ray(items, recipes, run=run, workers=workers, concurrency=4, chunk_items=2)
-                    rows.append((workers, summary.judged, time.perf_counter() - wall0))
+                    summary = judge_items_ray(items, recipes, run=run, workers=workers, concurrency=4, chunk_items=2,
+                                              on_result=lambda result, s: stamps.append(time.perf_counter()))
+                    # Steady state: after the first chunk came back (every actor has started and loaded by then
+                    # or soon after), judgments per second until the last one.
+                    first = sum(1 for t in stamps if t == stamps[0])
+                    steady = (len(stamps) - first) / (stamps[-1] - stamps[0]) if stamps[-1] > stamps[0] else 0.0
+                    rows.append((workers, summary.judged, time.perf_counter() - wall0, steady))
         finally:
             ray.shutdown()
-    print(f"{'workers':>7} {'judged':>6} {'wall s (with actor start-up)':>28} {'judgments/s':>11}")
-    for workers, judged, wall in rows:
-        print(f"{workers:>7} {judged:>6} {wall:>28.2f} {judged / wall:>11.2f}")
-    print(f"ratio 2 workers / 1 worker (judgments/s): {(rows[1][1] / rows[1][2]) / (rows[0][1] / rows[0][2]):.2f}")
+    print(f"{'workers':>7} {'judged':>6} {'wall s (with start-up)':>22} {'judgments/s':>11} {'steady j/s':>10}")
+    for workers, judged, wall, steady in rows:
+        print(f"{workers:>7} {judged:>6} {wall:>22.2f} {judged / wall:>11.2f} {steady:>10.2f}")
+    print(f"ratio 2 workers / 1 worker, judgments/s with start-up: {(rows[1][1] / rows[1][2]) / (rows[0][1] / rows[0][2]):.2f}; "
+          f"steady state: {rows[1][3] / rows[0][3]:.2f}")
 
 
 if __name__ == "__main__":

@@ -149,7 +149,8 @@ def judge_items_batch(items: Sequence[Item], judges: Sequence[Judge], *, run: Ru
 
     try:
         waiting = _resume(store, pending, clients, report)
-        ready = [key for key in pending if key not in {k for record in waiting for k in record.keys}]
+        polled = {key for record in waiting for key in record.keys}
+        ready = [key for key in pending if key not in polled]
         while ready or waiting:
             waiting.extend(_submit(store, clients, pending, ready, batch_size, report, on_batch))
             ready = []
@@ -217,7 +218,7 @@ def _submit(store: BatchStore, clients: _BatchClients, pending: dict[str, _Pendi
             store.submitted(client_id, remote_id, status)
             report.created += 1
             report.lines += len(lines)
-            record = next(r for r in store.records(unprocessed=True) if r.client_id == client_id)
+            record = store.record(client_id)
             if on_batch is not None:
                 on_batch(record)
             created.append(record)

@@ -108,11 +108,17 @@ class BatchStore:
             self._db.execute(f"UPDATE batches SET {assignments} WHERE client_id = ?", [*values.values(), client_id])
             self._db.commit()
 
+    def record(self, client_id: str) -> BatchRecord:
+        """One batch by its client id."""
+        return self._select("SELECT * FROM batches WHERE client_id = ?", (client_id,))[0]
+
     def records(self, *, unprocessed: bool = False) -> list[BatchRecord]:
         """Every batch in creation order (only those still to be polled or processed, when asked)."""
-        query = "SELECT * FROM batches" + (" WHERE processed = 0" if unprocessed else "") + " ORDER BY rowid"
+        return self._select("SELECT * FROM batches" + (" WHERE processed = 0" if unprocessed else "") + " ORDER BY rowid")
+
+    def _select(self, query: str, args: tuple[Any, ...] = ()) -> list[BatchRecord]:
         with self._lock:
-            cursor = self._db.execute(query)
+            cursor = self._db.execute(query, args)
             names = [d[0] for d in cursor.description]
             rows = cursor.fetchall()
         return [BatchRecord.model_validate({**dict(zip(names, row)), "keys": json.loads(row[names.index("keys")])})
