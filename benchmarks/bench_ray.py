@@ -55,7 +55,7 @@ def main() -> None:
                                               on_result=lambda result, s: stamps.append(time.perf_counter()))
                     # Steady state: after the first chunk came back (every actor has started and loaded by then
                     # or soon after), judgments per second until the last one.
-                    first = sum(1 for t in stamps if t == stamps[0])
+                    first = sum(1 for t in stamps if t - stamps[0] < 0.05)  # the results of the first chunk
                     steady = (len(stamps) - first) / (stamps[-1] - stamps[0]) if stamps[-1] > stamps[0] else 0.0
                     rows.append((workers, summary.judged, time.perf_counter() - wall0, steady))
         finally:
