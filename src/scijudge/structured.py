@@ -302,15 +302,16 @@ class StructuredChain(JSONAdapter):
     def chat_body(self, model: str, signature: Any, demos: list[dict[str, Any]], inputs: dict[str, Any], *,
                   strategy: Strategy, temperature: float, max_tokens: int | None = None) -> dict[str, Any]:
         """The OpenAI chat-completions body this chain sends for ``strategy`` at ``temperature`` (one batch line)."""
-        signature, inputs = _drop_empty_optional(signature, inputs)
-        system, chat = _to_lm15(self.format(signature, demos, inputs))
-        messages = ([{"role": "system", "content": system}] if system else []) + [
-            {"role": m.role, "content": "".join(getattr(p, "text", "") or "" for p in m.parts)} for m in chat]
-        fmt = response_format_for(strategy, signature.output_fields[OUTPUT_FIELD].annotation)
+        request = self.lm15_request(model, signature, demos, inputs, strategy=strategy, temperature=temperature,
+                                    max_tokens=max_tokens)
+        messages = ([{"role": "system", "content": request.system}] if request.system else []) + [
+            {"role": m.role, "content": "".join(getattr(p, "text", "") or "" for p in m.parts)}
+            for m in request.messages]
+        fmt = dict(request.config.response_format)
         if fmt["type"] == "json_schema":
             fmt = {"type": "json_schema", "json_schema": {k: v for k, v in fmt.items() if k != "type"}}
         body: dict[str, Any] = {"model": model, "messages": messages, "temperature": temperature,
-                                "max_completion_tokens": max_tokens or self.config.max_tokens, "response_format": fmt}
+                                "max_completion_tokens": request.config.max_tokens, "response_format": fmt}
         if self.config.logprobs is not None:
             body["logprobs"] = True
             if self.config.logprobs > 0:

@@ -132,9 +132,9 @@ def _drive(ray: Any, items: Sequence[Item], recipes: list[JudgeRecipe], run: Run
         summary.skipped_done += skipped
         summary.not_applicable += not_applicable
         for data in results:
-            if run is not None:
-                run.record_dump(data)
             result = JudgeResult.model_validate(data)
+            if run is not None:
+                run.record(result)
             summary.planned += 1
             summary.add(result)
             if on_result is not None:
