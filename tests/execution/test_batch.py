@@ -225,9 +225,12 @@ def test_kill_during_a_pending_batch_then_rerun_creates_no_second_batch(batch_se
     assert _rows(run) == {f"it{i:03d}": ("ok", float(i % 5 + 1), None) for i in range(8)}
 
 
-def test_an_orphaned_batch_is_found_by_its_client_id(batch_server, tmp_path):
-    """Killed after the batch was created but before its id was recorded: found by metadata, not resubmitted."""
+@pytest.mark.parametrize("model", ["openai/judge", "anthropic/claude-haiku-4-5"])
+def test_an_orphaned_batch_is_found_by_its_client_id(batch_server, tmp_path, model):
+    """Killed after the batch was created but before its id was recorded: found (OpenAI by metadata, Anthropic
+    by creation time and size), not resubmitted; an intent never created is submitted once."""
     from scijudge.data import load_items
+    from scijudge.execution._batch_anthropic import AnthropicBatchAPI
     from scijudge.execution._batch_openai import OpenAIBatchAPI
     from scijudge.execution._keys import task_key
     from scijudge.execution.batch import _line, _Pending, judge_items_batch
@@ -238,15 +241,16 @@ def test_an_orphaned_batch_is_found_by_its_client_id(batch_server, tmp_path):
     server = batch_server(_rating)
     items_path, spec, run_path = _files(tmp_path, 3)
     items, _ = load_items(items_path)
-    judge = load_judge(str(spec), model="openai/judge", api_base=server.url, cache=False)
+    judge = load_judge(str(spec), model=model, api_base=server.url, cache=False)
     keys = [task_key(item, judge, "") for item in items]
     run = Run(run_path)
     store = BatchStore(run_path)
-    orphan = store.intend(provider="openai", endpoint=server.url, model="openai/judge", stage=0,
+    provider = model.split("/")[0]
+    orphan = store.intend(provider=provider, endpoint=server.url, model=model, stage=0,
                           strategy="json_schema", temperature=0.0, keys=keys, price_basis=None)
-    api = OpenAIBatchAPI(server.url, "sk-test")
+    api = OpenAIBatchAPI(server.url, "sk-test") if provider == "openai" else AnthropicBatchAPI(server.url, "sk-test")
     api.submit([_line(api, k, _Pending(i, judge, "")) for k, i in zip(keys, items)], orphan)
-    never = store.intend(provider="openai", endpoint=server.url, model="openai/judge", stage=0,
+    never = store.intend(provider=provider, endpoint=server.url, model=model, stage=0,
                          strategy="json_schema", temperature=0.0, keys=keys[:1], price_basis=None)
     summary = judge_items_batch(items, [judge], run=run, poll=0.02)
     assert summary.ok == 3 and server.batch_count == 1 and server.count == 0
