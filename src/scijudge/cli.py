@@ -94,6 +94,11 @@ def judge_cmd(
     allow_unknown_axes: Annotated[bool, typer.Option(help="Checklist judges: accept task axes outside ResearchRubrics' seven (kept as written).")] = False,
     preset: Annotated[Optional[str], typer.Option(help="Prompt preset for every judge, e.g. 'yescieval-native' (YESciEval's own layout for its released judges).")] = None,
     block: Annotated[Optional[list[str]], typer.Option("--block", help="Fill a judge's text block from a file: NAME=FILE (repeatable); NAME= empties it (e.g. --block task_context=).")] = None,
+    batch: Annotated[bool, typer.Option("--batch", help="Send the judgments through the provider's batch API (about half price, results within 24 h).")] = False,
+    batch_size: Annotated[int, typer.Option(min=1, max=50000, help="Lines per batch.")] = 5000,
+    batch_poll: Annotated[float, typer.Option(min=0.0, help="Seconds between status checks of running batches.")] = 30.0,
+    batch_fallback: Annotated[str, typer.Option(help="Where lines that failed in a batch go: next-strategy (a follow-up batch) or direct (direct calls).")] = "next-strategy",
+    ray: Annotated[Optional[str], typer.Option("--ray", metavar="ADDRESS", help="Run hf: judges on Ray actors (one engine per GPU): 'local' starts Ray on this machine, or a cluster address (auto, ray://host:10001).")] = None,
 ) -> None:
     """Judge every item with every judge; each judgment is saved to the run store as it completes.
 
@@ -123,8 +128,8 @@ def judge_cmd(
         console.print(f"[yellow]skipped[/] {s}", highlight=False, soft_wrap=True)
     lm_options = dict(api_base=api_base, cache=cache, timeout=timeout, max_tokens=max_tokens)
     judge_options = dict(rating_probs=rating_probs, chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens)
-    lm = make_lm(model, **lm_options)
-    judges = [build_judge(spec, lm=lm, **judge_options) for spec in specs]
+    lm = make_lm(model, **lm_options) if ray is None else None  # Ray actors load local models, not the driver
+    judges = [build_judge(spec, lm=lm, **judge_options) for spec in specs] if lm is not None else []
     run_path = run or Path("runs") / f"{items.stem}.sqlite"
     store = Run(run_path)
     store.set_meta(items=str(items), judges=[s.name for s in specs], model=model,
@@ -140,7 +145,15 @@ def judge_cmd(
             except ScijudgeError as exc:
                 console.print(f"[yellow]skipped[/] {exc}", highlight=False, soft_wrap=True)
         loaded = valid
-    if processes > 1:
+    if batch or ray is not None:
+        from scijudge.commands.batches import judge_scaled
+        from scijudge.runner import JudgeRecipe
+
+        recipes = [JudgeRecipe(spec, model, lm_options, judge_options) for spec in specs]
+        summary = judge_scaled(loaded, judges, recipes, store, batch=batch, batch_size=batch_size,
+                               batch_poll=batch_poll, batch_fallback=batch_fallback, ray=ray,
+                               concurrency=concurrency, limit=limit, retry_abstained=retry_abstained, console=console)
+    elif processes > 1:
         from scijudge.runner import JudgeRecipe, judge_items_in_processes
 
         recipes = [JudgeRecipe(spec, model, lm_options, judge_options) for spec in specs]
@@ -344,6 +357,7 @@ def import_lematerial_cmd(
 
 def _register_module_commands() -> None:
     """Commands whose code lives with the feature they expose (one module, one job)."""
+    from scijudge.commands.batches import batches_cmd
     from scijudge.commands.calibrate import calibrate_cmd, perturb_cmd
     from scijudge.commands.compliance import compliance_cmd
     from scijudge.commands.estimate import estimate_cmd
@@ -356,6 +370,7 @@ def _register_module_commands() -> None:
     command("optimize")(optimize_cmd)
     command("figure-metric")(figure_metric_command)
     command("estimate")(estimate_cmd)
+    command("batches")(batches_cmd)
 
 
 _register_module_commands()
