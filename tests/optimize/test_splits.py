@@ -13,7 +13,7 @@ from scijudge.optimization._recipes import recipe_from_dict
 from scijudge.optimization._splits import split_items, split_sizes
 from scijudge.errors import InputError
 from scijudge.labels import HumanLabel
-from scijudge.optimization._api import _build_data, _split
+from scijudge.optimization._data import build_data as _build_data, split_data as _split
 
 
 def test_sizes_by_hand() -> None:

@@ -89,6 +89,17 @@ class Ledger:
             ranked = [(m, -i, cid) for i, cid in enumerate(self.order) if (m := self.mean(cid, keys)) is not None]
         return max(ranked)[2] if ranked else None
 
+    def best_partial(self, keys: set[str]) -> str | None:
+        """When no candidate was scored on all of ``keys`` (a budget stop mid-round): the highest mean among
+        candidates scored on at least half of them, compared on what each was scored on."""
+        with self._lock:
+            ranked = []
+            for i, cid in enumerate(self.order):
+                got = {k: v for k, v in self.scores.get(cid, {}).items() if k in keys}
+                if keys and 2 * len(got) >= len(keys):
+                    ranked.append((sum(got.values()) / len(got), -i, cid))
+        return max(ranked)[2] if ranked else None
+
     def trials(self, keys: set[str]) -> list[dict[str, Any]]:
         """One row per candidate: when it first ran, how many examples it was scored on, its mean over ``keys``."""
         with self._lock:
