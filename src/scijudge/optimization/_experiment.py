@@ -111,6 +111,7 @@ def _baseline_row(plan: Any, baseline: Any, model: str, split: SplitSpec, n_boot
     test_ids = set(plan.split.test)
     labels = [lab for lab in plan.data.labels if lab.item_id in test_ids]
     rows = baseline.rows_for(plan.test, exclude=set())
+    rows += [{**r, "role": "after", "source": "after"} for r in rows]  # calibrate tells contenders apart by source
     before, _, _ = summaries(rows, plan.test, labels, metric, plan.data.kind, split.seed, n_boot)
     before.update(baseline.robustness)
     row: dict[str, Any] = {"judge": plan.spec.name, "recipe": BASELINE, "optimizer": "", "metric": plan.recipe.metric,
