@@ -32,6 +32,7 @@ from scijudge.judges.base import Judge, model_name
 from scijudge.labels import HumanLabel, load_labels
 from scijudge.optimization._budget import Budget, BudgetStop, Gate, StopRun, budgeted
 from scijudge.optimization._data import Data, build_data, split_data
+from scijudge.optimization._families import judge_for
 from scijudge.optimization._evaluate import Baseline, judge_examples, summaries
 from scijudge.optimization._guard import InstructionGuard
 from scijudge.optimization._judge_metrics import VERDICT, JudgeMetric, Ledger, class_weights, example_key
@@ -274,10 +275,10 @@ def run_plan(plan: Plan, lm: Any, *, prompt_lm: Any = None, out: str | Path | No
     eval_gate = Gate(budget, "evaluation")
     judges: dict[str, Judge] = {}
     if baseline is None:
-        judges["before"] = Judge(spec, lm=budgeted(lm, eval_gate))
+        judges["before"] = judge_for(spec, lm=budgeted(lm, eval_gate))
         judges["before"].predict.demos = demos_from_spec(spec)
     if not same:
-        judges["after"] = Judge(new_spec, lm=budgeted(lm, eval_gate))
+        judges["after"] = judge_for(new_spec, lm=budgeted(lm, eval_gate))
         judges["after"].predict.demos = demos_from_spec(new_spec)
     threads = int(recipe.settings.get("num_threads", 1))
     items_by_id = {i.id: i for i in plan.items}

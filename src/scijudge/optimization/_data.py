@@ -10,9 +10,9 @@ from typing import Any
 
 from scijudge.data import Item
 from scijudge.errors import InputError
-from scijudge.judges.base import Judge
 from scijudge.labels import HumanLabel
-from scijudge.optimization._judge_metrics import HUMAN, ITEM, PART, RATIONALES, SCORES, VERDICT, VERDICTS, norm_verdict
+from scijudge.optimization._families import criteria_of, is_checklist, judge_for
+from scijudge.optimization._judge_metrics import CRITERION, HUMAN, ITEM, PART, RATIONALES, SCORES, VERDICT, VERDICTS, norm_verdict
 from scijudge.optimization._recipes import Recipe, _line_of
 from scijudge.optimization._registry import minimum_sizes
 from scijudge.optimization._splits import ItemSplit, split_items
@@ -94,13 +94,23 @@ def build_data(spec: JudgeSpec, items: list[Item], labels: list[HumanLabel], rec
                              field="score", **_label_where(lab, labels_source))
         groups.setdefault((lab.item_id, lab.part), []).append(lab)
 
-    judge = Judge(spec)
+    judge = judge_for(spec)
+    criteria = criteria_of(spec)
+    checklist = is_checklist(spec)
+    for (item_id, part), group in groups.items():
+        if part and not checklist and part not in criteria:
+            known = f"its criteria are {', '.join(criteria)}" if criteria else "it gives one overall judgment per item"
+            raise InputError(f"label part {part!r} is not something judge {spec.name!r} judges separately ({known}); "
+                             "labels must be overall (no part) or per criterion", field="part",
+                             **_label_where(group[0], labels_source))
     names = [i.name for i in spec.inputs]
     examples, notes, ties = [], [], 0
     for (item_id, part), group in sorted(groups.items()):
         rationales = [lab.rationale for lab in group if lab.rationale]
         values: dict[str, Any] = dict(judge.inputs_for(by_id[item_id], part))
         values.update({ITEM: item_id, PART: part, RATIONALES: rationales})
+        if part and part in criteria:
+            values[CRITERION] = part
         if kind == "score":
             scores = [float(lab.score) for lab in group]
             mean = statistics.fmean(scores)

@@ -13,7 +13,8 @@ from scijudge.data import Item
 from scijudge.judges.base import Judge, JudgeResult
 from scijudge.labels import HumanLabel, labels_to_frame
 from scijudge.optimization._budget import BudgetStop
-from scijudge.optimization._judge_metrics import ITEM, PART, JudgeMetric, example_key
+from scijudge.optimization._families import criterion_score, judge_for
+from scijudge.optimization._judge_metrics import CRITERION, ITEM, PART, JudgeMetric, example_key
 
 
 def judge_examples(judges: dict[str, Judge], examples: list[Any], items: dict[str, Item],
@@ -37,6 +38,9 @@ def judge_examples(judges: dict[str, Judge], examples: list[Any], items: dict[st
             continue
         row = res.model_dump(mode="json")
         row.update(key=res.key, role=role, source=role)
+        criterion = ex.get(CRITERION)
+        if criterion and row["status"] == "ok":  # a per-criterion label is compared with that criterion's score
+            row["score"] = criterion_score(row.get("result") or {}, criterion)
         rows.append(row)
     return rows, skipped
 
@@ -118,7 +122,7 @@ def judge_baseline(spec: Any, test: list[Any], items: dict[str, Item], lm: Any, 
     from scijudge.optimization._budget import Budget, Gate, budgeted
 
     budget = Budget()
-    judge = Judge(spec, lm=budgeted(lm, Gate(budget, "baseline")))
+    judge = judge_for(spec, lm=budgeted(lm, Gate(budget, "baseline")))
     judge.predict.demos = demos_from_spec(spec)
     rows, skipped = judge_examples({"before": judge}, test, items, threads)
     return Baseline(rows=rows, skipped=skipped, lm_calls=budget.calls)

@@ -25,6 +25,7 @@ METRICS: tuple[str, ...] = ("likert_abs", "likert_sq", "verdict_balanced")
 ITEM, PART, HUMAN, VERDICT, SCORES, VERDICTS, RATIONALES = (
     "sj_item", "sj_part", "sj_human", "sj_verdict", "sj_scores", "sj_verdicts", "sj_rationales",
 )
+CRITERION = "sj_criterion"  # a multi-criterion judge's criterion the label scores (absent: the overall score)
 
 
 def example_key(example: Any) -> str:
@@ -37,8 +38,8 @@ def norm_verdict(value: Any) -> str | None:
     return None if value is None else str(value).strip().lower()
 
 
-def judged(prediction: Any) -> tuple[float | None, str | None, str | None]:
-    """(score, verdict, abstention reason) read from a judge's prediction."""
+def judged(prediction: Any, criterion: str | None = None) -> tuple[float | None, str | None, str | None]:
+    """(score, verdict, abstention reason) read from a judge's prediction (the ``criterion``'s score if given)."""
     if prediction is None:
         return None, None, "no prediction (the program raised)"
     if getattr(prediction, "abstained", False):
@@ -50,6 +51,11 @@ def judged(prediction: Any) -> tuple[float | None, str | None, str | None]:
     fields = run_fields() if callable(run_fields) else None
     if fields is None:
         return None, None, f"judgment of type {type(output).__name__} has no score or verdict"
+    if criterion:
+        from scijudge.optimization._families import criterion_score
+
+        score = criterion_score(output, criterion)
+        return (score, None, None) if score is not None else (None, None, f"no score for criterion {criterion!r}")
     return fields.score, norm_verdict(fields.verdict), None
 
 
@@ -125,7 +131,7 @@ class JudgeMetric:
 
     def score(self, example: Any, prediction: Any) -> float:
         """The graded score in [0, 1]; 0 for abstentions."""
-        score, verdict, problem = judged(prediction)
+        score, verdict, problem = judged(prediction, example.get(CRITERION))
         if problem is not None:
             return 0.0
         if self.name == "verdict_balanced":
@@ -141,7 +147,7 @@ class JudgeMetric:
 
     def passes(self, example: Any, prediction: Any) -> bool:
         """Good enough to be a demonstration: the right verdict, or the nearest scale point to the human mean."""
-        score, verdict, problem = judged(prediction)
+        score, verdict, problem = judged(prediction, example.get(CRITERION))
         if problem is not None:
             return False
         if self.name == "verdict_balanced":
@@ -178,7 +184,7 @@ class FeedbackMetric(JudgeMetric):
 
     def feedback(self, example: Any, prediction: Any) -> str:
         """What went wrong for this example, in words, with the annotators' reasons when there are any."""
-        score, verdict, problem = judged(prediction)
+        score, verdict, problem = judged(prediction, example.get(CRITERION))
         reasons = [r for r in (example.get(RATIONALES) or []) if r]
         because = ""
         if reasons:
