@@ -30,14 +30,14 @@ def _print_result(result: Any, log_path: Path | None) -> None:
     b = result.budget
     console.print(f"LM calls: {b['lm_calls']} ({b['optimization_lm_calls']} optimizing, {b['evaluation_lm_calls']} "
                   f"testing, {b['cached_calls']} from cache)" + (f"; cost ${b['cost_usd']:.4f}" if b["cost_usd"] else ""),
-                  highlight=False, markup=False)
+                  highlight=False, markup=False, soft_wrap=True)
     for note in result.notes:
-        console.print(f"note: {note}", highlight=False, markup=False)
+        console.print(f"note: {note}", highlight=False, markup=False, soft_wrap=True)
     if result.spec_path:
         console.print(f"optimized judge: {result.spec_path}  (use it as --judge {result.spec_path})",
-                      highlight=False, markup=False)
+                      highlight=False, markup=False, soft_wrap=True)
     if log_path is not None:
-        console.print(f"log: {log_path}", highlight=False, markup=False)
+        console.print(f"log: {log_path}", highlight=False, markup=False, soft_wrap=True)
 
 
 def _split_option(text: str | None, seed: int | None) -> Any:
@@ -65,12 +65,31 @@ def _split_option(text: str | None, seed: int | None) -> Any:
         raise InputError(exc.errors()[0]["msg"].removeprefix("Value error, "), field="--split") from None
 
 
+def _inputs(items: Path | None, tasks: Path | None, reports: Path | None, labels: Path) -> tuple[Any, Any]:
+    """Items and labels: canonical files, or ResearchRubrics tasks + reports + human verdicts."""
+    from scijudge.errors import InputError
+
+    if tasks is None and reports is None:
+        if items is None:
+            raise InputError("give --items (canonical JSONL), or --tasks and --reports (ResearchRubrics)", field="--items")
+        return items, labels
+    if items is not None or tasks is None or reports is None:
+        raise InputError("--tasks and --reports go together, instead of --items", field="--tasks")
+    from scijudge.importers.researchrubrics import load_checklist_items, load_human_verdicts, read_tasks
+
+    loaded, _ = load_checklist_items(tasks, reports)
+    task_list, _ = read_tasks(tasks)
+    return loaded, load_human_verdicts(labels, tasks=task_list)
+
+
 def optimize_cmd(
     judge: Annotated[str, typer.Option("--judge", "-j", help="Judge to optimize: shipped name or spec path.")],
-    items: Annotated[Path, typer.Option("--items", "-i", help="Items in canonical JSONL.")],
-    labels: Annotated[Path, typer.Option("--labels", "-l", help="Human labels: JSONL or CSV.")],
+    labels: Annotated[Path, typer.Option("--labels", "-l", help="Human labels: JSONL or CSV (with --tasks: ResearchRubrics human verdicts JSONL).")],
     model: Annotated[list[str], typer.Option("--model", "-m", help="Model the judge runs on; repeat to compare models.")],
     recipe: Annotated[list[str], typer.Option("--recipe", "-r", help="Recipe file (optimizers/mipro.toml) or shipped name (mipro); repeat to compare.")],
+    items: Annotated[Path | None, typer.Option("--items", "-i", help="Items in canonical JSONL.")] = None,
+    tasks: Annotated[Path | None, typer.Option(help="ResearchRubrics task file (JSONL), instead of --items: with --reports, the checklist judge's items.")] = None,
+    reports: Annotated[Path | None, typer.Option(help="Folder of <sample_id>.md reports (or reports JSONL) for --tasks.")] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Optimized spec (.toml) or a folder (default: optimized/, named <judge>@<recipe>-<date>.toml); experiments write a table and a plot there.")] = None,
     split: Annotated[str | None, typer.Option(help="Split ratios train/dev/test for every recipe, e.g. 0.5/0.25/0.25 (default: the first recipe's).")] = None,
     seed: Annotated[int | None, typer.Option(help="Split seed for every recipe (default: the first recipe's).")] = None,
@@ -83,6 +102,9 @@ def optimize_cmd(
     """Optimize a judge's instructions and demos against human labels; report held-out agreement before/after.
 
     Example: scijudge optimize --judge yescieval.qa.correctness --items items.jsonl --labels labels.jsonl --model openai/gpt-4o-mini --recipe optimizers/mipro.toml --out optimized/
+
+    The checklist judge: --judge researchrubrics.checklist --tasks tasks.jsonl --reports reports/ --labels verdicts.jsonl
+    with a recipe whose metric is verdict_balanced.
     """
     from scijudge.lm import make_lm
     from scijudge.optimization._api import prepare, run_plan
@@ -92,6 +114,7 @@ def optimize_cmd(
     from scijudge.optimization._retry import preflight
 
     recipes = [resolve_recipe(r) for r in recipe]  # recipe errors surface before any model is built
+    items, labels = _inputs(items, tasks, reports, labels)
     split_spec = _split_option(split, seed)
     prompt_lm = make_lm(prompt_model, api_base=api_base, cache=cache) if prompt_model else None
     if len(recipes) == 1 and len(model) == 1:
