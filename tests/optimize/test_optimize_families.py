@@ -159,3 +159,40 @@ def test_labels_for_unknown_parts_are_refused() -> None:
     labels[3] = labels[3].model_copy(update={"part": "yield"})
     with pytest.raises(InputError, match="label part 'yield' is not something judge 'lematerial.synthesis'"):
         optimize("lematerial.synthesis", items, labels, scripted_lm(lambda r: ""), recipe_from_dict(COPRO))
+
+
+# --- robustness term --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["gepa"])  # COPRO does the same (slower: breadth 6 to meet the rule)
+def test_robustness_term_prefers_instructions_that_rate_perturbed_answers_lower(name: str) -> None:
+    """The toy proposer offers calibration with and without a 'penalise unsupported claims' rule; both agree
+    equally with the humans on the originals, so only the robustness term tells them apart."""
+    from scijudge.optimization import Robustness
+    from scijudge.optimization._optimize_toy import ROBUST_TRIGGER, toy_setup, toy_variants
+
+    settings = {"gepa": {"max_metric_calls": 80}, "copro": {"breadth": 6, "depth": 1}}[name]
+    recipe = recipe_from_dict({"optimizer": name, "settings": settings, "split": {"seed": 3},
+                               "budget": {"max_lm_calls": 800}})
+    found = {}
+    for with_term in (False, True):
+        spec, items, labels, world = toy_setup()
+        world.robust_proposals = True
+        result = optimize(spec, items, labels, scripted_lm(world.respond), recipe, n_boot=0,
+                          robustness=Robustness(toy_variants(items)) if with_term else None)
+        found[with_term] = result
+    assert ROBUST_TRIGGER not in found[False].spec.instructions.lower()
+    tuned = found[True]
+    assert ROBUST_TRIGGER in tuned.spec.instructions.lower()
+    assert tuned.after["exact"] == found[False].after["exact"] == 1.0  # agreement is not traded away
+
+    # robustness recomputed here: share of test variants rated below the same judge's rating of the original
+    rows, variants = tuned.test_judgments, tuned.variant_judgments
+    assert set(variants["item_id"].str.split("::").str[0]) == set(tuned.split.test)  # test variants only
+    for role in ("before", "after"):
+        own = dict(zip(rows[rows["role"] == role]["item_id"], rows[rows["role"] == role]["score"]))
+        mine = variants[variants["role"] == role]
+        below = [s < own[i.split("::")[0]] for i, s in zip(mine["item_id"], mine["score"])]
+        assert tuned.__dict__[role]["robustness"] == pytest.approx(sum(below) / len(below))
+        assert tuned.__dict__[role]["n_variants"] == len(below) == len(tuned.split.test)
+    assert tuned.before["robustness"] == 0.0 and tuned.after["robustness"] > 0.8

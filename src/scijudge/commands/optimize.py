@@ -95,6 +95,7 @@ def optimize_cmd(
     seed: Annotated[int | None, typer.Option(help="Split seed for every recipe (default: the first recipe's).")] = None,
     api_base: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL, e.g. http://localhost:8000/v1.")] = None,
     prompt_model: Annotated[str | None, typer.Option(help="Model for the optimizer's proposal/reflection calls (default: --model).")] = None,
+    perturbed: Annotated[Path | None, typer.Option(help="Perturbed variants of the items (JSONL from `scijudge perturb`): add a robustness term to the metric and report robustness.")] = None,
     track: Annotated[str | None, typer.Option(help="Experiment tracking: 'mlflow' (needs the 'track' extra).")] = None,
     cache: Annotated[bool, typer.Option(help="Use DSPy's response cache (a re-run costs nothing).")] = True,
     verbose: Annotated[bool, typer.Option(help="Show third-party warnings and progress bars here instead of in the log file.")] = False,
@@ -115,16 +116,21 @@ def optimize_cmd(
 
     recipes = [resolve_recipe(r) for r in recipe]  # recipe errors surface before any model is built
     items, labels = _inputs(items, tasks, reports, labels)
+    robustness = None
+    if perturbed is not None:
+        from scijudge.optimization._robustness import Robustness
+
+        robustness = Robustness.from_file(perturbed)
     split_spec = _split_option(split, seed)
     prompt_lm = make_lm(prompt_model, api_base=api_base, cache=cache) if prompt_model else None
     if len(recipes) == 1 and len(model) == 1:
-        plan = prepare(judge, items, labels, recipes[0], split=split_spec)  # data problems before any call
+        plan = prepare(judge, items, labels, recipes[0], split=split_spec, robustness=robustness)  # before any call
         target = out or DEFAULT_FOLDER
         folder = target.parent if target.suffix == ".toml" else target
         log_path = None if verbose else folder / "optimize.log"
         lm = make_lm(model[0], api_base=api_base, cache=cache)
         with quiet_to(log_path):
-            result = run_plan(plan, lm, prompt_lm=prompt_lm, out=target, track=track)
+            result = run_plan(plan, lm, prompt_lm=prompt_lm, out=target, track=track, robustness=robustness)
         _print_result(result, log_path)
         return result
     folder = out or DEFAULT_FOLDER / f"experiment-{datetime.now(UTC):%Y%m%d-%H%M%S}"
@@ -134,7 +140,7 @@ def optimize_cmd(
         preflight(lm)  # every model answers before anything runs
     with quiet_to(log_path):
         frame = run_experiment(recipes, lms, judge=judge, items=items, labels=labels, prompt_lm=prompt_lm, out=folder,
-                               track=track, split=split_spec, check_model=False)
+                               track=track, split=split_spec, check_model=False, robustness=robustness)
     columns = [c for c in ("recipe", "model", "status", "n_test", "lm_calls", "exact_after", "balanced_accuracy_after",
                            "score_after", "robustness_after", "stopped", "reason") if c in frame.columns]
     sys.stdout.write(f"split {frame['split'].iloc[0]} for every recipe; the (base judge) rows are each model's "

@@ -10,10 +10,11 @@ from scijudge.optimization._recipes import Recipe, load_recipe, recipe_from_dict
 from scijudge.optimization._registry import OptimizerEntry, OptimizerSettings, register
 from scijudge.optimization._result import OptimizationResult
 from scijudge.optimization._retry import RetryPolicy
+from scijudge.optimization._robustness import Robustness
 from scijudge.optimization._spec_io import load_optimized_judge, load_program, optimized_spec, save_spec
 
 __all__ = [
-    "OptimizationResult", "OptimizerEntry", "OptimizerSettings", "Recipe", "RetryPolicy", "load_optimized_judge",
+    "OptimizationResult", "OptimizerEntry", "OptimizerSettings", "Recipe", "RetryPolicy", "Robustness", "load_optimized_judge",
     "load_program", "load_recipe", "optimize", "optimized_spec", "plot_experiment", "prepare", "recipe_from_dict",
     "register", "resolve_recipe", "run_experiment", "save_spec", "shipped_recipes_dir",
 ]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -63,10 +63,11 @@ class Plan:
     dev: list[Any]
     test: list[Any]
     labels_source: str | None
+    test_variants: list[Item] = field(default_factory=list)
 
     def reserve(self, roles: int) -> int:
-        """Calls kept for the test evaluation of ``roles`` judges, with room for retries."""
-        return math.ceil(RETRY_RESERVE * roles * len(self.test))
+        """Calls kept for the test evaluation of ``roles`` judges (variants included), with room for retries."""
+        return math.ceil(RETRY_RESERVE * roles * (len(self.test) + len(self.test_variants)))
 
 
 def _resolve_inputs(judge_spec: JudgeSpec | str | Path, items: list[Item] | str | Path,
@@ -84,7 +85,7 @@ def _resolve_inputs(judge_spec: JudgeSpec | str | Path, items: list[Item] | str 
 
 def prepare(judge_spec: JudgeSpec | str | Path, items: list[Item] | str | Path,
             labels: list[HumanLabel] | str | Path, recipe: Recipe | str | Path, *,
-            split: SplitSpec | None = None, roles: int = 2) -> Plan:
+            split: SplitSpec | None = None, roles: int = 2, robustness: Any = None) -> Plan:
     """Check a recipe against the data and build its examples and split; raises InputError, sends nothing."""
     recipe = resolve_recipe(recipe)
     if split is not None:
@@ -96,6 +97,12 @@ def prepare(judge_spec: JudgeSpec | str | Path, items: list[Item] | str | Path,
                for name in ("train", "dev", "test")}
     plan = Plan(spec=spec, items=items, recipe=recipe, data=data, split=item_split, labels_source=labels_source,
                 **part_of)
+    if robustness is not None:  # variants of train/dev items join those sets; test variants are only reported
+        robustness.check(spec, data.kind, set(data.by_item))
+        judge, names = judge_for(spec), [i.name for i in spec.inputs]
+        plan.train = plan.train + robustness.examples(judge, names, plan.train)
+        plan.dev = plan.dev + robustness.examples(judge, names, plan.dev)
+        plan.test_variants = robustness.test_variants(list(item_split.test))
     cap = recipe.budget.max_lm_calls
     reserve = plan.reserve(roles)
     if cap is not None and cap <= reserve + 1:
@@ -202,7 +209,8 @@ def optimize(judge_spec: JudgeSpec | str | Path, items: list[Item] | str | Path,
         retry: retry policy for proposal/reflection calls (default ``RetryPolicy()``).
         robustness: a ``Robustness`` term (perturbed variants) added to the metric; see ``_robustness``.
     """
-    plan = prepare(judge_spec, items, labels, recipe, split=split, roles=1 if baseline is not None else 2)
+    plan = prepare(judge_spec, items, labels, recipe, split=split, roles=1 if baseline is not None else 2,
+                   robustness=robustness)
     return run_plan(plan, lm, prompt_lm=prompt_lm, out=out, track=track, tracking_uri=tracking_uri, n_boot=n_boot,
                     baseline=baseline, check_model=check_model, retry=retry, robustness=robustness)
 
@@ -236,8 +244,6 @@ def run_plan(plan: Plan, lm: Any, *, prompt_lm: Any = None, out: str | Path | No
 
     metric = (FeedbackMetric if cls.feedback_metric else JudgeMetric)(name=recipe.metric, lo=lo, hi=hi, step=step,
                                                                        class_weights=weights, ledger=ledger)
-    if robustness is not None:
-        metric = robustness.wrap(metric, plan, lm)
     roles = 1 if baseline is not None else 2
     compiled, stopped = _compile(plan, lm, prompt_lm, budget, plan.reserve(roles), retry or RetryPolicy(), metric,
                                  guard, ledger)
@@ -265,7 +271,8 @@ def run_plan(plan: Plan, lm: Any, *, prompt_lm: Any = None, out: str | Path | No
         "instructions_check": check, "stopped_early": bool(stopped),
     }
     if robustness is not None:
-        provenance["robustness"] = robustness.describe()
+        provenance["robustness"] = {**robustness.describe(), "train_dev_variants": sum(
+            1 for ex in plan.train + plan.dev if ex.get("sj_below") is not None), "test_variants": len(plan.test_variants)}
     new_spec = optimized_spec(spec, instructions, demos, provenance)
     same = _unchanged(spec, new_spec)
     if same:
@@ -294,9 +301,21 @@ def run_plan(plan: Plan, lm: Any, *, prompt_lm: Any = None, out: str | Path | No
     test_ids = set(plan.split.test)
     test_labels = [lab for lab in data.labels if lab.item_id in test_ids]
     before, after, calibration = summaries(rows, plan.test, test_labels, metric, data.kind, recipe.split.seed, n_boot)
+    variant_rows: list[dict[str, Any]] = []
     if robustness is not None:
-        after.update(robustness.test_report(new_spec, lm, eval_gate))
-        before.update(robustness.test_report(spec, lm, eval_gate) if baseline is None else baseline.robustness)
+        from scijudge.optimization._robustness import Robustness, judge_variants
+
+        for role, judge in judges.items():
+            mine, lost = judge_variants(judge, plan.test_variants, threads, role)
+            variant_rows += mine
+            if lost:
+                notes.append(f"{lost} perturbed test variant(s) of the {role} judge were not judged: the budget ran out")
+        if baseline is not None:
+            variant_rows += baseline.variant_rows
+        for role, values in (("before", before), ("after", after)):
+            source = "before" if same else role
+            values.update(Robustness.report([r for r in rows if r["role"] == source],
+                                            [r for r in variant_rows if r["role"] == source]))
 
     snapshot = budget.snapshot()
     cost = snapshot["cost_usd"] if snapshot["unpriced_calls"] == 0 or snapshot["cost_usd"] > 0 else None
@@ -326,6 +345,7 @@ def run_plan(plan: Plan, lm: Any, *, prompt_lm: Any = None, out: str | Path | No
     result = OptimizationResult(
         spec=new_spec, base_spec=spec, program=program, recipe=recipe, split=plan.split, before=before, after=after,
         test_judgments=pd.DataFrame(rows), calibration=calibration,
+        variant_judgments=pd.DataFrame(variant_rows),
         trials=ledger.trials({example_key(e) for e in seen_dev}), budget=budget_info, stopped=stopped, notes=notes,
     )
     if out is not None:

@@ -108,7 +108,7 @@ class Baseline:
     rows: list[dict[str, Any]]
     skipped: set[str]
     lm_calls: int
-    robustness: dict[str, Any] = field(default_factory=dict)
+    variant_rows: list[dict[str, Any]] = field(default_factory=list)
 
     def rows_for(self, examples: list[Any], exclude: set[str]) -> list[dict[str, Any]]:
         """The baseline rows of ``examples``, without those the optimized judge could not be tested on."""
@@ -116,8 +116,9 @@ class Baseline:
         return [dict(r) for r in self.rows if f"{r['item_id']}\x1f{r['part'] or ''}" in keys]
 
 
-def judge_baseline(spec: Any, test: list[Any], items: dict[str, Item], lm: Any, threads: int) -> Baseline:
-    """Judge the test split once with the base judge (calls counted, no limit)."""
+def judge_baseline(spec: Any, test: list[Any], items: dict[str, Item], lm: Any, threads: int,
+                   variants: list[Item] | None = None) -> Baseline:
+    """Judge the test split (and its perturbed variants, if any) once with the base judge (calls counted, no limit)."""
     from scijudge.demos import demos_from_spec
     from scijudge.optimization._budget import Budget, Gate, budgeted
 
@@ -125,4 +126,9 @@ def judge_baseline(spec: Any, test: list[Any], items: dict[str, Item], lm: Any, 
     judge = judge_for(spec, lm=budgeted(lm, Gate(budget, "baseline")))
     judge.predict.demos = demos_from_spec(spec)
     rows, skipped = judge_examples({"before": judge}, test, items, threads)
-    return Baseline(rows=rows, skipped=skipped, lm_calls=budget.calls)
+    variant_rows: list[dict[str, Any]] = []
+    if variants:
+        from scijudge.optimization._robustness import judge_variants
+
+        variant_rows, _ = judge_variants(judge, variants, threads, "before")
+    return Baseline(rows=rows, skipped=skipped, lm_calls=budget.calls, variant_rows=variant_rows)

@@ -23,7 +23,8 @@ from scijudge.optimization._retry import FatalModelError, RetryPolicy, preflight
 
 AGREEMENT_COLUMNS = ("exact", "balanced_accuracy", "score")
 BASELINE = "(base judge)"
-STATS = ("score", "exact", "within1", "mae", "kappa_w", "accuracy", "balanced_accuracy", "coverage", "robustness")
+STATS = ("score", "exact", "within1", "mae", "kappa_w", "accuracy", "balanced_accuracy", "coverage", "robustness",
+         "n_variants")
 
 
 def _slug(text: str) -> str:
@@ -54,7 +55,7 @@ def run_experiment(recipes: list[Any], models: list[Any], *, judge: Any, items: 
     plans, problems = [], []
     for recipe in resolved:  # every recipe against the data, before the first call
         try:
-            plans.append(prepare(judge, items, labels, recipe, split=split, roles=1))
+            plans.append(prepare(judge, items, labels, recipe, split=split, roles=1, robustness=robustness))
         except InputError as exc:
             problems.append(f"recipe {recipe.name}: {exc}")
     if problems:
@@ -75,9 +76,7 @@ def run_experiment(recipes: list[Any], models: list[Any], *, judge: Any, items: 
                 preflight(probe)
         threads = max(int(p.recipe.settings.get("num_threads", 1)) for p in plans)
         items_by_id = {i.id: i for i in first.items}
-        baseline = judge_baseline(first.spec, first.test, items_by_id, lm, threads)
-        if robustness is not None:
-            baseline.robustness = robustness.test_report(first.spec, lm, None)
+        baseline = judge_baseline(first.spec, first.test, items_by_id, lm, threads, first.test_variants)
         rows.append(_baseline_row(first, baseline, name, split, n_boot))
         target = Path(out) / _slug(name) if out is not None else None
         for plan in plans:
@@ -113,7 +112,10 @@ def _baseline_row(plan: Any, baseline: Any, model: str, split: SplitSpec, n_boot
     rows = baseline.rows_for(plan.test, exclude=set())
     rows += [{**r, "role": "after", "source": "after"} for r in rows]  # calibrate tells contenders apart by source
     before, _, _ = summaries(rows, plan.test, labels, metric, plan.data.kind, split.seed, n_boot)
-    before.update(baseline.robustness)
+    if baseline.variant_rows:
+        from scijudge.optimization._robustness import Robustness
+
+        before.update(Robustness.report(baseline.rows, baseline.variant_rows))
     row: dict[str, Any] = {"judge": plan.spec.name, "recipe": BASELINE, "optimizer": "", "metric": plan.recipe.metric,
                            "model": model, "status": "ok", "split": _split_text(split), "lm_calls": baseline.lm_calls,
                            "n_test": before.get("n_units"), "reason": ""}

@@ -25,6 +25,7 @@ METRICS: tuple[str, ...] = ("likert_abs", "likert_sq", "verdict_balanced")
 ITEM, PART, HUMAN, VERDICT, SCORES, VERDICTS, RATIONALES = (
     "sj_item", "sj_part", "sj_human", "sj_verdict", "sj_scores", "sj_verdicts", "sj_rationales",
 )
+BELOW = "sj_below"  # a perturbed variant's reference rating (its original's consensus): rate it lower
 CRITERION = "sj_criterion"  # a multi-criterion judge's criterion the label scores (absent: the overall score)
 
 
@@ -132,6 +133,10 @@ class JudgeMetric:
     def score(self, example: Any, prediction: Any) -> float:
         """The graded score in [0, 1]; 0 for abstentions."""
         score, verdict, problem = judged(prediction, example.get(CRITERION))
+        if example.get(BELOW) is not None:  # a perturbed variant: see scijudge.optimization._robustness
+            from scijudge.optimization._robustness import Robustness
+
+            return Robustness.score(example, score if problem is None else None)
         if problem is not None:
             return 0.0
         if self.name == "verdict_balanced":
@@ -148,7 +153,7 @@ class JudgeMetric:
     def passes(self, example: Any, prediction: Any) -> bool:
         """Good enough to be a demonstration: the right verdict, or the nearest scale point to the human mean."""
         score, verdict, problem = judged(prediction, example.get(CRITERION))
-        if problem is not None:
+        if problem is not None or example.get(BELOW) is not None:  # variants never become demonstrations
             return False
         if self.name == "verdict_balanced":
             return verdict is not None and verdict == example.get(VERDICT)
@@ -193,6 +198,15 @@ class FeedbackMetric(JudgeMetric):
         if problem is not None:
             return (f"You gave no usable judgment ({problem}). Answer with one JSON object that follows the "
                     f"judgment schema." + because)
+        below = example.get(BELOW)
+        if below is not None:  # a perturbed variant of a rated answer
+            if example.get("sj_injection"):
+                wanted = f"no higher than {_fmt(below)}, the human rating of the untampered answer"
+            else:
+                wanted = f"below {_fmt(below)}, the human rating of the answer before it was degraded"
+            ok = self.score(example, prediction) > 0
+            return (f"This answer is a degraded copy of a rated answer. You rated {_fmt(score)}; it should be rated "
+                    f"{wanted}." + (" Correct." if ok else " Your rating did not notice the degradation."))
         if self.name == "verdict_balanced":
             human = example.get(VERDICT)
             votes = example.get(VERDICTS) or [human]

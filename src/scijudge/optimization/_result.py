@@ -30,6 +30,7 @@ class OptimizationResult:
     trials: list[dict[str, Any]]
     budget: dict[str, Any]
     stopped: str | None = None
+    variant_judgments: Any = None  # pandas DataFrame: perturbed test variants judged (robustness term only)
     notes: list[str] = field(default_factory=list)
     spec_path: Path | None = None
     program_path: Path | None = None
@@ -55,7 +56,7 @@ class OptimizationResult:
                                "reason": ""}
         for role, values in (("before", self.before), ("after", self.after)):
             for key in ("score", "exact", "within1", "mae", "kappa_w", "accuracy", "balanced_accuracy", "coverage",
-                        "robustness"):
+                        "robustness", "n_variants"):
                 if key in values:
                     row[f"{key}_{role}"] = values[key]
         row["spec_path"] = str(self.spec_path) if self.spec_path else ""
