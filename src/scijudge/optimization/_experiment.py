@@ -118,7 +118,7 @@ def _baseline_row(plan: Any, baseline: Any, model: str, split: SplitSpec, n_boot
         before.update(Robustness.report(baseline.rows, baseline.variant_rows))
     row: dict[str, Any] = {"judge": plan.spec.name, "recipe": BASELINE, "optimizer": "", "metric": plan.recipe.metric,
                            "model": model, "status": "ok", "split": _split_text(split), "lm_calls": baseline.lm_calls,
-                           "n_test": before.get("n_units"), "reason": ""}
+                           "n_test": before.get("n_units"), "stopped": "", "reason": ""}
     for key in STATS:
         if key in before:
             row[f"{key}_after"] = before[key]
