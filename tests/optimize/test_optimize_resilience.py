@@ -226,3 +226,28 @@ def test_the_budget_class_swap_still_fits_dspy() -> None:
         wrapped(lm15.Request(model=lm.model, messages=(lm15.Message.user("hi"),)))
     assert len(lm.engine.requests) == 1
     assert request_text(lm.engine.requests[0]) == "hi"
+
+
+def test_a_model_that_dies_mid_experiment_keeps_the_table_and_fails_the_run(tmp_path: Path) -> None:
+    from scijudge.optimization import OptimizerEntry, OptimizerSettings, register
+    from scijudge.optimization._registry import unregister
+    from scijudge.optimization._retry import FatalModelError
+
+    def key_revoked(settings: Any, inputs: Any) -> Any:
+        raise FatalModelError("openai/toy: invalid api key")
+
+    register(OptimizerEntry("revoked", OptimizerSettings, key_revoked))
+    try:
+        revoked = recipe_from_dict({"optimizer": "revoked", "split": {"seed": 3}}, source="revoked.toml")
+        spec, items, labels, world = toy_setup()
+        with pytest.raises(FatalModelError, match="invalid api key"):
+            run_experiment([revoked, recipe("copro")], [scripted_lm(world.respond)], judge=spec, items=items,
+                           labels=labels, out=tmp_path, n_boot=0)
+    finally:
+        unregister("revoked")
+    import pandas as pd
+
+    table = pd.read_csv(tmp_path / "experiment.csv")
+    assert list(table["recipe"]) == ["(base judge)", "revoked", "copro"]
+    assert list(table["status"]) == ["ok", "failed", "failed"]
+    assert table["reason"].iloc[2].startswith("not run: openai/toy: invalid api key")

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from scijudge.errors import InputError, ScijudgeError
+from scijudge.errors import InputError, ModelError, ScijudgeError
 from scijudge.judges.base import model_name
 from scijudge.optimization._api import prepare, run_plan
 from scijudge.optimization._evaluate import judge_baseline, summaries
@@ -63,6 +63,8 @@ def run_experiment(recipes: list[Any], models: list[Any], *, judge: Any, items: 
     first = plans[0]
 
     rows: list[dict[str, Any]] = []
+    fatal: tuple[str, str] | None = None
+    fatal_errors: list[Exception] = []
     for model in models:
         if isinstance(model, str):
             from scijudge.lm import make_lm
@@ -80,15 +82,17 @@ def run_experiment(recipes: list[Any], models: list[Any], *, judge: Any, items: 
         rows.append(_baseline_row(first, baseline, name, split, n_boot))
         target = Path(out) / _slug(name) if out is not None else None
         for plan in plans:
+            if fatal is not None and fatal[0] == name:  # the model became unusable: the rest of its recipes cannot run
+                rows.append(_failed_row(first, plan, name, split, f"not run: {fatal[1]}"))
+                continue
             try:
                 result = run_plan(plan, lm, prompt_lm=prompt_lm, out=target, track=track, n_boot=n_boot,
                                   baseline=baseline, check_model=False, retry=retry, robustness=robustness)
-            except FatalModelError:
-                raise  # the model itself is unusable: no other recipe can do better
             except (ScijudgeError, Exception) as exc:  # noqa: BLE001 - one failing recipe must not lose the others
-                rows.append({"judge": first.spec.name, "recipe": plan.recipe.name, "optimizer": plan.recipe.optimizer,
-                             "metric": plan.recipe.metric, "model": name, "status": "failed",
-                             "split": _split_text(split), "reason": f"{type(exc).__name__}: {exc}".replace("\n", " ")})
+                rows.append(_failed_row(first, plan, name, split, f"{type(exc).__name__}: {exc}".replace("\n", " ")))
+                if isinstance(exc, (FatalModelError, ModelError)):
+                    fatal = (name, str(exc))
+                    fatal_errors.append(exc)
                 continue
             row = result.summary()
             for key in STATS:  # the baseline is its own row: recipe rows hold the optimized judge only
@@ -100,7 +104,15 @@ def run_experiment(recipes: list[Any], models: list[Any], *, judge: Any, items: 
         folder.mkdir(parents=True, exist_ok=True)
         frame.to_csv(folder / "experiment.csv", index=False)
         plot_experiment(frame, folder / "experiment.png")
+    if fatal_errors:  # the table is written; the run still ends with the model's error (a non-zero exit)
+        raise fatal_errors[0]
     return frame
+
+
+def _failed_row(first: Any, plan: Any, model: str, split: SplitSpec, reason: str) -> dict[str, Any]:
+    return {"judge": first.spec.name, "recipe": plan.recipe.name, "optimizer": plan.recipe.optimizer,
+            "metric": plan.recipe.metric, "model": model, "status": "failed", "split": _split_text(split),
+            "stopped": "", "reason": reason}
 
 
 def _baseline_row(plan: Any, baseline: Any, model: str, split: SplitSpec, n_boot: int) -> dict[str, Any]:
