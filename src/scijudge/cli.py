@@ -26,7 +26,9 @@ out = Console()
 
 
 def _fail(exc: ScijudgeError) -> None:
-    console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+    from rich.markup import escape
+
+    console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)  # text as is: "[track]"
     raise typer.Exit(2)
 
 
