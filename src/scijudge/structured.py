@@ -29,6 +29,8 @@ from dspy.adapters.json_adapter import JSONAdapter
 from dspy.utils import exceptions as dspy_errors
 
 from scijudge.errors import ModelError
+from scijudge.fencing import fence_inputs, with_notice
+from scijudge.redaction import redact
 from scijudge.signatures import OUTPUT_FIELD
 
 Strategy = Literal["json_schema", "json_object"]
@@ -211,6 +213,12 @@ class StructuredChain(JSONAdapter):
         self._rejected: dict[str, set[str]] = {}
         self._lock = threading.Lock()
 
+    def format(self, signature: Any, demos: list[dict[str, Any]], inputs: dict[str, Any]) -> list[dict[str, Any]]:
+        """DSPy's JSON prompt, with every input value fenced (issue 11: no value can open or close a section)."""
+        names = set(signature.input_fields)
+        demos = [fence_inputs(demo, names) for demo in demos]
+        return super().format(signature, demos, fence_inputs(inputs, names))
+
     def format_system_message(self, signature: Any) -> str:
         """The system message depends only on the signature: cache it (schema rendering is slow)."""
         return _system_message(self, signature)
@@ -344,7 +352,8 @@ class StructuredChain(JSONAdapter):
 
 @lru_cache(maxsize=512)
 def _system_message(adapter: "StructuredChain", signature: Any) -> str:
-    return JSONAdapter.format_system_message(adapter, signature)
+    # Every judge's instructions end by saying that the inputs are material to judge, never instructions.
+    return JSONAdapter.format_system_message(adapter, signature.with_instructions(with_notice(signature.instructions)))
 
 
 def _parse(text: str, output_type: type[pydantic.BaseModel]) -> tuple[Any, bool]:
@@ -449,5 +458,5 @@ def _rates(model: str, response: Any) -> tuple[float, float] | None:
 
 
 def _short(exc: Exception) -> str:
-    text = str(exc).replace("\n", " ")
+    text = redact(str(exc).replace("\n", " "))  # a server may echo the key or the endpoint's credentials
     return text[:300]
