@@ -49,6 +49,24 @@ def register_secret(value: str | None) -> None:
             _registered.add(value)
 
 
+def register_url_secrets(url: str | None) -> None:
+    """Remember the credentials inside an endpoint URL (userinfo, secret query values), so that they are
+    redacted wherever they appear later, e.g. echoed alone in a server's error message."""
+    if not url:
+        return
+    from urllib.parse import parse_qsl, unquote, urlsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return
+    for value in (parts.username, parts.password):
+        register_secret(unquote(value) if value else None)
+    for key, value in parse_qsl(parts.query, keep_blank_values=False):
+        if re.fullmatch(_QUERY_KEYS, key, re.IGNORECASE):
+            register_secret(value)
+
+
 def known_secrets() -> list[str]:
     """The literal secret values to hide: configured key variables and registered keys, longest first."""
     values = {v for k, v in os.environ.items() if _SECRET_ENV.search(k) and v and len(v) >= _MIN_SECRET}

@@ -28,6 +28,7 @@ import pydantic
 from dspy.adapters.json_adapter import JSONAdapter
 from dspy.utils import exceptions as dspy_errors
 
+from scijudge._replies import non_json_reply
 from scijudge.errors import ModelError
 from scijudge.fencing import fence_inputs, with_notice
 from scijudge.redaction import redact
@@ -193,6 +194,8 @@ def _classify(exc: Exception) -> Outcome | None:
     if isinstance(exc, (dspy_errors.LMAuthError, dspy_errors.LMBillingError, dspy_errors.LMConfigurationError,
                         dspy_errors.LMUnsupportedModelError)):
         return None
+    if isinstance(exc, dspy_errors.LMProviderError) and non_json_reply(exc):
+        return "transport_error"  # an HTML page behind HTTP 200: a proxy, not the API (issue 11)
     if isinstance(exc, dspy_errors.LMProviderError):
         status = getattr(exc, "status", None) or 0
         return "server_error" if status >= 500 or status == 0 else "provider_error"

@@ -90,6 +90,9 @@ class _DuplicateCriterion(ValueError):
         self.first = first
 
 
+MAX_WEIGHT = 1e6
+
+
 class Criterion(BaseModel):
     """One rubric line: what to check, its weight (negative = penalty) and its axis."""
 
@@ -113,6 +116,8 @@ class Criterion(BaseModel):
             raise ValueError(f"weight must be a number, got {value!r}")  # noqa: TRY004 - pydantic wants ValueError
         if not math.isfinite(value):
             raise ValueError(f"weight must be finite, got {value!r}")
+        if abs(value) > MAX_WEIGHT:  # sums of weights must stay finite (1e308 + 1e308 overflows)
+            raise ValueError(f"weight {value!r} is too large: use weights between -{MAX_WEIGHT:g} and {MAX_WEIGHT:g}")
         if value == 0:
             raise ValueError("weight must not be zero (positive = reward, negative = penalty)")
         return float(value)
@@ -175,6 +180,14 @@ class Task(BaseModel):
         return value
 
     @model_validator(mode="after")
+    def _some_reward(self) -> Task:
+        if all(rubric.weight < 0 for rubric in self.rubrics):
+            raise ValueError(f"all {len(self.rubrics)} criteria have negative weights (penalties only): compliance "
+                             "(sum of weight x score / sum of positive weights) is undefined; give at least one "
+                             "criterion a positive weight")
+        return self
+
+    @model_validator(mode="after")
     def _unique_criteria(self) -> Task:
         seen: dict[str, int] = {}
         for index, rubric in enumerate(self.rubrics):
@@ -219,9 +232,9 @@ def _task_error(exc: ValidationError, *, path: Path, line: int) -> InputError:
     cause = (first.get("ctx") or {}).get("error")
     if isinstance(cause, _DuplicateCriterion):
         return InputError(str(cause), file=path, line=line, field=f"rubrics.{cause.index}.criterion")
-    error = validation_error(exc, file=path, line=line)
-    if error.reason.startswith("Value error, "):
-        error = InputError(error.reason.removeprefix("Value error, "), file=path, line=line, field=error.field)
+    error = validation_error(exc, file=path, line=line)  # (the shared helper strips "Value error, ")
+    if error.field is None and "negative weights" in error.reason:
+        error = InputError(error.reason, file=path, line=line, field="rubrics")
     return error
 
 
