@@ -129,3 +129,43 @@ def test_loader_level_checks(tmp_path):
     with pytest.raises(InputError, match="finite") as caught:
         load_labels(labels)
     assert (caught.value.line, caught.value.field) == (2, "score")
+
+
+def test_html_page_behind_http_200_is_retried_as_a_transport_error():
+    import http.server
+    import threading
+
+    from scijudge import get_spec
+    from scijudge.data import Item
+    from scijudge.judges.base import Judge
+    from scijudge.lm import make_lm
+    from scijudge.structured import ChainConfig, StructuredChain
+
+    hits = []
+
+    class Portal(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            hits.append(self.path)
+            body = b"<html><body>Please sign in to the proxy</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Portal)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        lm = make_lm("openai/judge", api_base=f"http://127.0.0.1:{server.server_port}/v1", cache=False)
+        chain = StructuredChain(ChainConfig(transport_retries=2, backoff_base=0.01, backoff_max=0.02))
+        result = Judge(get_spec("yescieval.qa.correctness"), lm=lm, chain=chain).judge_item(
+            Item(id="a", question="q", papers=[{"title": "t"}], answer="x"))
+    finally:
+        server.shutdown()
+    assert result.status == "abstained" and len(hits) == 3  # one try and two retries, like any transport error
+    assert [a.outcome for a in result.attempts] == ["transport_error"] * 3
+    assert "HTTP 200, text/html" in result.reason and "not JSON" in result.reason
