@@ -71,8 +71,9 @@ class Scale(BaseModel):
 
     def levels(self) -> list[float]:
         """Every allowed value of the scale, lowest first."""
-        count = int(round((self.max - self.min) / self.step))
-        return [self.min + i * self.step for i in range(count + 1)]
+        from scijudge.vocab import ScaleTuple
+
+        return ScaleTuple(float(self.min), float(self.max), float(self.step)).levels()
 
 
 class InputSpec(BaseModel):
