@@ -42,6 +42,10 @@ def trust_spec_code(trusted: bool = True) -> None:
     """
     global _trusted
     _trusted = trusted
+    if trusted:  # worker processes (spawned by --processes) inherit the choice
+        os.environ[TRUST_ENV] = "1"
+    else:
+        os.environ.pop(TRUST_ENV, None)
 
 
 def spec_code_trusted() -> bool:

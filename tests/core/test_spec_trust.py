@@ -53,6 +53,9 @@ def test_code_outside_scijudge_is_refused_until_trusted(tmp_path, monkeypatch, u
     specs.trust_spec_code(True)
     judge = Judge(load_spec_file(tmp_path / "hook.toml"))
     assert judge._prepare({"answer": "x"})["answer"] == "X"
+    assert os.environ.get(specs.TRUST_ENV) == "1"  # spawned worker processes inherit the choice
+    specs.trust_spec_code(False)
+    assert specs.TRUST_ENV not in os.environ and not specs.spec_code_trusted()
     sys.modules.pop("evilmod_i11", None)
 
 
