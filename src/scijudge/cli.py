@@ -161,8 +161,12 @@ def judge_cmd(
     judges = [build_judge(spec, lm=lm, **judge_options) for spec in specs]
     run_path = run or Path("runs") / f"{items.stem}.sqlite"
     store = Run(run_path)
+    from scijudge.vocab import score_scale_of
+
     store.set_meta(items=str(items), judges=[s.name for s in specs], model=model,
-                   api_base=redact(api_base), argv=_safe_argv())
+                   api_base=redact(api_base), argv=_safe_argv(),
+                   # the score scale of each judge as its spec declared it, for calibration (issue 11)
+                   scales={s.name: list(score_scale_of(s)) for s in specs if s.scale is not None})
     if skip_invalid:
         # Items that lack an input a judge needs are skipped with a message, not fatal, under --skip-invalid.
         valid = []

@@ -76,6 +76,9 @@ def test_user_scales_are_honoured_end_to_end(loopback, tmp_path):
     assert set(seen) == {(1, 10, 1), (0, 4, 0.5), (1, 7, 1)}
     assert "from 1 (worst) to 10 (best)" in seen[(1, 10, 1)]
     assert "from 0 (worst) to 4 (best) in steps of 0.5" in seen[(0, 4, 0.5)]
+    meta = dict(sqlite3.connect(tmp_path / "run.sqlite").execute("SELECT key, value FROM meta").fetchall())
+    assert json.loads(meta["scales"]) == {"t.ten": [1, 10, 1], "t.half": [0, 4, 0.5], "t.seven": [1, 7, 1],
+                                          "t.pair": [-9, 9, 1]}  # what calibration reads the scales from
     results = {judge: json.loads(result) for judge, _, _, _, _, result in rows}
     assert isinstance(results["t.ten"]["rating"], int) and isinstance(results["t.pair"]["rating_a"], int)
     assert results["t.half"]["rating"] == 3.5
