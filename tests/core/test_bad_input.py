@@ -129,6 +129,13 @@ def test_loader_level_checks(tmp_path):
     with pytest.raises(InputError, match="finite") as caught:
         load_labels(labels)
     assert (caught.value.line, caught.value.field) == (2, "score")
+    from scijudge.errors import SpecError
+    from scijudge.specs import load_spec_file
+
+    deep = tmp_path / "deep.toml"
+    deep.write_text("a = " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(SpecError, match="nested too deeply"):
+        load_spec_file(deep)
 
 
 def test_html_page_behind_http_200_is_retried_as_a_transport_error():
