@@ -35,6 +35,9 @@ def criterion_id(text: str) -> str:
     return "c" + hashlib.sha256(normalise_text(text).encode("utf-8")).hexdigest()[:10]
 
 
+MAX_WEIGHT = 1e6
+
+
 class Criterion(BaseModel):
     """One rubric line: what to check, its weight (negative = penalty) and its axis."""
 
@@ -58,6 +61,8 @@ class Criterion(BaseModel):
             raise ValueError(f"weight must be a number, got {value!r}")  # noqa: TRY004 - pydantic wants ValueError
         if not math.isfinite(value):
             raise ValueError(f"weight must be finite, got {value!r}")
+        if abs(value) > MAX_WEIGHT:  # sums of weights must stay finite (1e308 + 1e308 overflows)
+            raise ValueError(f"weight {value!r} is too large: use weights between -{MAX_WEIGHT:g} and {MAX_WEIGHT:g}")
         if value == 0:
             raise ValueError("weight must not be zero (positive = reward, negative = penalty)")
         return float(value)

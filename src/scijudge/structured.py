@@ -28,7 +28,10 @@ import pydantic
 from dspy.adapters.json_adapter import JSONAdapter
 from dspy.utils import exceptions as dspy_errors
 
+from scijudge._replies import non_json_reply
 from scijudge.errors import ModelError
+from scijudge.fencing import fence_inputs, with_notice
+from scijudge.redaction import redact
 from scijudge.signatures import OUTPUT_FIELD
 
 Strategy = Literal["json_schema", "json_object"]
@@ -191,6 +194,8 @@ def _classify(exc: Exception) -> Outcome | None:
     if isinstance(exc, (dspy_errors.LMAuthError, dspy_errors.LMBillingError, dspy_errors.LMConfigurationError,
                         dspy_errors.LMUnsupportedModelError)):
         return None
+    if isinstance(exc, dspy_errors.LMProviderError) and non_json_reply(exc):
+        return "transport_error"  # an HTML page behind HTTP 200: a proxy, not the API (issue 11)
     if isinstance(exc, dspy_errors.LMProviderError):
         status = getattr(exc, "status", None) or 0
         return "server_error" if status >= 500 or status == 0 else "provider_error"
@@ -210,6 +215,12 @@ class StructuredChain(JSONAdapter):
         self.config = config or ChainConfig()
         self._rejected: dict[str, set[str]] = {}
         self._lock = threading.Lock()
+
+    def format(self, signature: Any, demos: list[dict[str, Any]], inputs: dict[str, Any]) -> list[dict[str, Any]]:
+        """DSPy's JSON prompt, with every input value fenced (issue 11: no value can open or close a section)."""
+        names = set(signature.input_fields)
+        demos = [fence_inputs(demo, names) for demo in demos]
+        return super().format(signature, demos, fence_inputs(inputs, names))
 
     def format_system_message(self, signature: Any) -> str:
         """The system message depends only on the signature: cache it (schema rendering is slow)."""
@@ -373,7 +384,8 @@ class StructuredChain(JSONAdapter):
 
 @lru_cache(maxsize=512)
 def _system_message(adapter: "StructuredChain", signature: Any) -> str:
-    return JSONAdapter.format_system_message(adapter, signature)
+    # Every judge's instructions end by saying that the inputs are material to judge, never instructions.
+    return JSONAdapter.format_system_message(adapter, signature.with_instructions(with_notice(signature.instructions)))
 
 
 def response_format_for(strategy: str, output_type: type[pydantic.BaseModel]) -> dict[str, Any]:
@@ -493,5 +505,5 @@ def _rates(model: str, response: Any) -> tuple[float, float] | None:
 
 
 def _short(exc: Exception) -> str:
-    text = str(exc).replace("\n", " ")
+    text = redact(str(exc).replace("\n", " "))  # a server may echo the key or the endpoint's credentials
     return text[:300]

@@ -100,6 +100,14 @@ class Task(BaseModel):
         return value
 
     @model_validator(mode="after")
+    def _some_reward(self) -> Task:
+        if all(rubric.weight < 0 for rubric in self.rubrics):
+            raise ValueError(f"all {len(self.rubrics)} criteria have negative weights (penalties only): compliance "
+                             "(sum of weight x score / sum of positive weights) is undefined; give at least one "
+                             "criterion a positive weight")
+        return self
+
+    @model_validator(mode="after")
     def _unique_criteria(self) -> Task:
         seen: dict[str, int] = {}
         for index, rubric in enumerate(self.rubrics):
@@ -144,9 +152,9 @@ def _task_error(exc: ValidationError, *, path: Path, line: int) -> InputError:
     cause = (first.get("ctx") or {}).get("error")
     if isinstance(cause, _DuplicateCriterion):
         return InputError(str(cause), file=path, line=line, field=f"rubrics.{cause.index}.criterion")
-    error = validation_error(exc, file=path, line=line)
-    if error.reason.startswith("Value error, "):
-        error = InputError(error.reason.removeprefix("Value error, "), file=path, line=line, field=error.field)
+    error = validation_error(exc, file=path, line=line)  # (the shared helper strips "Value error, ")
+    if error.field is None and "negative weights" in error.reason:
+        error = InputError(error.reason, file=path, line=line, field="rubrics")
     return error
 
 
