@@ -38,6 +38,7 @@ class Row:
     grammar: GrammarSpec | None = None
     backend: GrammarBackend | None = None  # who enforces ``grammar``; None = unconstrained
     logprobs: int | None = None
+    reserve: int = 0  # with a grammar: once this few tokens are left, force the shortest valid ending
 
 
 @dataclass
@@ -59,6 +60,7 @@ class RowResult:
     scores: list[TokenScore] | None
     scores_complete: bool = True
     grammar_backend: str | None = None
+    forced_tokens: int = 0  # tokens chosen by forced closing rather than by the model
 
 
 @dataclass
@@ -73,6 +75,7 @@ class _State:
     text_lengths: list[int] = field(default_factory=list)
     finish: str | None = None
     cut: int | None = None  # character offset of a stop string in the decoded text
+    forced: int = 0
 
 
 _KWARG_NAMES: weakref.WeakKeyDictionary[Any, tuple[str, str | None]] = weakref.WeakKeyDictionary()
@@ -237,7 +240,8 @@ def decode_batch(
         while True:
             if bitmask is not None:
                 logits = logits.masked_fill(~masker.unpack(bitmask), float("-inf"))
-            chosen, scores = _choose(logits, [states[i] for i in active], torch)
+            forced = _forced_closing(states, active, bitmask)
+            chosen, scores = _choose(logits, [states[i] for i in active], torch, forced)
             for slot, i in enumerate(active):
                 if states[i].finish is None:
                     _advance(states[i], chosen[slot], scores[slot] if scores else None, stop_set, detokenize)
@@ -281,13 +285,35 @@ def _fill_masks(masker: _Masker | None, states: list[_State], active: list[int])
     return bitmask
 
 
-def _choose(logits: Any, states: list[_State], torch: Any) -> tuple[list[int], list[TokenScore] | None]:
-    """Pick the next token of every active row (greedy or sampled) and its logprobs when asked for."""
+def _forced_closing(states: list[_State], active: list[int], bitmask: Any) -> dict[int, int]:
+    """Slots whose budget is nearly spent, with the token that closes their JSON soonest (see ``_closing``)."""
+    forced: dict[int, int] = {}
+    if bitmask is None:
+        return forced
+    for slot, i in enumerate(active):
+        state = states[i]
+        row = state.row
+        if state.matcher is None or state.finish is not None or row.reserve <= 0:
+            continue
+        if row.max_new_tokens - len(state.out) <= row.reserve:
+            token = row.backend.closer.choose(bitmask[slot])
+            if token is not None:
+                forced[slot] = token
+                state.forced += 1
+    return forced
+
+
+def _choose(
+    logits: Any, states: list[_State], torch: Any, forced: dict[int, int] | None = None
+) -> tuple[list[int], list[TokenScore] | None]:
+    """Pick the next token of every active row (forced, greedy or sampled) and its logprobs when asked for."""
     greedy = logits.argmax(dim=-1)
     chosen = greedy.tolist()
+    for slot, token in (forced or {}).items():
+        chosen[slot] = token
     for slot, state in enumerate(states):
         row = state.row
-        if row.temperature <= 0 or state.finish is not None:
+        if row.temperature <= 0 or state.finish is not None or (forced and slot in forced):
             continue
         scaled = logits[slot] / row.temperature
         if row.top_k:
@@ -367,4 +393,5 @@ def _result(state: _State, detokenize: Callable[[list[int]], str]) -> RowResult:
         scores=scores,
         scores_complete=complete,
         grammar_backend=state.row.backend.name if state.matcher is not None else None,
+        forced_tokens=state.forced,
     )
