@@ -92,10 +92,19 @@ def _chat_messages(request: Any) -> list[dict[str, str]]:
     return messages
 
 
-def _prefix_key(messages: list[dict[str, str]]) -> str:
-    """Requests with the same system prompt share a prompt prefix; batch them together when possible."""
-    system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
-    return hashlib.sha1(system.encode("utf-8")).hexdigest()
+PREFIX_KEY_TOKENS = 64  # without a system prompt, rows whose prompts open with the same tokens share a prefix
+
+
+def _prefix_key(messages: list[dict[str, str]], input_ids: list[int]) -> str:
+    """Which queued requests should share a batch because their prompts share a prefix.
+
+    Rubric first (a system prompt): the same system prompt, i.e. the same rubric, across items. Item first (no
+    system prompt; see ``scijudge.judges.layout``): the same opening tokens, i.e. the same item, across rubrics.
+    """
+    if messages and messages[0]["role"] == "system":
+        return "system:" + hashlib.sha1(messages[0]["content"].encode("utf-8")).hexdigest()
+    opening = ",".join(map(str, input_ids[:PREFIX_KEY_TOKENS]))
+    return "opening:" + hashlib.sha1(opening.encode("ascii")).hexdigest()
 
 
 # ------------------------------------------------------------------------------------------------ engine
@@ -281,7 +290,7 @@ class LocalEngine:
         inner = runtime.batcher.submit(
             row,
             group=self._adapter,
-            prefix_key=_prefix_key(messages),
+            prefix_key=_prefix_key(messages, input_ids),
             max_batch_size=self.max_batch_size,
             max_wait_s=self.max_wait_ms / 1000.0,
         )
