@@ -91,12 +91,16 @@ def judge_cmd(
     reports: Annotated[Optional[Path], typer.Option(help="Checklist judges: ITEMS is a ResearchRubrics task file and this is the reports folder (<sample_id>.md/.txt) or a JSONL of {sample_id, report}.")] = None,
     chunk_tokens: Annotated[Optional[int], typer.Option(min=1000, help="Checklist judges: token budget of one report chunk.")] = None,
     overlap_tokens: Annotated[Optional[int], typer.Option(min=0, help="Checklist judges: tokens shared by consecutive chunks.")] = None,
+    fused: Annotated[bool, typer.Option(help="Likert rubrics: judge all the selected rubrics in one call per item (one stored judgment per rubric).")] = False,
+    layout: Annotated[str, typer.Option(help="Prompt order: rubric-first (default) or item-first (a local engine then shares each item's prefix across its rubrics).")] = "rubric-first",
 ) -> None:
     """Judge every item with every judge; each judgment is saved to the run store as it completes.
 
     Example: scijudge judge datasets/yescieval_example/items.jsonl -j 'yescieval.qa.*' -m openai/gpt-4o-mini --run runs/qa.sqlite
 
     Checklist example: scijudge judge tasks.jsonl --reports reports/ -j researchrubrics.checklist -m openai/gpt-4o-mini
+
+    Fused example: scijudge judge items.jsonl -j 'yescieval.qa.*' --fused --layout item-first -m hf:/models/adapter
     """
     from scijudge.data import load_items
     from scijudge.judges.base import build_judge
@@ -117,6 +121,15 @@ def judge_cmd(
     judge_options = dict(rating_probs=rating_probs, chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens)
     lm = make_lm(model, **lm_options)
     judges = [build_judge(spec, lm=lm, **judge_options) for spec in specs]
+    if fused or layout != "rubric-first":  # issue 17 hook: fused judge and prompt layout
+        from scijudge.errors import InputError
+        from scijudge.judges.fused import FusedJudge
+        from scijudge.judges.layout import apply_layout
+
+        if processes > 1:
+            raise InputError("--fused and --layout run in one process; drop --processes", field="processes")
+        judges = [FusedJudge(specs, lm=lm)] if fused else judges
+        judges = [apply_layout(j, layout) for j in judges]
     run_path = run or Path("runs") / f"{items.stem}.sqlite"
     store = Run(run_path)
     store.set_meta(items=str(items), judges=[s.name for s in specs], model=model,
