@@ -128,7 +128,11 @@ def judge_cmd(
 
         if processes > 1:
             raise InputError("--fused and --layout run in one process; drop --processes", field="processes")
-        judges = [FusedJudge(specs, lm=lm)] if fused else judges
+        if fused:  # the Likert rubrics in one call per item; other judges (pairwise...) stay separate
+            likert = [s for s in specs if s.family == "likert"]
+            if len(likert) < 2:
+                raise InputError("--fused needs at least two Likert rubrics among the judges", field="judge")
+            judges = [FusedJudge(likert, lm=lm)] + [j for s, j in zip(specs, judges) if s.family != "likert"]
         judges = [apply_layout(j, layout) for j in judges]
     run_path = run or Path("runs") / f"{items.stem}.sqlite"
     store = Run(run_path)
