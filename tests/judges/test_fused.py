@@ -101,3 +101,27 @@ def test_item_first_puts_the_item_before_the_rubric_and_changes_identity():
     text = request_text(after)
     assert text.startswith("[[ ## question ## ]]") and text.index("SCORE=1") < text.index(before.system[:60])
     assert sorted(request_text(before).split()) == sorted(text.split())  # the same words, in another order
+
+
+def test_a_dspy_optimizer_compiles_a_fused_judge_against_human_labels():
+    """Usable by optimizers: BootstrapFewShot keeps demos whose fused answers match the human scores."""
+    import dspy
+
+    from scijudge.judges.fused import fused_examples, fused_metric
+    from scijudge.labels import HumanLabel
+
+    fused = FusedJudge([get_spec(n) for n in RUBRICS], lm=scripted_lm(fused_answer))
+    labels = [HumanLabel(item_id=item.id, judge=name, score=min(5, 1 + i % 5 + k), annotator="a")
+              for i, item in enumerate(ITEMS) for k, name in enumerate(RUBRICS)]
+    labels.append(HumanLabel(item_id=ITEMS[0].id, judge=RUBRICS[0], score=1, annotator="b"))  # consensus 1.0
+    examples = fused_examples(fused, ITEMS, labels)
+    assert [e.item_id for e in examples] == [i.id for i in ITEMS]
+    assert examples[1].human == {"correctness": 2.0, "completeness": 3.0, "readability": 4.0}
+    scores = [fused_metric(e, fused(**e.inputs())) for e in examples]
+    assert scores[1:] == [1.0, 1.0, 1.0] and scores[0] == pytest.approx(1.0)
+    off = dspy.Example(**examples[1].inputs(), human={"correctness": 5.0}).with_inputs("question")
+    assert fused_metric(off, fused(**examples[1].inputs())) == pytest.approx(1 - 3 / 4)
+    compiled = dspy.BootstrapFewShot(metric=fused_metric, max_bootstrapped_demos=2, max_labeled_demos=0).compile(
+        fused, trainset=examples)
+    assert len(compiled.predict.demos) == 2 and compiled is not fused
+    assert compiled.judge_item(ITEMS[2])[0].ok

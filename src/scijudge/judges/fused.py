@@ -70,6 +70,13 @@ def _check(specs: Sequence[JudgeSpec]) -> None:
         raise SpecError(f"two rubrics of a fused judge end in the same name: {shorts}")
 
 
+class _RubricJudges:
+    """A plain holder, so DSPy does not count the rubric judges' predictors as the fused judge's own."""
+
+    def __init__(self, judges: list[Judge]) -> None:
+        self.judges = judges
+
+
 class FusedJudge(dspy.Module):
     """Several Likert rubrics judged in one call; ``judge_item`` returns one result per rubric.
 
@@ -83,13 +90,31 @@ class FusedJudge(dspy.Module):
         self.specs = specs
         self.lm = lm
         self.chain = chain or default_chain()
-        self.rubrics = [Judge(spec, lm=lm, chain=self.chain) for spec in specs]
+        # Each rubric's generic judge builds that rubric's results; kept out of DSPy's sight (a plain holder),
+        # since only the fused predictor is ever called or tuned.
+        self._holder = _RubricJudges([Judge(spec, lm=lm, chain=self.chain) for spec in specs])
         digest = hashlib.sha256("\x1f".join(f"{s.name}:{s.spec_hash()}" for s in specs).encode()).hexdigest()
         self._spec_hash = digest[:16]
         for rubric in self.rubrics:  # a fused judgment of a rubric is not the separate one: its own identity
             rubric._spec_hash = hashlib.sha256(f"fused:{self._spec_hash}:{rubric.spec_hash}".encode()).hexdigest()[:16]
         signature = build_signature(specs[0], instructions=fused_instructions(specs))
         self.predict = dspy.Predict(signature.with_updated_fields(OUTPUT_FIELD, type_=fused_output_type(specs)))
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FusedJudge:
+        """Copies (made by optimizers) get their own predictor and share the LM, chain and rubric judges."""
+        import copy
+
+        clone = self.__class__.__new__(self.__class__)
+        memo[id(self)] = clone
+        for key, value in self.__dict__.items():
+            shared = key in ("lm", "chain", "_holder", "specs")
+            clone.__dict__[key] = value if shared else copy.deepcopy(value, memo)
+        return clone
+
+    @property
+    def rubrics(self) -> list[Judge]:
+        """One generic judge per rubric (their results are what a fused call stores)."""
+        return self._holder.judges
 
     @property
     def name(self) -> str:
@@ -170,3 +195,37 @@ def _shared(results: list[JudgeResult], call_id: str, rubrics: list[str]) -> lis
             "result": payload if result.ok else {"call_id": call_id, "fused": rubrics},
         }))
     return out
+
+
+# ----------------------------------------------------------------------------------- optimizing a fused judge
+
+
+def fused_examples(judge: FusedJudge, items: Sequence[Item], labels: Sequence[Any]) -> list[dspy.Example]:
+    """One DSPy example per labelled item: the judge's inputs plus ``human`` = {rubric short name: mean score}.
+
+    Items with no score for any of the judge's rubrics are left out; ``labels`` are ``HumanLabel``s.
+    """
+    wanted = {spec.name: short_name(spec) for spec in judge.specs}
+    scores: dict[str, dict[str, list[float]]] = {}
+    for label in labels:
+        if label.judge in wanted and label.score is not None and not label.part:
+            scores.setdefault(label.item_id, {}).setdefault(wanted[label.judge], []).append(float(label.score))
+    examples = []
+    for item in items:
+        if item.id in scores:
+            human = {name: sum(values) / len(values) for name, values in scores[item.id].items()}
+            inputs = judge.inputs_for(item)
+            examples.append(dspy.Example(**inputs, human=human, item_id=item.id).with_inputs(*inputs))
+    return examples
+
+
+def fused_metric(example: Any, prediction: Any, trace: Any = None) -> float:
+    """Mean over the labelled rubrics of 1 - |judge - human| / 4 (1-5 scales); an abstention scores 0."""
+    if getattr(prediction, "abstained", False) or prediction.judgment is None:
+        return 0.0
+    closeness = []
+    for name, human in example.human.items():
+        output = getattr(prediction.judgment, name, None)
+        rating = getattr(output, "rating", None)
+        closeness.append(0.0 if rating is None else max(0.0, 1.0 - abs(float(rating) - human) / 4.0))
+    return sum(closeness) / len(closeness) if closeness else 0.0
