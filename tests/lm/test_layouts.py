@@ -71,3 +71,16 @@ def test_prefix_keys_follow_the_layout() -> None:
     jobs = [Job(payload=n, group=None, prefix_key=k, max_batch_size=4, max_wait_s=0)
             for n, k in enumerate(["a", "b", "a", "c", "b", "a"])]
     assert [j.payload for j in _by_prefix(jobs)] == [0, 2, 5, 1, 4, 3]
+
+
+def test_rows_of_two_rubrics_keep_their_own_longer_shared_prefix() -> None:
+    from scijudge.lm._decode import Row, _groups_by_prefix
+
+    boiler, rubric = list(range(1000, 1040)), {r: [2000 + r] * 50 for r in range(2)}
+    rows = [Row(input_ids=[1, *boiler, *rubric[r], 3000 + i, 7], max_new_tokens=4) for r in range(2) for i in range(4)]
+    groups = _groups_by_prefix(rows)
+    assert sorted((length, sorted(members)) for length, members in groups) == [(91, [0, 1, 2, 3]), (91, [4, 5, 6, 7])]
+    one_rubric = rows[:4] + [Row(input_ids=[1, *boiler, 9, 9], max_new_tokens=4)]  # shares only the boilerplate
+    assert sorted(len(m) for _, m in _groups_by_prefix(one_rubric)) == [1, 4]
+    pair = _groups_by_prefix([rows[0], rows[4]])  # two rows: sharing the boilerplate still saves prefill
+    assert pair == [(41, [0, 1])]

@@ -119,23 +119,45 @@ class ModelCaller:
 
 
 def _groups_by_prefix(rows: Sequence[Row]) -> list[tuple[int, list[int]]]:
-    """Cluster rows whose prompts share at least MIN_SHARED_PREFIX leading tokens: [(prefix length, rows)]."""
+    """Cluster rows whose prompts share at least MIN_SHARED_PREFIX leading tokens: [(prefix length, rows)].
+
+    Groups are runs of the rows in sorted order; n rows sharing p tokens save (n - 1) * p tokens of prefill, and
+    the runs are chosen to save the most (dynamic programming over at most a batch of rows). So rows of two
+    rubrics that share only the boilerplate before the rubric text become two groups, each sharing boilerplate
+    and rubric, rather than one group sharing the boilerplate alone.
+    """
     order = sorted(range(len(rows)), key=lambda i: rows[i].input_ids)
+    ids = [rows[i].input_ids for i in order]
+    n = len(ids)
+    common = []  # tokens shared by neighbours in sorted order, leaving each at least one token of its own
+    for k in range(n - 1):
+        a, b = ids[k], ids[k + 1]
+        limit = min(len(a), len(b)) - 1
+        c = 0
+        while c < limit and a[c] == b[c]:
+            c += 1
+        common.append(c)
+    best = [0] * (n + 1)  # best[j]: most tokens saved by grouping the first j rows
+    start = [0] * (n + 1)
+    for j in range(1, n + 1):
+        best[j], start[j] = best[j - 1], j - 1  # row j-1 alone
+        shared = None
+        for i in range(j - 2, -1, -1):  # a group of rows i..j-1
+            shared = common[i] if shared is None else min(shared, common[i])
+            if shared < MIN_SHARED_PREFIX:
+                break
+            saved = best[i] + (j - 1 - i) * shared
+            if saved > best[j]:
+                best[j], start[j] = saved, i
     groups: list[tuple[int, list[int]]] = []
-    for i in order:
-        ids = rows[i].input_ids
-        if groups:
-            length, members = groups[-1]
-            first = rows[members[0]].input_ids
-            common = 0
-            limit = min(length, len(ids) - 1)
-            while common < limit and first[common] == ids[common]:
-                common += 1
-            if common >= MIN_SHARED_PREFIX:
-                groups[-1] = (common, [*members, i])
-                continue
-        groups.append((len(ids) - 1, [i]))
-    return groups
+    j = n
+    while j > 0:
+        i = start[j]
+        members = [order[k] for k in range(i, j)]
+        length = min(common[i : j - 1]) if j - 1 > i else len(ids[i]) - 1
+        groups.append((length, members))
+        j = i
+    return groups[::-1]
 
 
 def _left_pad(sequences: Sequence[Sequence[int]], pad_id: int, torch: Any, device: Any) -> tuple[Any, Any]:
