@@ -118,11 +118,11 @@ def build_model(shape: dict, tokenizer: Any, device: str, seed: int) -> tuple[An
 
 
 def _discourage_closing(model: Any, tokenizer: Any, torch: Any) -> None:
-    """Make tokens that start with a quote, and end-of-turn, very unlikely: a random model then never ends its
+    """Make tokens that hold a quote, and end-of-turn, very unlikely: a random model then never ends its
     rationale by chance, so every layout writes exactly its token budget (the engine's forced closing, which
     reads the grammar's mask and not the logits, still ends the JSON). Residual dimension 0 is made a constant
     feature and the lm_head column for it a per-token bias."""
-    bad = [i for t, i in tokenizer.get_vocab().items() if tokenizer.convert_tokens_to_string([t]).startswith('"')]
+    bad = [i for t, i in tokenizer.get_vocab().items() if '"' in tokenizer.convert_tokens_to_string([t])]
     bad.append(tokenizer.eos_token_id)
     with torch.no_grad():
         model.get_input_embeddings().weight[:, 0] = 1.0
@@ -131,7 +131,10 @@ def _discourage_closing(model: Any, tokenizer: Any, torch: Any) -> None:
             layer.mlp.down_proj.weight[0, :] = 0.0
         head = model.get_output_embeddings().weight
         head[:, 0] = 0.0
-        head[bad, 0] = -100.0
+        device = model.get_input_embeddings().weight.device
+        sample = tokenizer("def judge(answer):\n    return rating", return_tensors="pt")["input_ids"].to(device)
+        feature = float(model(sample, output_hidden_states=True).hidden_states[-1][0, :, 0].float().mean())
+        head[bad, 0] = -50.0 / feature  # about -50 logits whatever the scale of the final hidden state
 
 
 # ------------------------------------------------------------------------------------------------ prompts
@@ -259,7 +262,8 @@ def main() -> None:
                         help="output tokens per judgment; later values are skipped when time runs short")
     parser.add_argument("--batch", type=int, default=None, help="most rows per batch (default per shape)")
     parser.add_argument("--source-judgments", type=int, default=2)
-    parser.add_argument("--time-budget", type=float, default=420, help="seconds; stop starting new measurements")
+    parser.add_argument("--time-budget", type=float, default=420,
+                        help="seconds from the start: a round of measurements that would end later is skipped")
     parser.add_argument("--out", type=Path, default=None, help="also write the table here")
     parser.add_argument("--corpus-chars", type=int, default=None, help="tokenizer training text (default per shape)")
     parser.add_argument("--item-tokens", type=int, default=None, help="item tokens per prompt (default per shape)")
@@ -295,6 +299,16 @@ def main() -> None:
     def emit(text: str) -> None:
         print(text, flush=True)
         table.append(text)
+        if args.out is not None:  # written as it grows: a run cut short keeps what it measured
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text("\n".join(table) + "\n", encoding="utf-8")
+
+    def measure(name: str, *call: Any) -> dict | None:
+        try:
+            return run_layout(*call)
+        except Exception as exc:  # noqa: BLE001 - one failed layout must not lose the others' figures
+            emit(f"{name}: FAILED {type(exc).__name__}: {str(exc)[:200]}")
+            return None
 
     for line in lines:
         emit(line)
@@ -314,10 +328,14 @@ def main() -> None:
         run_layout(engine, runtime, backend, warm, likert_schema(), 8, batch, 1)
         header = f"{'layout':<22} {'out tok':>7} {'mean out':>8} {'judgments/s':>11} {'x source':>8} {'x separate':>10} " \
                  f"{'valid':>9} {'trunc':>5} {'batch':>5} {'seconds':>7}"
+        last_round = None  # (output tokens, seconds) of the previous round, to predict the next one
         for out_tokens in args.out_tokens:
-            if time.perf_counter() - t0 > args.time_budget:
-                emit(f"(skipped {out_tokens} output tokens: time budget of {args.time_budget:.0f} s spent)")
+            elapsed = time.perf_counter() - t0
+            predicted = last_round[1] * out_tokens / last_round[0] * 1.2 if last_round else 0.0
+            if elapsed + predicted > args.time_budget:
+                emit(f"(skipped {out_tokens} output tokens: predicted to end after the {args.time_budget:.0f} s budget)")
                 continue
+            round_start = time.perf_counter()
             emit("")
             emit(header)
             results: dict[str, dict] = {}
@@ -326,27 +344,29 @@ def main() -> None:
             sharing = engine.decode.MIN_SHARED_PREFIX
             engine.decode.MIN_SHARED_PREFIX = 1 << 30
             try:
-                results["separate, no reuse"] = run_layout(
-                    engine, runtime, backend, layout_rows(parts, "separate", items, args.rubrics), likert_schema(),
-                    out_tokens, batch, 1)
+                results["separate, no reuse"] = measure(
+                    "separate, no reuse", engine, runtime, backend, layout_rows(parts, "separate", items, args.rubrics),
+                    likert_schema(), out_tokens, batch, 1)
             finally:
                 engine.decode.MIN_SHARED_PREFIX = sharing
             for name in ("separate", "item-first"):
-                results[name] = run_layout(engine, runtime, backend, layout_rows(parts, name, items, args.rubrics),
-                                           likert_schema(), out_tokens, batch, 1)
-            results["fused"] = run_layout(engine, runtime, backend, layout_rows(parts, "fused", items, args.rubrics),
-                                          fused_schema(args.rubrics), out_tokens * args.rubrics,
-                                          sizes["fused_batch"], args.rubrics)
+                results[name] = measure(name, engine, runtime, backend, layout_rows(parts, name, items, args.rubrics),
+                                        likert_schema(), out_tokens, batch, 1)
+            results["fused"] = measure("fused", engine, runtime, backend,
+                                       layout_rows(parts, "fused", items, args.rubrics), fused_schema(args.rubrics),
+                                       out_tokens * args.rubrics, sizes["fused_batch"], args.rubrics)
+            base = results.get("separate")
             for name, r in results.items():
+                if r is None:
+                    continue
                 x_source = f"{r['jps'] / source['jps']:.1f}" if source else "-"
-                x_sep = f"{r['jps'] / results['separate']['jps']:.2f}"
+                x_sep = f"{r['jps'] / base['jps']:.2f}" if base else "-"
                 shown = 150 if name == "source path" else out_tokens
                 emit(f"{name:<22} {shown:>7} {r['out_tokens']:>8.1f} {r['jps']:>11.2f} {x_source:>8} {x_sep:>10} "
                      f"{r['valid']:>4}/{r['n']:<4} {r['truncated']:>5} {r['mean_batch']:>5.0f} {r['seconds']:>7.1f}")
+            last_round = (out_tokens, time.perf_counter() - round_start)
         emit(f"total {time.perf_counter() - t0:.0f} s")
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text("\n".join(table) + "\n", encoding="utf-8")
         print(f"table written to {args.out}")
 
 

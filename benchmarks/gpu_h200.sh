@@ -24,6 +24,6 @@ if ! "$PY" -c "import llguidance" 2>/dev/null; then
 fi
 "$PY" -c "import torch, transformers, peft; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), 'transformers', transformers.__version__, 'peft', peft.__version__)"
 if [ "$#" -eq 0 ]; then
-  set -- --device cuda --shape llama-8b --out-tokens 40 150 --time-budget 300
+  set -- --device cuda --shape llama-8b --out-tokens 40 150 --time-budget 420
 fi
 "$PY" benchmarks/bench_layouts.py "$@" --out "$OUT/gpu_results.txt"
