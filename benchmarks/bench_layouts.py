@@ -133,7 +133,11 @@ def _discourage_closing(model: Any, tokenizer: Any, torch: Any) -> None:
         head[:, 0] = 0.0
         device = model.get_input_embeddings().weight.device
         sample = tokenizer("def judge(answer):\n    return rating", return_tensors="pt")["input_ids"].to(device)
-        feature = float(model(sample, output_hidden_states=True).hidden_states[-1][0, :, 0].float().mean())
+        seen: dict[str, Any] = {}  # what lm_head reads (after the final norm), whatever the transformers version
+        hook = model.get_output_embeddings().register_forward_pre_hook(lambda _m, a: seen.setdefault("x", a[0]))
+        model(sample)
+        hook.remove()
+        feature = float(seen["x"][0, :, 0].float().mean())
         head[bad, 0] = -50.0 / feature  # about -50 logits whatever the scale of the final hidden state
 
 
