@@ -10,9 +10,7 @@ The seed's path: float32, the LoRA adapter left unmerged, one request at a time,
     python benchmarks/bench_local_engine.py --grammar-backends --shape small --quick   # grammar backends, 128k vocab
     python benchmarks/bench_local_engine.py --shape mid --items 8 --rubrics 2 --prompt-tokens 1500 \\
         --system-tokens 1000 --seed-judgments 2 --skip-sequential --prefix-ablation --repeats 1   # prefix reuse
-    # GPU (H200): Llama-3.1-8B-shaped random weights in bf16, 1,800-token prompts, 9 rubrics per item
-    python benchmarks/bench_local_engine.py --device cuda --shape llama-8b --prompt-tokens 1800 --rubrics 9 \\
-        --items 64 --max-batch-size 64 --seed-judgments 3 --skip-sequential --repeats 2
+    # GPU (H200), per prompt layout, without DSPy: bash benchmarks/gpu_h200.sh (see bench_layouts.py)
 
 Weights are random, so ratings are meaningless; the model is nudged (as the tiny test model is) to close JSON
 strings after a few tokens, so constrained answers have a realistic short length. The figure is judgments/s.

@@ -141,12 +141,16 @@ def judge_cmd(
     batch_poll: Annotated[float, typer.Option(min=0.0, help="Seconds between status checks of running batches.")] = 30.0,
     batch_fallback: Annotated[str, typer.Option(help="Where lines that failed in a batch go: next-strategy (a follow-up batch) or direct (direct calls).")] = "next-strategy",
     ray: Annotated[Optional[str], typer.Option("--ray", metavar="ADDRESS", help="Run hf: judges on Ray actors (one engine per GPU): 'local' starts Ray on this machine, or a cluster address (auto, ray://host:10001).")] = None,
+    fused: Annotated[bool, typer.Option(help="Likert rubrics: judge all the selected rubrics in one call per item (one stored judgment per rubric).")] = False,
+    layout: Annotated[str, typer.Option(help="Prompt order: rubric-first (default) or item-first (a local engine then shares each item's prefix across its rubrics).")] = "rubric-first",
 ) -> None:
     """Judge every item with every judge; each judgment is saved to the run store as it completes.
 
     Example: scijudge judge datasets/yescieval_example/items.jsonl -j 'yescieval.qa.*' -m openai/gpt-4o-mini --run runs/qa.sqlite
 
     Checklist example: scijudge judge tasks.jsonl --reports reports/ -j researchrubrics.checklist -m openai/gpt-4o-mini
+
+    Fused example: scijudge judge items.jsonl -j 'yescieval.qa.*' --fused --layout item-first -m hf:/models/adapter
     """
     from scijudge.data import load_items
     from scijudge.judges.base import build_judge
@@ -172,6 +176,19 @@ def judge_cmd(
     judge_options = dict(rating_probs=rating_probs, chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens)
     lm = make_lm(model, **lm_options) if ray is None else None  # Ray actors load local models, not the driver
     judges = [build_judge(spec, lm=lm, **judge_options) for spec in specs] if lm is not None else []
+    if judges and (fused or layout != "rubric-first"):  # issue 17 hook: fused judge and prompt layout
+        from scijudge.errors import InputError
+        from scijudge.judges.fused import FusedJudge
+        from scijudge.judges.layout import apply_layout
+
+        if processes > 1:
+            raise InputError("--fused and --layout run in one process; drop --processes", field="processes")
+        if fused:  # the Likert rubrics in one call per item; other judges (pairwise...) stay separate
+            likert = [s for s in specs if s.family == "likert"]
+            if len(likert) < 2:
+                raise InputError("--fused needs at least two Likert rubrics among the judges", field="judge")
+            judges = [FusedJudge(likert, lm=lm)] + [j for s, j in zip(specs, judges) if s.family != "likert"]
+        judges = [apply_layout(j, layout) for j in judges]
     run_path = run or Path("runs") / f"{items.stem}.sqlite"
     store = Run(run_path)
     from scijudge.vocab import score_scale_of

@@ -79,8 +79,11 @@ def plan(items: Sequence[Item], judges: Sequence[Judge], run: Run | None, *,
                 continue
             judge.inputs_for(item, parts[0])  # fail early, before any LM call
             for part in parts:
-                key = judgment_key(item.id, judge.name, part, judge.spec_hash, model_name(judge._lm()))
-                if key in done:
+                if hasattr(judge, "result_keys"):  # a fused judge: one call, one stored judgment per rubric
+                    keys = judge.result_keys(item.id, part, model_name(judge._lm()))
+                else:
+                    keys = [judgment_key(item.id, judge.name, part, judge.spec_hash, model_name(judge._lm()))]
+                if all(key in done for key in keys):
                     skipped += 1
                 else:
                     tasks.append((item, judge, part))
@@ -144,7 +147,8 @@ def judge_items(items: Sequence[Item], judges: Sequence[Judge], *, run: Run | No
                 except Exception as exc:  # noqa: BLE001 - a fatal error (bad key, bad input) stops the run
                     fatal = fatal or exc
                     continue
-                finish(result)
+                for one in result if isinstance(result, list) else [result]:  # fused judges return several
+                    finish(one)
                 if fatal is None:
                     submit_next()
         summary.seconds = time.perf_counter() - started
@@ -203,7 +207,9 @@ def _worker(recipes: list[JudgeRecipe], concurrency: int, use_cache: bool, inbox
             futures = [pool.submit(judges[j].judge_item, Item.model_validate(item), part) for item, j, part in batch]
             for future in futures_as_completed(futures):
                 try:
-                    outbox.put(("result", future.result().model_dump(mode="json")))
+                    done = future.result()
+                    for one in done if isinstance(done, list) else [done]:  # fused judges return several
+                        outbox.put(("result", one.model_dump(mode="json")))
                 except CancelledError:
                     continue
                 except Exception as exc:  # noqa: BLE001 - a fatal error: stop the batch, keep what completed

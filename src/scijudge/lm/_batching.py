@@ -2,8 +2,9 @@
 
 Callers submit work and block on a future; one daemon worker thread owns the model. The worker takes the
 oldest pending job, waits until ``max_batch_size`` jobs of the same group (same adapter) are pending or the
-oldest has waited ``max_wait_s``, and runs them together. Jobs that share a prefix key (the same system
-prompt) are preferred, so their common prompt prefix is computed once. While a batch runs, new jobs queue up
+oldest has waited ``max_wait_s``, and runs them together. Jobs are taken in whole prefix-key groups (the same
+rubric when prompts put the rubric first, the same item when they put the item first: rubric-major or
+item-major scheduling), oldest group first, so their common prompt prefix is computed once. While a batch runs, new jobs queue up
 and form the next batch, so under load batches fill without waiting.
 """
 
@@ -31,6 +32,18 @@ class Job:
     max_wait_s: float
     future: Future = field(default_factory=Future)
     enqueued: float = field(default_factory=time.monotonic)
+
+
+def _by_prefix(jobs: list[Job]) -> list[Job]:
+    """Jobs grouped by prefix key, groups in order of their oldest job: a batch takes whole groups first.
+
+    With rubric-first prompts the key is the rubric, so this is rubric-major scheduling; with item-first
+    prompts it is the item, so item-major: either way a batch holds few, large shared-prefix groups.
+    """
+    groups: dict[Hashable, list[Job]] = {}
+    for job in jobs:
+        groups.setdefault(job.prefix_key, []).append(job)
+    return [job for group in groups.values() for job in group]
 
 
 class Batcher:
@@ -94,10 +107,7 @@ class Batcher:
                 if remaining <= 0:
                     break
                 self._cv.wait(remaining)
-            candidates = [job for job in self._pending if job.group == first.group]
-            preferred = [job for job in candidates if job.prefix_key == first.prefix_key]
-            others = [job for job in candidates if job.prefix_key != first.prefix_key]
-            batch = (preferred + others)[: first.max_batch_size]
+            batch = _by_prefix([job for job in self._pending if job.group == first.group])[: first.max_batch_size]
             chosen = {id(job) for job in batch}
             self._pending = [job for job in self._pending if id(job) not in chosen]
             return batch

@@ -38,6 +38,7 @@ class Row:
     grammar: GrammarSpec | None = None
     backend: GrammarBackend | None = None  # who enforces ``grammar``; None = unconstrained
     logprobs: int | None = None
+    reserve: int = 0  # with a grammar: once this few tokens are left, force the shortest valid ending
 
 
 @dataclass
@@ -59,6 +60,7 @@ class RowResult:
     scores: list[TokenScore] | None
     scores_complete: bool = True
     grammar_backend: str | None = None
+    forced_tokens: int = 0  # tokens chosen by forced closing rather than by the model
 
 
 @dataclass
@@ -73,6 +75,7 @@ class _State:
     text_lengths: list[int] = field(default_factory=list)
     finish: str | None = None
     cut: int | None = None  # character offset of a stop string in the decoded text
+    forced: int = 0
 
 
 _KWARG_NAMES: weakref.WeakKeyDictionary[Any, tuple[str, str | None]] = weakref.WeakKeyDictionary()
@@ -116,23 +119,45 @@ class ModelCaller:
 
 
 def _groups_by_prefix(rows: Sequence[Row]) -> list[tuple[int, list[int]]]:
-    """Cluster rows whose prompts share at least MIN_SHARED_PREFIX leading tokens: [(prefix length, rows)]."""
+    """Cluster rows whose prompts share at least MIN_SHARED_PREFIX leading tokens: [(prefix length, rows)].
+
+    Groups are runs of the rows in sorted order; n rows sharing p tokens save (n - 1) * p tokens of prefill, and
+    the runs are chosen to save the most (dynamic programming over at most a batch of rows). So rows of two
+    rubrics that share only the boilerplate before the rubric text become two groups, each sharing boilerplate
+    and rubric, rather than one group sharing the boilerplate alone.
+    """
     order = sorted(range(len(rows)), key=lambda i: rows[i].input_ids)
+    ids = [rows[i].input_ids for i in order]
+    n = len(ids)
+    common = []  # tokens shared by neighbours in sorted order, leaving each at least one token of its own
+    for k in range(n - 1):
+        a, b = ids[k], ids[k + 1]
+        limit = min(len(a), len(b)) - 1
+        c = 0
+        while c < limit and a[c] == b[c]:
+            c += 1
+        common.append(c)
+    best = [0] * (n + 1)  # best[j]: most tokens saved by grouping the first j rows
+    start = [0] * (n + 1)
+    for j in range(1, n + 1):
+        best[j], start[j] = best[j - 1], j - 1  # row j-1 alone
+        shared = None
+        for i in range(j - 2, -1, -1):  # a group of rows i..j-1
+            shared = common[i] if shared is None else min(shared, common[i])
+            if shared < MIN_SHARED_PREFIX:
+                break
+            saved = best[i] + (j - 1 - i) * shared
+            if saved > best[j]:
+                best[j], start[j] = saved, i
     groups: list[tuple[int, list[int]]] = []
-    for i in order:
-        ids = rows[i].input_ids
-        if groups:
-            length, members = groups[-1]
-            first = rows[members[0]].input_ids
-            common = 0
-            limit = min(length, len(ids) - 1)
-            while common < limit and first[common] == ids[common]:
-                common += 1
-            if common >= MIN_SHARED_PREFIX:
-                groups[-1] = (common, [*members, i])
-                continue
-        groups.append((len(ids) - 1, [i]))
-    return groups
+    j = n
+    while j > 0:
+        i = start[j]
+        members = [order[k] for k in range(i, j)]
+        length = min(common[i : j - 1]) if j - 1 > i else len(ids[i]) - 1
+        groups.append((length, members))
+        j = i
+    return groups[::-1]
 
 
 def _left_pad(sequences: Sequence[Sequence[int]], pad_id: int, torch: Any, device: Any) -> tuple[Any, Any]:
@@ -237,7 +262,8 @@ def decode_batch(
         while True:
             if bitmask is not None:
                 logits = logits.masked_fill(~masker.unpack(bitmask), float("-inf"))
-            chosen, scores = _choose(logits, [states[i] for i in active], torch)
+            forced = _forced_closing(states, active, bitmask)
+            chosen, scores = _choose(logits, [states[i] for i in active], torch, forced)
             for slot, i in enumerate(active):
                 if states[i].finish is None:
                     _advance(states[i], chosen[slot], scores[slot] if scores else None, stop_set, detokenize)
@@ -281,13 +307,35 @@ def _fill_masks(masker: _Masker | None, states: list[_State], active: list[int])
     return bitmask
 
 
-def _choose(logits: Any, states: list[_State], torch: Any) -> tuple[list[int], list[TokenScore] | None]:
-    """Pick the next token of every active row (greedy or sampled) and its logprobs when asked for."""
+def _forced_closing(states: list[_State], active: list[int], bitmask: Any) -> dict[int, int]:
+    """Slots whose budget is nearly spent, with the token that closes their JSON soonest (see ``_closing``)."""
+    forced: dict[int, int] = {}
+    if bitmask is None:
+        return forced
+    for slot, i in enumerate(active):
+        state = states[i]
+        row = state.row
+        if state.matcher is None or state.finish is not None or row.reserve <= 0:
+            continue
+        if row.max_new_tokens - len(state.out) <= row.reserve:
+            token = row.backend.closer.choose(bitmask[slot])
+            if token is not None:
+                forced[slot] = token
+                state.forced += 1
+    return forced
+
+
+def _choose(
+    logits: Any, states: list[_State], torch: Any, forced: dict[int, int] | None = None
+) -> tuple[list[int], list[TokenScore] | None]:
+    """Pick the next token of every active row (forced, greedy or sampled) and its logprobs when asked for."""
     greedy = logits.argmax(dim=-1)
     chosen = greedy.tolist()
+    for slot, token in (forced or {}).items():
+        chosen[slot] = token
     for slot, state in enumerate(states):
         row = state.row
-        if row.temperature <= 0 or state.finish is not None:
+        if row.temperature <= 0 or state.finish is not None or (forced and slot in forced):
             continue
         scaled = logits[slot] / row.temperature
         if row.top_k:
@@ -367,4 +415,5 @@ def _result(state: _State, detokenize: Callable[[list[int]], str]) -> RowResult:
         scores=scores,
         scores_complete=complete,
         grammar_backend=state.row.backend.name if state.matcher is not None else None,
+        forced_tokens=state.forced,
     )

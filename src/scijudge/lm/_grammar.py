@@ -68,8 +68,14 @@ class GrammarSpec:
     schema_json: str | None = None
 
     @classmethod
-    def from_response_format(cls, response_format: dict[str, Any] | None) -> GrammarSpec | None:
-        """Read an lm15 ``Config.response_format`` (``json_object`` or ``json_schema``); None when absent."""
+    def from_response_format(
+        cls, response_format: dict[str, Any] | None, *, max_string_chars: int | None = None
+    ) -> GrammarSpec | None:
+        """Read an lm15 ``Config.response_format`` (``json_object`` or ``json_schema``); None when absent.
+
+        ``max_string_chars`` caps every string in the schema that has no ``maxLength`` of its own, so a model
+        that never closes its rationale still ends it (a random adapter otherwise writes to the token limit).
+        """
         if not response_format:
             return None
         kind = response_format.get("type")
@@ -79,8 +85,30 @@ class GrammarSpec:
             schema = response_format.get("schema")
             if not isinstance(schema, dict):
                 raise GrammarError("response_format json_schema has no 'schema' object")
+            if max_string_chars is not None:
+                schema = bound_strings(schema, max_string_chars)
             return cls("json_schema", json.dumps(schema))  # key order is property order: keep it
         raise GrammarError(f"unsupported response_format type {kind!r}")
+
+
+def bound_strings(schema: dict[str, Any], max_chars: int) -> dict[str, Any]:
+    """A copy of ``schema`` whose free strings (no maxLength, enum, const or pattern) get ``maxLength``."""
+    if max_chars < 1:
+        raise GrammarError(f"max_string_chars must be at least 1, got {max_chars}")
+
+    def walk(part: Any) -> Any:
+        if isinstance(part, list):
+            return [walk(value) for value in part]
+        if not isinstance(part, dict):
+            return part
+        out = {key: walk(value) for key, value in part.items()}
+        kinds = out.get("type")
+        is_string = kinds == "string" or (isinstance(kinds, list) and "string" in kinds)
+        if is_string and not any(k in out for k in ("maxLength", "enum", "const", "pattern")):
+            out["maxLength"] = max(max_chars, int(out.get("minLength", 0)))
+        return out
+
+    return walk(schema)
 
 
 class GrammarBackend:
@@ -94,6 +122,7 @@ class GrammarBackend:
         self.stop_ids = list(stop_ids)
         self._cache: OrderedDict[GrammarSpec, Any] = OrderedDict()
         self._lock = threading.Lock()
+        self._closer: Any = None
 
     def compiled(self, spec: GrammarSpec) -> Any:
         """Compile ``spec`` once and reuse it (schemas repeat across every judgment of a rubric)."""
@@ -107,6 +136,16 @@ class GrammarBackend:
             while len(self._cache) > 64:
                 self._cache.popitem(last=False)
         return grammar
+
+    @property
+    def closer(self) -> Any:
+        """The forced-closing helper for this tokenizer (built on first use, ~1 s on a 128k vocabulary)."""
+        with self._lock:
+            if self._closer is None:
+                from scijudge.lm._closing import Closer
+
+                self._closer = Closer(self.tokenizer, self.vocab_size, self.stop_ids)
+            return self._closer
 
     def matcher(self, spec: GrammarSpec) -> Matcher:
         """A fresh matcher for one sequence."""

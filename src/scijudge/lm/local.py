@@ -61,6 +61,8 @@ __all__ = ["AsyncLocalEngine", "LocalEngine", "ModelRef", "local_lm", "parse_mod
 logger = logging.getLogger("scijudge.lm.local")
 
 DEFAULT_MAX_TOKENS = 1024
+# A judge's rationale needs a few sentences; a model that never closes its strings stops here (~150 words).
+DEFAULT_MAX_STRING_CHARS = 800
 
 
 def _chat_messages(request: Any) -> list[dict[str, str]]:
@@ -90,10 +92,19 @@ def _chat_messages(request: Any) -> list[dict[str, str]]:
     return messages
 
 
-def _prefix_key(messages: list[dict[str, str]]) -> str:
-    """Requests with the same system prompt share a prompt prefix; batch them together when possible."""
-    system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
-    return hashlib.sha1(system.encode("utf-8")).hexdigest()
+PREFIX_KEY_TOKENS = 64  # without a system prompt, rows whose prompts open with the same tokens share a prefix
+
+
+def _prefix_key(messages: list[dict[str, str]], input_ids: list[int]) -> str:
+    """Which queued requests should share a batch because their prompts share a prefix.
+
+    Rubric first (a system prompt): the same system prompt, i.e. the same rubric, across items. Item first (no
+    system prompt; see ``scijudge.judges.layout``): the same opening tokens, i.e. the same item, across rubrics.
+    """
+    if messages and messages[0]["role"] == "system":
+        return "system:" + hashlib.sha1(messages[0]["content"].encode("utf-8")).hexdigest()
+    opening = ",".join(map(str, input_ids[:PREFIX_KEY_TOKENS]))
+    return "opening:" + hashlib.sha1(opening.encode("ascii")).hexdigest()
 
 
 # ------------------------------------------------------------------------------------------------ engine
@@ -119,6 +130,8 @@ class LocalEngine:
         max_wait_ms: float = 10,
         merge_adapter: bool = True,
         grammar: str | None = None,
+        max_string_chars: int | None = DEFAULT_MAX_STRING_CHARS,
+        force_close: bool = True,
     ) -> None:
         """Resolve ``model`` offline and load it (shared with other engines on the same base and settings).
 
@@ -130,6 +143,9 @@ class LocalEngine:
             max_wait_ms: how long the first queued request waits for others to join its batch.
             merge_adapter: merge a LoRA adapter into the base weights while it is the base's only user.
             grammar: ``llguidance`` | ``xgrammar`` | ``outlines-core`` | ``none``; default: first installed.
+            max_string_chars: ``maxLength`` given to every schema string that has none (None: no cap).
+            force_close: when a constrained answer's budget is nearly spent, force the shortest valid ending,
+                so it parses instead of being cut off at ``max_tokens``.
         """
         if max_batch_size < 1:
             raise ModelError(f"max_batch_size must be at least 1, got {max_batch_size}")
@@ -140,6 +156,10 @@ class LocalEngine:
         self.max_wait_ms = float(max_wait_ms)
         self.merge_adapter = bool(merge_adapter)
         self.grammar = grammar
+        if max_string_chars is not None and int(max_string_chars) < 1:
+            raise ModelError(f"max_string_chars must be at least 1 (or None for no cap), got {max_string_chars}")
+        self.max_string_chars = int(max_string_chars) if max_string_chars is not None else None
+        self.force_close = bool(force_close)
         # Saved as asked (None = "the default of the machine that loads it"), in JSON-safe form.
         self._settings = {
             "dtype": None if dtype in (None, "auto") else dtype_name(dtype, on_cuda=False),
@@ -180,6 +200,8 @@ class LocalEngine:
             "max_wait_ms": self.max_wait_ms,
             "merge_adapter": self.merge_adapter,
             "grammar": self.grammar,
+            "max_string_chars": self.max_string_chars,
+            "force_close": self.force_close,
         }
 
     @classmethod
@@ -242,12 +264,14 @@ class LocalEngine:
         wanted = config.max_tokens or DEFAULT_MAX_TOKENS
         max_new = min(wanted, window - len(input_ids)) if window is not None else wanted
         backend = None
+        reserve = 0
         try:
-            spec = GrammarSpec.from_response_format(config.response_format)
+            spec = GrammarSpec.from_response_format(config.response_format, max_string_chars=self.max_string_chars)
             if spec is not None:
                 backend = runtime.grammar(self.grammar)
                 if backend is not None:
                     backend.compiled(spec)  # compile errors surface on the caller's request, not in the batch
+                    reserve = backend.closer.reserve(spec, backend) if self.force_close else 0
         except GrammarError as exc:
             raise InvalidRequestError(f"unsupported response_format: {exc}", provider="hf", status=400) from exc
         row = Row(
@@ -261,11 +285,12 @@ class LocalEngine:
             grammar=spec,
             backend=backend,
             logprobs=config.logprobs,
+            reserve=reserve,
         )
         inner = runtime.batcher.submit(
             row,
             group=self._adapter,
-            prefix_key=_prefix_key(messages),
+            prefix_key=_prefix_key(messages, input_ids),
             max_batch_size=self.max_batch_size,
             max_wait_s=self.max_wait_ms / 1000.0,
         )
@@ -307,7 +332,8 @@ class LocalEngine:
             usage=Usage(input_tokens=input_tokens, output_tokens=len(result.token_ids)),
             logprobs=logprobs,
             logprobs_complete=result.scores_complete,
-            provider_data={"engine": "scijudge.local", "grammar": result.grammar_backend},
+            provider_data={"engine": "scijudge.local", "grammar": result.grammar_backend,
+                           "forced_tokens": result.forced_tokens},
         )
 
 
@@ -349,6 +375,8 @@ def local_lm(
     max_wait_ms: float = 10,
     merge_adapter: bool = True,
     grammar: str | None = None,
+    max_string_chars: int | None = DEFAULT_MAX_STRING_CHARS,
+    force_close: bool = True,
     **lm_kwargs: Any,
 ) -> Any:
     """A ``dspy.LM`` backed by a local transformers (+PEFT) model; see the module docstring.
@@ -361,6 +389,6 @@ def local_lm(
 
     engine = LocalEngine(
         model, dtype=dtype, device_map=device_map, max_batch_size=max_batch_size, max_wait_ms=max_wait_ms,
-        merge_adapter=merge_adapter, grammar=grammar,
+        merge_adapter=merge_adapter, grammar=grammar, max_string_chars=max_string_chars, force_close=force_close,
     )
     return dspy.LM(model, engine=engine, async_engine=AsyncLocalEngine(engine), **lm_kwargs)

@@ -92,7 +92,7 @@ def _build_tokenizer() -> Any:
         bos_token="<|bos|>",
         eos_token="<|end|>",
         pad_token="<|pad|>",
-        model_max_length=8192,
+        model_max_length=32768,
         padding_side="left",
     )
     fast.chat_template = _CHAT_TEMPLATE
@@ -144,7 +144,7 @@ def build_tiny_model(folder: str | Path, *, seed: int = 0, with_adapter: bool = 
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=8192,  # rotary positions: a long context costs no parameters
+        max_position_embeddings=32768,  # rotary positions: a long context costs no parameters
         initializer_range=0.2,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
