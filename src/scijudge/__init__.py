@@ -1,27 +1,44 @@
-"""scijudge: optimizable LLM-as-a-judge modules for scientific text, built on DSPy."""
+"""scijudge: optimizable LLM-as-a-judge modules for scientific text, built on DSPy.
+
+Names are imported on first use, so ``import scijudge`` (and opening a run store) loads no DSPy.
+"""
 
 from __future__ import annotations
 
+import importlib as _importlib
 import os as _os
+from typing import Any as _Any
 
 _os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "true")
 
-from scijudge.data import Item, Paper, load_items  # noqa: E402
-from scijudge.errors import InputError, ModelError, ScijudgeError, SpecError, UnknownJudgeError  # noqa: E402
-from scijudge.judges import Judge, JudgeResult, load_judge  # noqa: E402
-from scijudge.labels import HumanLabel  # noqa: E402
-from scijudge.lm import make_lm  # noqa: E402
-from scijudge.outputs import JudgeOutput, LikertRating, PairwiseJudgment, RunFields  # noqa: E402
-from scijudge.runner import RunSummary, judge_items  # noqa: E402
-from scijudge.runs import Run  # noqa: E402
-from scijudge.specs import JudgeSpec, get_spec, list_specs, load_spec_file  # noqa: E402
-from scijudge.structured import Abstained, Attempt, ChainConfig, StructuredChain  # noqa: E402
-
 __version__ = "0.1.0"
 
-__all__ = [
-    "Abstained", "Attempt", "ChainConfig", "HumanLabel", "InputError", "Item", "Judge", "JudgeOutput",
-    "JudgeResult", "JudgeSpec", "LikertRating", "ModelError", "PairwiseJudgment", "Paper", "Run", "RunFields",
-    "RunSummary", "ScijudgeError", "SpecError", "StructuredChain", "UnknownJudgeError", "get_spec",
-    "judge_items", "list_specs", "load_items", "load_judge", "load_spec_file", "make_lm", "__version__",
-]
+_EXPORTS = {
+    "Item": "scijudge.data", "Paper": "scijudge.data", "load_items": "scijudge.data",
+    "InputError": "scijudge.errors", "ModelError": "scijudge.errors", "ScijudgeError": "scijudge.errors",
+    "SpecError": "scijudge.errors", "UnknownJudgeError": "scijudge.errors",
+    "Judge": "scijudge.judges", "JudgeResult": "scijudge.records", "load_judge": "scijudge.judges",
+    "HumanLabel": "scijudge.labels", "make_lm": "scijudge.lm",
+    "JudgeOutput": "scijudge.outputs", "LikertRating": "scijudge.outputs", "PairwiseJudgment": "scijudge.outputs",
+    "RunFields": "scijudge.outputs",
+    "RunSummary": "scijudge.runner", "judge_items": "scijudge.runner", "Run": "scijudge.runs",
+    "JudgeSpec": "scijudge.specs", "get_spec": "scijudge.specs", "list_specs": "scijudge.specs",
+    "load_spec_file": "scijudge.specs",
+    "Abstained": "scijudge.structured", "Attempt": "scijudge.records", "ChainConfig": "scijudge.structured",
+    "StructuredChain": "scijudge.structured",
+}
+
+__all__ = sorted([*_EXPORTS, "__version__"])
+
+
+def __getattr__(name: str) -> _Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'scijudge' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

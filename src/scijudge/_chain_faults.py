@@ -40,6 +40,9 @@ def classify(exc: BaseException) -> tuple[Fault, str]:
         return "rate_limited", "rate_limited"
     if is_connect_failure(exc):
         return "run", "transport_error"
+    text = str(exc).lower()
+    if "text/html" in text or "invalid response from llm endpoint" in text:
+        return "run", "provider_error"  # a web page, not an API: wrong --api-base or a login proxy
     if isinstance(exc, errors.LMTimeoutError):
         return "timeout", "timeout"
     if isinstance(exc, errors.LMServerError):

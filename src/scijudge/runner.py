@@ -151,21 +151,54 @@ def _pending(items: Sequence[Item], judges: Sequence[Judge], run: Run | None, re
                              changed=len(found.changed_items))
 
 
-class _Breaker:
-    """Stops a run after ``limit`` judgments in a row got no answer."""
+class _Gate:
+    """Shared by the pool's threads: whether new judgments may start, and the streak of ones with no answer.
 
-    def __init__(self, limit: int) -> None:
-        self.limit = max(1, limit)
+    Checked by each task before it sends anything, so that a fault or a stop request halts the queued tasks
+    at once instead of after the main thread has noticed.
+    """
+
+    def __init__(self, stop: threading.Event, breaker: int) -> None:
+        self.stop = stop
+        self.limit = max(1, breaker)
         self.streak = 0
+        self.fatal: BaseException | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def closed(self) -> bool:
+        return self.stop.is_set() or self.fatal is not None
 
     def ok(self) -> None:
-        self.streak = 0
+        with self._lock:
+            self.streak = 0
 
-    def failed(self, reason: str) -> None:
-        self.streak += 1
-        if self.streak >= self.limit:
-            raise EndpointError(f"stopped after {self.streak} judgments in a row got no answer from the model "
-                                f"(last: {reason}); check the endpoint, then re-run to resume")
+    def no_answer(self, reason: str) -> None:
+        with self._lock:
+            self.streak += 1
+            if self.streak >= self.limit and self.fatal is None:
+                self.fatal = EndpointError(
+                    f"stopped after {self.streak} judgments in a row got no answer from the model (last: {reason}); "
+                    "check the endpoint, then re-run to resume")
+
+    def fail(self, exc: BaseException) -> None:
+        with self._lock:
+            self.fatal = self.fatal or exc
+
+    def run(self, item: Item, judge: Judge, part: str) -> JudgeResult | None:
+        """Judge one task unless the gate is closed (None: not started, nothing sent)."""
+        if self.closed:
+            return None
+        try:
+            result = judge.judge_item(item, part)
+        except TransportFailure as exc:
+            self.no_answer(str(exc))
+            raise
+        except Exception as exc:
+            self.fail(exc)
+            raise
+        self.ok()
+        return result
 
 
 def judge_items(items: Sequence[Item], judges: Sequence[Judge], *, run: Run | None = None,
@@ -196,65 +229,63 @@ def judge_items(items: Sequence[Item], judges: Sequence[Judge], *, run: Run | No
 
 
 def _judge_items(items, judges, run, concurrency, limit, retry_abstained, on_result, stop, grace,  # noqa: ANN001, ANN202, PLR0913
-                 breaker_limit):
+                 breaker):
     tasks, summary = _pending(items, judges, run, retry_abstained, limit)
     started = time.perf_counter()
-    stop = stop or threading.Event()
-    breaker = _Breaker(breaker_limit)
+    gate = _Gate(stop or threading.Event(), breaker)
     pending_tasks = iter(tasks)
     pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="scijudge")
-    in_flight: set[Future[JudgeResult]] = set()
-    fatal: BaseException | None = None
+    in_flight: set[Future[JudgeResult | None]] = set()
 
     def submit_next() -> None:
-        if stop.is_set() or fatal is not None:
+        if gate.closed:
             return
         task = next(pending_tasks, None)
         if task is not None:
-            item, judge, part = task
-            in_flight.add(pool.submit(judge.judge_item, item, part))
+            in_flight.add(pool.submit(gate.run, *task))
 
     for _ in range(max(1, concurrency) * 2):  # bounded submission keeps memory flat for huge item files
         submit_next()
     deadline: float | None = None
     try:
         while in_flight:
-            if (stop.is_set() or fatal is not None) and deadline is None:
+            if gate.closed and deadline is None:
                 deadline = time.monotonic() + grace
+                for queued in [f for f in in_flight if f.cancel()]:  # not started: never sent
+                    in_flight.discard(queued)
+                if not in_flight:
+                    break
             timeout = 0.2 if deadline is None else max(0.0, min(0.2, deadline - time.monotonic()))
             finished, _ = wait(in_flight, timeout=timeout, return_when=FIRST_COMPLETED)
             for future in finished:
                 in_flight.discard(future)
+                if future.cancelled():
+                    continue
                 try:
                     result = future.result()
                 except TransportFailure as exc:
                     summary.add_no_answer(str(exc))
-                    if fatal is None:
-                        try:
-                            breaker.failed(str(exc))
-                        except EndpointError as stopped:
-                            fatal = stopped
-                except Exception as exc:  # noqa: BLE001 - a fatal error (endpoint, bad input) stops the run
-                    fatal = fatal or exc
+                except Exception:  # noqa: BLE001, S110 - kept by the gate; raised once the pool has stopped
+                    pass
                 else:
-                    breaker.ok()
-                    if run is not None:
-                        run.record(result)
-                    summary.add(result)
-                    if on_result is not None:
-                        on_result(result, summary)
+                    if result is not None:
+                        if run is not None:
+                            run.record(result)
+                        summary.add(result)
+                        if on_result is not None:
+                            on_result(result, summary)
                 submit_next()
             if deadline is not None and time.monotonic() >= deadline:
                 break
     finally:
         summary.abandoned = len(in_flight)
-        summary.interrupted = stop.is_set()
+        summary.interrupted = gate.stop.is_set()
         pool.shutdown(wait=False, cancel_futures=True)
         summary.seconds = time.perf_counter() - started
-    if fatal is not None:
+    if gate.fatal is not None:
         # Everything that completed before the failure is stored; a re-run resumes from there.
-        fatal.summary = summary  # type: ignore[attr-defined]
-        raise fatal
+        gate.fatal.summary = summary  # type: ignore[attr-defined]
+        raise gate.fatal
     return summary
 
 
@@ -274,11 +305,16 @@ class JudgeRecipe:
     model: str
     lm_options: dict[str, Any] = field(default_factory=dict)
     judge_options: dict[str, Any] = field(default_factory=dict)
+    chain_options: dict[str, Any] = field(default_factory=dict)
 
     def build(self) -> Judge:
-        from scijudge.judges.base import build_judge
+        from dataclasses import replace
+
+        from scijudge.judges.base import build_judge, default_chain
         from scijudge.lm import make_lm
 
+        if self.chain_options:
+            default_chain().config = replace(default_chain().config, **self.chain_options)
         return build_judge(self.spec, lm=make_lm(self.model, **self.lm_options), **self.judge_options)
 
 
@@ -469,7 +505,7 @@ class WorkerPool:
         fatal: tuple[str, str] | None = None
         running = len(shards)
         outstanding = len(payload)
-        gate = _Breaker(breaker)
+        gate = _Gate(threading.Event(), breaker)
         deadline: float | None = None
         try:
             while running:
@@ -490,10 +526,9 @@ class WorkerPool:
                     outstanding -= 1
                     summary.add_no_answer(data)
                     if fatal is None:
-                        try:
-                            gate.failed(data)
-                        except EndpointError as exc:
-                            fatal = ("endpoint", str(exc))
+                        gate.no_answer(data)
+                        if gate.fatal is not None:
+                            fatal = ("endpoint", str(gate.fatal))
                 else:
                     outstanding -= 1
                     gate.ok()
