@@ -122,8 +122,7 @@ def plan_run(items: Sequence[Item], judges: Sequence[Judge], run: Run | None, *,
                 if not_applicable is not None:
                     not_applicable.append((item.id, judge.name))
                 continue
-            judge.inputs_for(item, parts[0])  # fail early, before any LM call
-            lm = judge._lm()
+            lm = judge._lm()  # (computing the key reads the inputs: a missing one fails here, before any LM call)
             model, endpoint = model_name(lm), endpoint_of(lm)
             for part in parts:
                 key = judgment_key_for(item, judge, part)
@@ -354,6 +353,9 @@ def _worker(recipes: list[JudgeRecipe], concurrency: int, use_cache: bool, inbox
     """
     from concurrent.futures import CancelledError
 
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent decides
     if parent is not None:
         _die_with_parent(parent)
     import dspy

@@ -30,6 +30,9 @@ from typing import Any, Literal
 import pydantic
 
 from scijudge import _chain_faults as faults
+from scijudge._chain_cache import cache_key as _cache_key
+from scijudge._chain_cache import cached_response as _cached_response
+from scijudge._chain_cache import store_response as _store_response
 from scijudge.errors import EndpointError, TransportFailure
 from scijudge.lm import _dspy_compat
 from scijudge.records import Attempt, Outcome
@@ -447,51 +450,6 @@ def _call_with_deadline(lm: Any, request: Any, deadline: float | None) -> Any:
     if "error" in box:
         raise box["error"]
     return box["response"]
-
-
-# --- scijudge's own entries in DSPy's response cache: validated answers only, keyed with the endpoint ---
-_CACHE_VERSION = "scijudge.chain/1"
-
-
-def _cache_key(lm: Any, request: Any) -> dict[str, Any]:
-    from scijudge.records import endpoint_of
-
-    return {"_fn_identifier": _CACHE_VERSION, "endpoint": endpoint_of(lm),
-            "request": _dspy_compat.request_as_dict(request)}
-
-
-@dataclass
-class _CachedResponse:
-    text: str
-    finish_reason: str | None
-    logprobs: Any = None
-
-
-def _cached_response(key: dict[str, Any]) -> _CachedResponse | None:
-    entry = _dspy_compat.cache_get(key)
-    if not isinstance(entry, dict) or entry.get("version") != _CACHE_VERSION:
-        return None
-    return _CachedResponse(entry["text"], entry.get("finish_reason"), _logprobs_from_dicts(entry.get("logprobs")))
-
-
-def _store_response(key: dict[str, Any], response: Any) -> None:
-    _dspy_compat.cache_put(key, {"version": _CACHE_VERSION, "text": response.text or "",
-                                 "finish_reason": response.finish_reason,
-                                 "logprobs": _logprobs_as_dicts(response.logprobs)})
-
-
-@dataclass
-class _Token:
-    token: str
-    logprob: float
-    top: list[Any]
-
-
-def _logprobs_from_dicts(data: Any) -> list[_Token] | None:
-    if not data:
-        return None
-    return [_Token(t["token"], t["logprob"], [_Token(c["token"], c["logprob"], []) for c in t["top_logprobs"]])
-            for t in data]
 
 
 @lru_cache(maxsize=512)
