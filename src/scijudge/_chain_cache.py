@@ -28,7 +28,9 @@ _CACHE_VERSION = "scijudge.chain/1"
 def cache_key(lm: Any, request: Any) -> dict[str, Any]:
     from scijudge.records import endpoint_of
 
+    # rollout_id: optimizers resample with lm.copy(rollout_id=...); each rollout is a separate entry, as in DSPy.
     return {"_fn_identifier": _CACHE_VERSION, "endpoint": endpoint_of(lm),
+            "rollout_id": (getattr(lm, "kwargs", None) or {}).get("rollout_id"),
             "request": _dspy_compat.request_as_dict(request)}
 
 

@@ -258,6 +258,9 @@ class StructuredChain(JSONAdapter):
                         key = _cache_key(lm, request) if use_cache else None
                         response = _cached_response(key) if key is not None else None
                         if response is not None:
+                            notify = getattr(lm, "scijudge_cache_hit", None)
+                            if callable(notify):  # e.g. an optimization budget counts cache hits as calls
+                                notify()
                             record.attempts.append(Attempt(strategy=strategy, temperature=temperature,
                                                            max_tokens=max_tokens, outcome="ok", cached=True))
                         else:

@@ -173,6 +173,14 @@ class _BudgetedMixin:
         finally:
             self._sj_gate._finished()
 
+    def scijudge_cache_hit(self) -> None:
+        """A call the structured chain answered from its own cache: counted like a DSPy cache hit."""
+        self._sj_gate.acquire(1)
+        try:
+            self._sj_gate.record({"usage": {}})
+        finally:
+            self._sj_gate._finished()
+
     def update_history(self, entry: dict[str, Any]) -> None:
         self._sj_gate.record(entry)
         super().update_history(entry)  # type: ignore[misc]
