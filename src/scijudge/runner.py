@@ -174,6 +174,8 @@ class _Gate:
 
     def no_answer(self, reason: str) -> None:
         with self._lock:
+            if self.stop.is_set():
+                return  # a stopped run's unanswered judgments say nothing about the endpoint
             self.streak += 1
             if self.streak >= self.limit and self.fatal is None:
                 self.fatal = EndpointError(
@@ -188,16 +190,27 @@ class _Gate:
         """Judge one task unless the gate is closed (None: not started, nothing sent)."""
         if self.closed:
             return None
+        from scijudge.structured import STOP
+
+        token = STOP.set(self)  # the chain sends nothing (retries included) once the gate closes
         try:
             result = judge.judge_item(item, part)
         except TransportFailure as exc:
+            if self.closed:
+                return None  # stopped (or another task hit a fault) before it got an answer: not a judgment
             self.no_answer(str(exc))
             raise
         except Exception as exc:
             self.fail(exc)
             raise
+        finally:
+            STOP.reset(token)
         self.ok()
         return result
+
+    def is_set(self) -> bool:
+        """Closed, seen as an event by the chain."""
+        return self.closed
 
 
 def judge_items(items: Sequence[Item], judges: Sequence[Judge], *, run: Run | None = None,
@@ -371,9 +384,15 @@ def _worker(recipes: list[JudgeRecipe], concurrency: int, use_cache: bool, inbox
     outbox.put(("ready", None))
 
     def judge_one(judge: Judge, item: Item, part: str) -> JudgeResult | None:
+        from scijudge.structured import STOP
+
         if stop is not None and stop.is_set():
             return None
-        return judge.judge_item(item, part)
+        token = STOP.set(stop)
+        try:
+            return judge.judge_item(item, part)
+        finally:
+            STOP.reset(token)
 
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         while (batch := inbox.get()) is not None:
@@ -507,7 +526,7 @@ class WorkerPool:
         fatal: tuple[str, str] | None = None
         running = len(shards)
         outstanding = len(payload)
-        gate = _Gate(threading.Event(), breaker)
+        gate = _Gate(stop or threading.Event(), breaker)
         deadline: float | None = None
         try:
             while running:

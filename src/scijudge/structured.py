@@ -62,6 +62,13 @@ class CallRecord:
 
 
 _CURRENT: contextvars.ContextVar[CallRecord | None] = contextvars.ContextVar("scijudge_call", default=None)
+STOP: contextvars.ContextVar[Any] = contextvars.ContextVar("scijudge_stop", default=None)
+"""An event (``is_set()``) the runner sets when the run stops: no request is sent after it, retries included."""
+
+
+def _stopped() -> bool:
+    event = STOP.get()
+    return event is not None and event.is_set()
 
 
 def current_record() -> CallRecord | None:
@@ -302,6 +309,8 @@ class StructuredChain(JSONAdapter):
         tries: dict[str, int] = {}
         while True:
             self._wait_for_pause(lm)
+            if _stopped():
+                raise TransportFailure("the run was stopped before this request was sent")
             started = time.perf_counter()
             try:
                 response = _call_with_deadline(lm, request, _deadline(lm))
@@ -398,9 +407,8 @@ class StructuredChain(JSONAdapter):
     def _wait_for_pause(self, lm: Any) -> None:
         with self._lock:
             until = self._paused_until.get(_model_key(lm), 0.0)
-        remaining = until - time.monotonic()
-        if remaining > 0:
-            time.sleep(remaining)
+        while (remaining := until - time.monotonic()) > 0 and not _stopped():
+            time.sleep(min(remaining, 0.1))
 
     def _backoff(self, retry: int) -> float:
         ceiling = min(self.config.backoff_max, self.config.backoff_base * (2 ** retry))

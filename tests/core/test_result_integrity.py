@@ -241,3 +241,16 @@ def _other_process_claims(path) -> str:  # noqa: ANN001
 
         raise RunBusyError(out[6:])
     return out
+
+
+def test_a_stop_sends_nothing_more_not_even_retries_after_a_pause(loopback, tmp_path):
+    import threading
+
+    server = loopback(lambda b: Fault(429, "slow down", "rate_limit_error", headers={"Retry-After": "1"}))
+    stop = threading.Event()
+    threading.Timer(0.3, stop.set).start()
+    with Run(tmp_path / "r.sqlite") as run:
+        summary = judge_items(items(6), judges(server.url, names=("t.a",)), run=run, concurrency=2, stop=stop, grace=3)
+    time.sleep(1.2)
+    assert summary.interrupted and summary.judged == 0 and len(Run(tmp_path / "r.sqlite")) == 0
+    assert server.count == 2, "only the first request of each started judgment; no retry after the stop"
