@@ -253,4 +253,6 @@ def test_a_stop_sends_nothing_more_not_even_retries_after_a_pause(loopback, tmp_
         summary = judge_items(items(6), judges(server.url, names=("t.a",)), run=run, concurrency=2, stop=stop, grace=3)
     time.sleep(1.2)
     assert summary.interrupted and summary.judged == 0 and len(Run(tmp_path / "r.sqlite")) == 0
-    assert server.count == 2, "only the first request of each started judgment; no retry after the stop"
+    # The first request of each judgment started before the stop (the second may already wait on the pause);
+    # without the stop, both would retry once the 1 s pause ends.
+    assert 1 <= server.count <= 2, "no retry after the stop"
