@@ -20,7 +20,7 @@ _LAZY: dict[str, str] = {
     "HumanLabel": "scijudge.labels", "load_labels": "scijudge.labels",
     # judges
     "Judge": "scijudge.judges", "load_judge": "scijudge.judges",
-    "JudgeResult": "scijudge.judges.base", "Attempt": "scijudge.structured",
+    "JudgeResult": "scijudge.records", "Attempt": "scijudge.records",
     "JudgeOutput": "scijudge.outputs", "LikertRating": "scijudge.outputs", "PairwiseJudgment": "scijudge.outputs",
     "RunFields": "scijudge.outputs",
     "JudgeSpec": "scijudge.specs", "get_spec": "scijudge.specs", "list_specs": "scijudge.specs",

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from scijudge.errors import ScijudgeError
+from scijudge.errors import EXIT_INCOMPLETE, EXIT_INTERRUPTED, ScijudgeError
 from scijudge.redaction import redact, redact_argv
 
 app = typer.Typer(
@@ -30,7 +30,7 @@ out = Console()
 def _fail(exc: BaseException) -> None:
     """One line, no traceback: credentials redacted, and text from data never read as terminal markup."""
     console.print(f"[bold red]error:[/] {escape(redact(str(exc)))}", highlight=False, soft_wrap=True)
-    raise typer.Exit(2)
+    raise typer.Exit(getattr(exc, "exit_code", 2))
 
 
 def _os_error(exc: OSError) -> ScijudgeError:
@@ -127,7 +127,9 @@ def judge_cmd(
     retry_abstained: Annotated[bool, typer.Option(help="Judge earlier abstentions again.")] = False,
     rating_probs: Annotated[bool, typer.Option(help="Ask for token logprobs and store P(rating) (models that return logprobs).")] = False,
     cache: Annotated[bool, typer.Option(help="Use DSPy's response cache.")] = True,
-    timeout: Annotated[float, typer.Option(help="Seconds before a request times out (then retried).")] = 60.0,
+    timeout: Annotated[float, typer.Option(help="Deadline in seconds for a whole request, connect to last byte (retried once; a streak of them stops the run).")] = 60.0,
+    retry_after_cap: Annotated[float, typer.Option(help="Longest Retry-After (seconds) a rate limit may pause the run for; a longer one stops the run.")] = 120.0,
+    grace: Annotated[float, typer.Option(help="On Ctrl-C/SIGTERM, seconds to wait for requests in flight so that their answers are stored.")] = 10.0,
     max_tokens: Annotated[Optional[int], typer.Option(help="Max output tokens per call.")] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
     reports: Annotated[Optional[Path], typer.Option(help="Checklist judges: ITEMS is a ResearchRubrics task file and this is the reports folder (<sample_id>.md/.txt) or a JSONL of {sample_id, report}.")] = None,
@@ -145,6 +147,13 @@ def judge_cmd(
     layout: Annotated[str, typer.Option(help="Prompt order: rubric-first (default) or item-first (a local engine then shares each item's prefix across its rubrics).")] = "rubric-first",
 ) -> None:
     """Judge every item with every judge; each judgment is saved to the run store as it completes.
+
+    Re-running with the same --run resumes: judgments already stored for the same item content, judge spec,
+    model, endpoint and decoding settings are skipped; an edited item is judged again. Exit codes: 0 all
+    done; 2 bad input; 3 stopped early (endpoint unreachable, auth, model not found, rate limit over the cap,
+    a streak of failures, or another process writing the store); 4 some judgments got no answer (re-run to
+    retry them); 130 interrupted (Ctrl-C/SIGTERM: answers in flight get --grace seconds and are stored; a
+    second Ctrl-C quits at once).
 
     Example: scijudge judge datasets/yescieval_example/items.jsonl -j 'yescieval.qa.*' -m openai/gpt-4o-mini --run runs/qa.sqlite
 
@@ -174,6 +183,8 @@ def judge_cmd(
         console.print(f"[yellow]skipped[/] {escape(redact(str(s)))}", highlight=False, soft_wrap=True)
     lm_options = dict(api_base=api_base, cache=cache, timeout=timeout, max_tokens=max_tokens)
     judge_options = dict(rating_probs=rating_probs, chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens)
+    chain_options = dict(retry_after_cap=retry_after_cap)
+    _configure_chain(chain_options)
     lm = make_lm(model, **lm_options) if ray is None else None  # Ray actors load local models, not the driver
     judges = [build_judge(spec, lm=lm, **judge_options) for spec in specs] if lm is not None else []
     if judges and (fused or layout != "rubric-first"):  # issue 17 hook: fused judge and prompt layout
@@ -190,11 +201,12 @@ def judge_cmd(
             judges = [FusedJudge(likert, lm=lm)] + [j for s, j in zip(specs, judges) if s.family != "likert"]
         judges = [apply_layout(j, layout) for j in judges]
     run_path = run or Path("runs") / f"{items.stem}.sqlite"
-    store = Run(run_path)
+    store = Run(run_path).claim_writer()
+    from scijudge.records import safe_endpoint
     from scijudge.vocab import score_scale_of
 
     store.set_meta(items=str(items), judges=[s.name for s in specs], model=model,
-                   api_base=redact(api_base), argv=_safe_argv(),
+                   api_base=safe_endpoint(api_base) or None, argv=_safe_argv(),
                    # the score scale of each judge as its spec declared it, for calibration (issue 11)
                    scales={s.name: list(score_scale_of(s)) for s in specs if s.scale is not None})
     if skip_invalid:
@@ -208,23 +220,105 @@ def judge_cmd(
             except ScijudgeError as exc:
                 console.print(f"[yellow]skipped[/] {escape(redact(str(exc)))}", highlight=False, soft_wrap=True)
         loaded = valid
-    if batch or ray is not None:
-        from scijudge.commands.batches import judge_scaled
-        from scijudge.runner import JudgeRecipe
+    stop = _StopOnSignal(grace)
+    with stop:
+        try:
+            if batch or ray is not None:
+                from scijudge.commands.batches import judge_scaled
+                from scijudge.runner import JudgeRecipe
 
-        recipes = [JudgeRecipe(spec, model, lm_options, judge_options) for spec in specs]
-        summary = judge_scaled(loaded, judges, recipes, store, batch=batch, batch_size=batch_size,
-                               batch_poll=batch_poll, batch_fallback=batch_fallback, ray=ray,
-                               concurrency=concurrency, limit=limit, retry_abstained=retry_abstained, console=console)
-    elif processes > 1:
-        from scijudge.runner import JudgeRecipe, judge_items_in_processes
+                recipes = [JudgeRecipe(spec, model, lm_options, judge_options, chain_options) for spec in specs]
+                summary = judge_scaled(loaded, judges, recipes, store, batch=batch, batch_size=batch_size,
+                                       batch_poll=batch_poll, batch_fallback=batch_fallback, ray=ray,
+                                       concurrency=concurrency, limit=limit, retry_abstained=retry_abstained,
+                                       console=console)
+            elif processes > 1:
+                from scijudge.runner import JudgeRecipe, judge_items_in_processes
 
-        recipes = [JudgeRecipe(spec, model, lm_options, judge_options) for spec in specs]
-        summary = judge_items_in_processes(loaded, recipes, processes=processes, run=store, concurrency=concurrency,
-                                           limit=limit, retry_abstained=retry_abstained, use_cache=cache)
-    else:
-        summary = _run_with_progress(loaded, judges, store, concurrency, limit, retry_abstained, progress)
+                recipes = [JudgeRecipe(spec, model, lm_options, judge_options, chain_options) for spec in specs]
+                summary = judge_items_in_processes(loaded, recipes, processes=processes, run=store,
+                                                   concurrency=concurrency, limit=limit,
+                                                   retry_abstained=retry_abstained, use_cache=cache,
+                                                   stop=stop.event, grace=grace)
+            else:
+                summary = _run_with_progress(loaded, judges, store, concurrency, limit, retry_abstained, progress,
+                                             stop=stop.event, grace=grace)
+        except ScijudgeError as exc:
+            partial = getattr(exc, "summary", None)
+            if partial is not None:
+                _print_summary(partial, run_path)
+            console.print(f"[bold red]error:[/] {escape(redact(str(exc)))}", highlight=False, soft_wrap=True)
+            console.print(f"resume with: {escape(_resume_command())}", highlight=False, soft_wrap=True)
+            _exit(store, getattr(exc, "exit_code", 3))
     _print_summary(summary, run_path)
+    if summary.interrupted:
+        console.print(f"interrupted: {summary.judged} judgments stored in {run_path} this run"
+                      + (f", {summary.abandoned} left unanswered" if summary.abandoned else "")
+                      + f"\nresume with: {escape(_resume_command())}", highlight=False, soft_wrap=True)
+        _exit(store, EXIT_INTERRUPTED)
+    if summary.no_answer:
+        console.print(f"[yellow]{summary.no_answer} judgments got no answer and were not stored;[/] re-run to retry "
+                      f"them: {escape(_resume_command())}", highlight=False, soft_wrap=True)
+        _exit(store, EXIT_INCOMPLETE)
+    store.close()
+
+
+def _configure_chain(options: dict) -> None:  # noqa: ANN001
+    """Apply run-wide chain settings (e.g. the Retry-After cap) to the process-wide chain."""
+    from dataclasses import replace
+
+    from scijudge.judges.base import default_chain
+
+    chain = default_chain()
+    chain.config = replace(chain.config, **options)
+
+
+def _exit(store, code: int) -> None:  # noqa: ANN001
+    """Leave now: the store has every completed judgment committed; threads still waiting on a request are
+    abandoned rather than joined."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        store.close()
+    finally:
+        os._exit(code)
+
+
+def _resume_command() -> str:
+    import shlex
+
+    return "scijudge " + " ".join(shlex.quote(a) for a in _safe_argv())
+
+
+class _StopOnSignal:
+    """First Ctrl-C/SIGTERM: stop sending and let requests in flight finish (grace); the second: quit at once."""
+
+    def __init__(self, grace: float) -> None:
+        import threading
+
+        self.event = threading.Event()
+        self.grace = grace
+        self._previous: dict = {}
+
+    def _handle(self, signum, frame) -> None:  # noqa: ANN001
+        if self.event.is_set():
+            os._exit(EXIT_INTERRUPTED)
+        self.event.set()
+        console.print(f"\nstopping: no new requests; waiting up to {self.grace:g} s for answers in flight "
+                      "(press Ctrl-C again to quit at once)", highlight=False)
+
+    def __enter__(self) -> "_StopOnSignal":
+        import signal
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
 
 
 def _safe_argv() -> list[str]:
@@ -232,7 +326,7 @@ def _safe_argv() -> list[str]:
     return redact_argv(sys.argv[1:])
 
 
-def _run_with_progress(items, judges, store, concurrency, limit, retry_abstained, show):  # noqa: ANN001, ANN202
+def _run_with_progress(items, judges, store, concurrency, limit, retry_abstained, show, stop=None, grace=10.0):  # noqa: ANN001, ANN202
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from scijudge.runner import judge_items, plan
@@ -251,7 +345,7 @@ def _run_with_progress(items, judges, store, concurrency, limit, retry_abstained
                        extra=f"tok {summary.tokens_in + summary.tokens_out:,}{cost} abst {summary.abstained}")
 
         return judge_items(items, judges, run=store, concurrency=concurrency, limit=limit,
-                           retry_abstained=retry_abstained, on_result=on_result)
+                           retry_abstained=retry_abstained, on_result=on_result, stop=stop, grace=grace)
 
 
 def _print_summary(summary, run_path: Path) -> None:  # noqa: ANN001
@@ -259,6 +353,8 @@ def _print_summary(summary, run_path: Path) -> None:  # noqa: ANN001
     for label, value in [
         ("judged now", summary.judged), ("ok", summary.ok), ("abstained", summary.abstained),
         ("already done (skipped)", summary.skipped_done),
+        ("items changed since the last run (judged again)", summary.changed),
+        ("no answer (not stored; re-run to retry)", getattr(summary, "no_answer", 0)),
         ("not applicable (pairwise judge, one answer)", summary.not_applicable), ("tokens in/out", f"{summary.tokens_in:,} / {summary.tokens_out:,}"),
         ("cost (USD, estimated)", f"{summary.cost:.4f}"), ("seconds", f"{summary.seconds:.1f}"),
     ]:
@@ -273,8 +369,9 @@ def export_cmd(
     run: Annotated[Path, typer.Argument(help="Run store to export.")],
     format: Annotated[str, typer.Option("--format", "-f", help="jsonl or csv.")] = "jsonl",
     output: Annotated[Optional[Path], typer.Option("--out", "-o", help="Output file (default: next to the run).")] = None,
+    history: Annotated[bool, typer.Option(help="Also export judgments superseded by a newer one (column 'current' tells them apart).")] = False,
 ) -> None:
-    """Export every judgment of a run store to JSONL or CSV.
+    """Export the current judgment of every (item, judge, part, model, endpoint) of a run store to JSONL or CSV.
 
     Example: scijudge export runs/qa.sqlite --format csv --out qa.csv
     """
@@ -282,7 +379,7 @@ def export_cmd(
 
     store = Run(run, create=False)
     target = output or run.with_suffix("." + format)
-    count = store.export(target, format)
+    count = store.export(target, format, history=history)
     out.print(f"wrote {count} judgments to {escape(str(target))}", highlight=False)
 
 

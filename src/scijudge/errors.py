@@ -5,8 +5,23 @@ from __future__ import annotations
 from pathlib import Path
 
 
+EXIT_DONE = 0
+"""Exit codes of ``scijudge judge``: every planned judgment was made and stored."""
+EXIT_BAD_INPUT = 2
+"""Bad input (items, specs, options): nothing was judged that depends on it."""
+EXIT_STOPPED = 3
+"""The run stopped early on a run-level fault (endpoint unreachable, auth, model not found, rate limit over
+the cap, a streak of transport failures) or another writer; what completed is stored, re-run to resume."""
+EXIT_INCOMPLETE = 4
+"""The run finished but some judgments got no answer (transport failures, not stored); re-run to retry them."""
+EXIT_INTERRUPTED = 130
+"""Stopped by Ctrl-C / SIGTERM; answers that arrived are stored, re-run to resume."""
+
+
 class ScijudgeError(Exception):
     """Base class for every error scijudge raises on purpose; the CLI prints these without a traceback."""
+
+    exit_code = EXIT_BAD_INPUT
 
 
 class InputError(ScijudgeError, ValueError):
@@ -76,3 +91,23 @@ def from_validation_error(exc: object, *, file: str | Path | None = None, line: 
     if line is None and callable(line_of) and field:
         line = line_of(field)
     return error(message, file=file, line=line, field=field)
+
+
+class EndpointError(ModelError):
+    """A run-level fault of the model's endpoint (unreachable, auth, model not found, rate limit over the cap,
+    too many transport failures in a row): the run stops and nothing is stored for the judgments it hit."""
+
+    exit_code = EXIT_STOPPED
+
+
+class TransportFailure(ScijudgeError):
+    """One judgment got no answer (timeouts, server or connection errors after retries): not a judgment, so
+    it is never stored; a re-run tries it again."""
+
+    exit_code = EXIT_INCOMPLETE
+
+
+class RunBusyError(ScijudgeError):
+    """Another process is writing the run store."""
+
+    exit_code = EXIT_STOPPED

@@ -1,39 +1,52 @@
 """The run store: a SQLite file where every judgment is written the moment it completes.
 
 WAL journaling with a commit per judgment means a process killed with SIGKILL loses nothing that
-completed, and a re-run reads the completed keys and skips them. The store never knows which judge
-family produced a row: families contribute score/verdict/confidence through ``RunFields``.
+completed, and a re-run reads the completed keys and skips them. A newer judgment of the same
+(item, judge, part, model, endpoint) becomes the *current* one; older rows stay as history. One process
+at a time writes a store (a lock file next to it, released by the OS when the process dies). The store
+never knows which judge family produced a row, and imports no DSPy: only ``records`` and ``errors``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from scijudge.errors import InputError
-from scijudge.judges.base import JudgeResult, judgment_key
+from scijudge.errors import InputError, RunBusyError
+from scijudge.records import CURRENT_GROUP, JSON_COLUMNS, RUN_COLUMNS, JudgeResult, judgment_key, safe_endpoint
 from scijudge.redaction import redact, redact_data
 
-_COLUMNS = [
-    "key", "item_id", "judge", "part", "family", "spec_hash", "model", "status", "score", "verdict",
-    "confidence", "probs", "result", "rationale", "reason", "attempts", "tokens_in", "tokens_out", "cost",
-    "latency_s", "created_at",
-]
-_JSON_COLUMNS = ("probs", "result", "attempts")
+SCHEMA_VERSION = 2
+_STORED_COLUMNS = [c for c in RUN_COLUMNS]
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS judgments (
     key TEXT PRIMARY KEY, item_id TEXT NOT NULL, judge TEXT NOT NULL, part TEXT NOT NULL DEFAULT '',
-    family TEXT NOT NULL, spec_hash TEXT NOT NULL, model TEXT NOT NULL, status TEXT NOT NULL,
+    family TEXT NOT NULL, spec_hash TEXT NOT NULL, model TEXT NOT NULL, endpoint TEXT NOT NULL DEFAULT '',
+    input_hash TEXT NOT NULL DEFAULT '', decoding TEXT NOT NULL DEFAULT '', status TEXT NOT NULL,
     score REAL, verdict TEXT, confidence REAL, probs TEXT, result TEXT, rationale TEXT, reason TEXT,
-    attempts TEXT, tokens_in INTEGER, tokens_out INTEGER, cost REAL, latency_s REAL, created_at TEXT
+    attempts TEXT, tokens_in INTEGER, tokens_out INTEGER, cost REAL, latency_s REAL, created_at TEXT,
+    current INTEGER NOT NULL DEFAULT 1
 );
 CREATE INDEX IF NOT EXISTS judgments_item ON judgments(item_id, judge);
+CREATE INDEX IF NOT EXISTS judgments_group ON judgments(item_id, judge, part, model, endpoint, current);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 """
+_ADDED_IN_V2 = {"endpoint": "TEXT NOT NULL DEFAULT ''", "input_hash": "TEXT NOT NULL DEFAULT ''",
+                "decoding": "TEXT NOT NULL DEFAULT ''", "current": "INTEGER NOT NULL DEFAULT 1"}
+
+
+class CurrentRow(NamedTuple):
+    """What the planner needs to know about the current judgment of one (item, judge, part, model, endpoint)."""
+
+    key: str
+    spec_hash: str
+    input_hash: str
+    status: str
 
 
 class Run:
@@ -49,18 +62,44 @@ class Run:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:  # e.g. a --run path under an existing file
             raise InputError(f"cannot create the run store's folder: {exc.strerror or exc}", file=self.path) from None
+        self._lock = threading.Lock()
+        self._writer: _WriterLock | None = None
         try:
             self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
+            self._migrate()
         except (sqlite3.DatabaseError, sqlite3.OperationalError) as exc:
             raise InputError(f"not a scijudge run store ({exc})", file=self.path) from None
-        self._lock = threading.Lock()
+
+    def _migrate(self) -> None:
+        """Bring a store written by an earlier release up to this schema (columns added, history marked)."""
+        existing = [r[1] for r in self._db.execute("PRAGMA table_info(judgments)")]
+        if existing:
+            missing = {c: d for c, d in _ADDED_IN_V2.items() if c not in existing}
+            if missing:
+                with self._db:
+                    for column, decl in missing.items():
+                        self._db.execute(f"ALTER TABLE judgments ADD COLUMN {column} {decl}")
+                    self._db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+                    row = self._db.execute("SELECT value FROM meta WHERE key = 'api_base'").fetchone()
+                    endpoint = safe_endpoint(json.loads(row[0])) if row and row[0] else ""
+                    # Rows of v1 had no endpoint: the store's recorded api_base is the best evidence there is.
+                    self._db.execute("UPDATE judgments SET endpoint = ?", (endpoint,))
+                    self._db.execute(
+                        "UPDATE judgments SET current = CASE WHEN rowid IN (SELECT MAX(rowid) FROM judgments "
+                        f"GROUP BY {', '.join(CURRENT_GROUP)}) THEN 1 ELSE 0 END")
+        with self._db:
+            self._db.executescript(_SCHEMA)
+            self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
+                             (json.dumps(SCHEMA_VERSION),))
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
+            if self._writer is not None:
+                self._writer.release()
+                self._writer = None
 
     def __enter__(self) -> "Run":
         return self
@@ -68,18 +107,34 @@ class Run:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # --- one writer ----------------------------------------------------------------------------
+    def claim_writer(self) -> "Run":
+        """Become the only process judging into this store; refuse clearly when another one is."""
+        if self._writer is None:
+            self._writer = _WriterLock(self.path)
+        return self
+
+    def release_writer(self) -> None:
+        if self._writer is not None:
+            self._writer.release()
+            self._writer = None
+
     # --- writing -----------------------------------------------------------------------------
     def record(self, result: JudgeResult) -> None:
-        """Persist one judgment now (replacing an earlier row with the same key, e.g. a retried abstention)."""
+        """Persist one judgment now; it becomes the current one of its group (same key: replaced)."""
         self.record_dump(result.model_dump(mode="json"))
 
     def record_dump(self, data: dict[str, Any]) -> None:
         """Persist a judgment given as ``JudgeResult.model_dump(mode="json")`` (from a worker process)."""
         row = _row(_redacted(data))
-        placeholders = ", ".join("?" for _ in _COLUMNS)
+        columns = [c for c in _STORED_COLUMNS]
+        placeholders = ", ".join("?" for _ in columns)
+        group = " AND ".join(f"{c} = ?" for c in CURRENT_GROUP)
         with self._lock:
-            self._db.execute(f"INSERT OR REPLACE INTO judgments ({', '.join(_COLUMNS)}) VALUES ({placeholders})",
-                             [row[c] for c in _COLUMNS])
+            self._db.execute(f"UPDATE judgments SET current = 0 WHERE {group} AND current = 1",
+                             [row[c] for c in CURRENT_GROUP])
+            self._db.execute(f"INSERT OR REPLACE INTO judgments ({', '.join(columns)}) VALUES ({placeholders})",
+                             [row[c] for c in columns])
             self._db.commit()
 
     def set_meta(self, **values: Any) -> None:
@@ -101,55 +156,68 @@ class Run:
         with self._lock:
             return {k for (k,) in self._db.execute(query)}
 
+    def current_index(self) -> dict[tuple[str, ...], CurrentRow]:
+        """The current judgment of every (item, judge, part, model, endpoint) group."""
+        query = f"SELECT {', '.join(CURRENT_GROUP)}, key, spec_hash, input_hash, status FROM judgments WHERE current = 1"
+        with self._lock:
+            fetched = self._db.execute(query).fetchall()
+        width = len(CURRENT_GROUP)
+        return {tuple(r[:width]): CurrentRow(*r[width:]) for r in fetched}
+
     def __len__(self) -> int:
         with self._lock:
             return self._db.execute("SELECT COUNT(*) FROM judgments").fetchone()[0]
 
-    def rows(self) -> Iterator[dict[str, Any]]:
-        """Every judgment as a plain dict with JSON columns decoded, in insertion order."""
+    def rows(self, *, history: bool = False) -> Iterator[dict[str, Any]]:
+        """Current judgments (or every row with ``history=True``) as plain dicts, in insertion order."""
+        where = "" if history else " WHERE current = 1"
         try:
             with self._lock:
-                fetched = self._db.execute(f"SELECT {', '.join(_COLUMNS)} FROM judgments ORDER BY rowid").fetchall()
+                fetched = self._db.execute(
+                    f"SELECT {', '.join(RUN_COLUMNS)} FROM judgments{where} ORDER BY rowid").fetchall()
         except sqlite3.DatabaseError as exc:
             raise InputError(f"corrupt run store ({exc})", file=self.path) from None
         for values in fetched:
-            row = dict(zip(_COLUMNS, values))
-            for column in _JSON_COLUMNS:
+            row = dict(zip(RUN_COLUMNS, values))
+            for column in JSON_COLUMNS:
                 try:
                     row[column] = json.loads(row[column]) if row[column] is not None else None
                 except (ValueError, TypeError, RecursionError):
                     raise InputError(f"corrupt run store: unreadable {column} in the row of item {row['item_id']!r}",
                                      file=self.path, field=column) from None
+            row["current"] = bool(row["current"])
             yield row
 
-    def results(self) -> list[JudgeResult]:
-        """Every judgment as a typed JudgeResult."""
-        return [JudgeResult.model_validate({k: v for k, v in r.items() if k != "key"}) for r in self.rows()]
+    def results(self, *, history: bool = False) -> list[JudgeResult]:
+        """Current judgments (or all) as typed JudgeResults."""
+        skip = {"key", "current"}
+        return [JudgeResult.model_validate({k: v for k, v in r.items() if k not in skip})
+                for r in self.rows(history=history)]
 
-    def to_pandas(self) -> Any:
-        """One row per judgment (columns as documented in the run-store contract)."""
+    def to_pandas(self, *, history: bool = False) -> Any:
+        """One row per current judgment (or every row with ``history=True``), columns as in ``RUN_COLUMNS``."""
         import pandas as pd
 
-        return pd.DataFrame(list(self.rows()), columns=_COLUMNS)
+        return pd.DataFrame(list(self.rows(history=history)), columns=list(RUN_COLUMNS))
 
-    def export(self, out: str | Path, fmt: str = "jsonl") -> int:
-        """Write every judgment to JSONL or CSV; returns the number of rows written."""
+    def export(self, out: str | Path, fmt: str = "jsonl", *, history: bool = False) -> int:
+        """Write current judgments (or all) to JSONL or CSV; returns the number of rows written."""
         out = Path(out)
-        rows = [redact_data(row) for row in self.rows()]  # stores written before redaction existed
+        rows = [redact_data(row) for row in self.rows(history=history)]  # stores written before redaction existed
         if fmt == "jsonl":
             with out.open("w", encoding="utf-8") as handle:
                 for row in rows:
                     handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-        elif fmt == "csv":
+            return len(rows)
+        if fmt == "csv":
             import pandas as pd
 
-            frame = pd.DataFrame(rows, columns=_COLUMNS)
-            for column in _JSON_COLUMNS:
+            frame = pd.DataFrame(rows, columns=list(RUN_COLUMNS))
+            for column in JSON_COLUMNS:
                 frame[column] = frame[column].map(lambda v: json.dumps(v) if v is not None else "")
             frame.to_csv(out, index=False)
-        else:
-            raise InputError(f"unknown export format {fmt!r}: use jsonl or csv", field="format")
-        return len(rows)
+            return len(frame)
+        raise InputError(f"unknown export format {fmt!r}: use jsonl or csv", field="format")
 
 
 def _redacted(data: dict[str, Any]) -> dict[str, Any]:
@@ -162,8 +230,40 @@ def _redacted(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _row(dump: dict[str, Any]) -> dict[str, Any]:
-    data = dict(dump)
-    data["key"] = judgment_key(data["item_id"], data["judge"], data["part"], data["spec_hash"], data["model"])
-    for column in _JSON_COLUMNS:
+    data = {"endpoint": "", "input_hash": "", "decoding": "", **dump}
+    data["key"] = judgment_key(data["item_id"], data["judge"], data["part"], data["spec_hash"], data["model"],
+                               data["endpoint"], data["input_hash"], data["decoding"])
+    data["current"] = 1
+    for column in JSON_COLUMNS:
         data[column] = json.dumps(data[column]) if data[column] is not None else None
     return data
+
+
+class _WriterLock:
+    """An exclusive lock file ``<store>.lock`` holding the writer's PID; the OS drops it when that process dies."""
+
+    def __init__(self, store: Path) -> None:
+        self.path = store.with_name(store.name + ".lock")
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows: no advisory locks; one writer is not enforced
+            return
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(self._fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            os.close(self._fd)
+            self._fd = -1
+            raise RunBusyError(f"run store {store} is being written by another process (pid {holder}); wait for "
+                               "it to finish or stop it, or use another --run file") from None
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, str(os.getpid()).encode(), 0)
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            try:
+                os.ftruncate(self._fd, 0)
+            finally:
+                os.close(self._fd)  # closing drops the flock
+                self._fd = -1

@@ -1,17 +1,20 @@
 """The one structured-output fallback chain every judge call goes through.
 
 Strategies are tried in order (strict ``json_schema``, then ``json_object``), each at escalating
-temperatures. A provider that rejects a format skips straight to the next strategy and the
-rejection is remembered per model for the rest of the process; an answer that does not parse or
-validate escalates the temperature; a truncated answer (``finish_reason=length``) gets one retry with
-more tokens; rate limits, server errors and timeouts are retried with exponential backoff and jitter,
-honouring Retry-After. Every attempt is recorded. When nothing works the call raises ``Abstained``
-with its reason: the judge records an abstention, never a score of 0.
+temperatures. A provider that refuses a format (on evidence, see ``_chain_faults``) skips straight to the
+next strategy and the refusal is remembered per model and endpoint; ``json_schema`` answered with 404 or
+a persistent 5xx also falls back to ``json_object``. An answer that does not parse or validate escalates
+the temperature; a truncated answer (``finish_reason=length``) gets one retry with more tokens. Rate
+limits pause every request to the same model and endpoint for the server's Retry-After (capped); server
+errors and timeouts are retried with backoff. A request the provider refuses for this item alone
+(content filter, context length) abstains that judgment with the provider's reason. Run-level faults
+(unreachable endpoint, auth, model not found) raise ``EndpointError``; a judgment that got no answer at
+all raises ``TransportFailure``: neither is ever a stored abstention. Only answers that parsed and
+validated are cached, under a key that includes the endpoint.
 
 It is a DSPy Adapter, so the same chain runs for direct calls, batches and inside optimizers: DSPy
 modules call ``adapter(lm, lm_kwargs, signature, demos, inputs)`` and get parsed outputs back.
 """
-
 from __future__ import annotations
 
 import contextvars
@@ -25,36 +28,20 @@ from functools import lru_cache
 from typing import Any, Literal
 
 import pydantic
-from dspy.adapters.json_adapter import JSONAdapter
-from dspy.utils import exceptions as dspy_errors
 
-from scijudge._replies import non_json_reply
-from scijudge.errors import ModelError
+from scijudge import _chain_faults as faults
+from scijudge._chain_cache import cache_key as _cache_key
+from scijudge._chain_cache import cached_response as _cached_response
+from scijudge._chain_cache import store_response as _store_response
+from scijudge.errors import EndpointError, TransportFailure
+from scijudge.lm import _dspy_compat
+from scijudge.records import Attempt, Outcome
 from scijudge.fencing import fence_inputs, with_notice
-from scijudge.redaction import redact
 from scijudge.signatures import OUTPUT_FIELD
 
+JSONAdapter = _dspy_compat.json_adapter()
+
 Strategy = Literal["json_schema", "json_object"]
-Outcome = Literal[
-    "ok", "recovered_wrapper", "format_rejected", "parse_error", "validation_error", "truncated",
-    "rate_limited", "server_error", "timeout", "transport_error", "context_overflow", "provider_error",
-]
-
-
-class Attempt(pydantic.BaseModel):
-    """One request sent (or answered from cache) inside the chain, with what came of it."""
-
-    strategy: str
-    temperature: float
-    max_tokens: int | None = None
-    outcome: Outcome
-    error_class: str | None = None
-    error: str | None = None
-    status: int | None = None
-    tokens_in: int | None = None
-    tokens_out: int | None = None
-    cost: float | None = None
-    latency_s: float = 0.0
 
 
 class Abstained(Exception):
@@ -76,6 +63,13 @@ class CallRecord:
 
 
 _CURRENT: contextvars.ContextVar[CallRecord | None] = contextvars.ContextVar("scijudge_call", default=None)
+STOP: contextvars.ContextVar[Any] = contextvars.ContextVar("scijudge_stop", default=None)
+"""An event (``is_set()``) the runner sets when the run stops: no request is sent after it, retries included."""
+
+
+def _stopped() -> bool:
+    event = STOP.get()
+    return event is not None and event.is_set()
 
 
 def current_record() -> CallRecord | None:
@@ -98,8 +92,10 @@ class ChainConfig:
     max_tokens: int = 1024
     length_retry_factor: float = 2.0
     transport_retries: int = 4
+    timeout_retries: int = 1
     backoff_base: float = 0.5
     backoff_max: float = 30.0
+    retry_after_cap: float = 120.0
     logprobs: int | None = None
 
 
@@ -173,38 +169,17 @@ def _build_strict_schema(output_type: type[pydantic.BaseModel]) -> dict[str, Any
     return root
 
 
-def _classify(exc: Exception) -> Outcome | None:
-    """Map a DSPy LM error to a chain outcome; None means fatal (auth, billing, configuration)."""
-    if isinstance(exc, dspy_errors.ContextWindowExceededError):
-        return "context_overflow"
-    if isinstance(exc, dspy_errors.LMRateLimitError):
-        return "rate_limited"
-    if isinstance(exc, dspy_errors.LMTimeoutError):
-        return "timeout"
-    if isinstance(exc, dspy_errors.LMServerError):
-        return "server_error"
-    if isinstance(exc, dspy_errors.LMTransportError):
-        # The native engine reports a read timeout as a transport error; keep the distinction.
-        return "timeout" if "timed out" in str(exc).lower() else "transport_error"
-    if isinstance(exc, dspy_errors.LMInvalidRequestError):
-        status = getattr(exc, "status", None)
-        if status in (400, 422) or status is None:
-            return "format_rejected"
-        return "provider_error"
-    if isinstance(exc, (dspy_errors.LMAuthError, dspy_errors.LMBillingError, dspy_errors.LMConfigurationError,
-                        dspy_errors.LMUnsupportedModelError)):
-        return None
-    if isinstance(exc, dspy_errors.LMProviderError) and non_json_reply(exc):
-        return "transport_error"  # an HTML page behind HTTP 200: a proxy, not the API (issue 11)
-    if isinstance(exc, dspy_errors.LMProviderError):
-        status = getattr(exc, "status", None) or 0
-        return "server_error" if status >= 500 or status == 0 else "provider_error"
-    return None
-
-
 def _model_key(lm: Any) -> str:
     base = getattr(lm, "kwargs", {}).get("api_base") or ""
     return f"{getattr(lm, 'model', type(lm).__name__)}@{base}"
+
+
+class _NextStrategy(Exception):
+    """This strategy cannot work for this call (format refused, 404 or persistent 5xx): try the next one."""
+
+    def __init__(self, problem: str, *, remember: bool) -> None:
+        super().__init__(problem)
+        self.remember = remember
 
 
 class StructuredChain(JSONAdapter):
@@ -214,6 +189,8 @@ class StructuredChain(JSONAdapter):
         super().__init__(use_native_function_calling=False)
         self.config = config or ChainConfig()
         self._rejected: dict[str, set[str]] = {}
+        self._working: dict[str, set[str]] = {}
+        self._paused_until: dict[str, float] = {}
         self._lock = threading.Lock()
 
     def format(self, signature: Any, demos: list[dict[str, Any]], inputs: dict[str, Any]) -> list[dict[str, Any]]:
@@ -221,6 +198,10 @@ class StructuredChain(JSONAdapter):
         names = set(signature.input_fields)
         demos = [fence_inputs(demo, names) for demo in demos]
         return super().format(signature, demos, fence_inputs(inputs, names))
+
+    def share_memory(self, other: "StructuredChain") -> None:
+        """Share what another chain learnt (refused formats, working formats, rate-limit pauses)."""
+        self._rejected, self._working, self._paused_until = other._rejected, other._working, other._paused_until
 
     def format_system_message(self, signature: Any) -> str:
         """The system message depends only on the signature: cache it (schema rendering is slow)."""
@@ -233,15 +214,19 @@ class StructuredChain(JSONAdapter):
             return "\n\n".join(f"[[ ## {field.name} ## ]]\n{value}" for field, value in fields_with_values.items()).strip()
         return super().format_field_with_value(fields_with_values, role)
 
-    # --- what the provider refused, remembered per model -------------------------------------
+    # --- what the provider refused or accepted, remembered per model and endpoint -------------
     def rejected_formats(self, lm: Any) -> set[str]:
         """Formats this model's provider refused earlier in this process."""
         with self._lock:
             return set(self._rejected.get(_model_key(lm), set()))
 
-    def _remember_rejection(self, lm: Any, strategy: str) -> None:
+    def _remember(self, table: dict[str, set[str]], lm: Any, strategy: str) -> None:
         with self._lock:
-            self._rejected.setdefault(_model_key(lm), set()).add(strategy)
+            table.setdefault(_model_key(lm), set()).add(strategy)
+
+    def _works(self, lm: Any, strategy: str) -> bool:
+        with self._lock:
+            return strategy in self._working.get(_model_key(lm), set())
 
     # --- DSPy adapter entry points ------------------------------------------------------------
     def __call__(self, lm: Any, lm_kwargs: dict[str, Any], signature: Any, demos: list[dict[str, Any]],
@@ -268,45 +253,56 @@ class StructuredChain(JSONAdapter):
         system, chat = _to_lm15(messages)
         base_tokens = int(lm_kwargs.get("max_tokens") or getattr(lm, "kwargs", {}).get("max_tokens")
                           or self.config.max_tokens)
+        use_cache = bool(getattr(lm, "cache", False))
         last_problem = "no strategy was tried"
-        for strategy in self.config.strategies:
-            if strategy in self.rejected_formats(lm):
-                continue
+        strategies = [s for s in self.config.strategies if s not in self.rejected_formats(lm)]
+        for position, strategy in enumerate(strategies):
             response_format = response_format_for(strategy, output_type)
-            rejected = False
-            for temperature in self.config.temperatures:
-                max_tokens = base_tokens
-                for length_try in range(2):
-                    config = lm15.Config(temperature=temperature, max_tokens=max_tokens,
-                                         response_format=response_format, logprobs=self.config.logprobs)
-                    request = lm15.Request(model=lm.model, messages=chat, system=system, config=config)
-                    response = self._send(lm, request, strategy, temperature, max_tokens, record)
-                    if response is None:  # the provider refused this format
-                        self._remember_rejection(lm, strategy)
-                        last_problem = f"the provider rejected response_format={strategy}"
-                        rejected = True
-                        break
-                    attempt = record.attempts[-1]
-                    text = response.text or ""
-                    if response.finish_reason == "length" and length_try == 0:
-                        attempt.outcome, attempt.error = "truncated", "finish_reason=length"
-                        last_problem = "the answer was cut off at max_tokens"
-                        max_tokens = int(max_tokens * self.config.length_retry_factor)
-                        continue
-                    try:
-                        value, recovered = _parse(text, output_type)
-                    except _Invalid as exc:
-                        attempt.outcome, attempt.error = exc.outcome, str(exc)[:500]
-                        last_problem = f"{exc.outcome}: {str(exc)[:300]}"
-                        if response.finish_reason == "length":
-                            attempt.outcome = "truncated"
-                        break
-                    attempt.outcome = "recovered_wrapper" if recovered else "ok"
-                    record.text = text
-                    record.logprobs = _logprobs_as_dicts(response.logprobs)
-                    return value
-                if rejected:
-                    break
+            last_strategy = position == len(strategies) - 1
+            try:
+                for temperature in self.config.temperatures:
+                    max_tokens = base_tokens
+                    for length_try in range(2):
+                        config = lm15.Config(temperature=temperature, max_tokens=max_tokens,
+                                             response_format=response_format, logprobs=self.config.logprobs)
+                        request = lm15.Request(model=lm.model, messages=chat, system=system, config=config)
+                        key = _cache_key(lm, request) if use_cache else None
+                        response = _cached_response(key) if key is not None else None
+                        if response is not None:
+                            notify = getattr(lm, "scijudge_cache_hit", None)
+                            if callable(notify):  # e.g. an optimization budget counts cache hits as calls
+                                notify()
+                            record.attempts.append(Attempt(strategy=strategy, temperature=temperature,
+                                                           max_tokens=max_tokens, outcome="ok", cached=True))
+                        else:
+                            response = self._send(lm, request, strategy, temperature, max_tokens, record,
+                                                  last_strategy)
+                        attempt = record.attempts[-1]
+                        text = response.text or ""
+                        if response.finish_reason == "length" and length_try == 0:
+                            attempt.outcome, attempt.error = "truncated", "finish_reason=length"
+                            last_problem = "the answer was cut off at max_tokens"
+                            max_tokens = int(max_tokens * self.config.length_retry_factor)
+                            continue
+                        try:
+                            value, recovered = _parse(text, output_type)
+                        except _Invalid as exc:
+                            attempt.outcome, attempt.error = exc.outcome, str(exc)[:500]
+                            last_problem = f"{exc.outcome}: {str(exc)[:300]}"
+                            if response.finish_reason == "length":
+                                attempt.outcome = "truncated"
+                            break
+                        attempt.outcome = "recovered_wrapper" if recovered else "ok"
+                        self._remember(self._working, lm, strategy)
+                        record.text = text
+                        record.logprobs = _logprobs_as_dicts(response.logprobs)
+                        if key is not None and not attempt.cached:
+                            _store_response(key, response)  # only answers that parsed and validated
+                        return value
+            except _NextStrategy as exc:
+                last_problem = str(exc)
+                if exc.remember:
+                    self._remember(self._rejected, lm, strategy)
         raise Abstained(f"all strategies failed; last problem: {last_problem}", record.attempts)
 
     # --- the same request and parsing for callers that send requests themselves (provider batch APIs) ---
@@ -342,28 +338,25 @@ class StructuredChain(JSONAdapter):
         return lm15.Request(model=model, messages=chat, system=system, config=config)
 
     def _send(self, lm: Any, request: Any, strategy: str, temperature: float, max_tokens: int,
-              record: CallRecord) -> Any:
-        """Send one request with transport retries; None when the provider refuses the format."""
-        for retry in range(self.config.transport_retries + 1):
+              record: CallRecord, last_strategy: bool) -> Any:
+        """Send one request with transport retries, or raise what the failure means (see ``_chain_faults``)."""
+        retries = {"transport": self.config.transport_retries, "rate_limited": self.config.transport_retries,
+                   "timeout": self.config.timeout_retries}
+        tries: dict[str, int] = {}
+        while True:
+            self._wait_for_pause(lm)
+            if _stopped():
+                raise TransportFailure("the run was stopped before this request was sent")
             started = time.perf_counter()
             try:
-                response = lm(request)
-            except Exception as exc:  # noqa: BLE001 - classified below, re-raised when unknown
-                outcome = _classify(exc)
-                attempt = Attempt(strategy=strategy, temperature=temperature, max_tokens=max_tokens,
-                                  outcome=outcome or "provider_error", error_class=type(exc).__name__,
-                                  error=_short(exc), status=getattr(exc, "status", None),
-                                  latency_s=time.perf_counter() - started)
-                record.attempts.append(attempt)
-                if outcome is None:
-                    raise ModelError(f"{lm.model}: {_short(exc)}") from exc
-                if outcome == "format_rejected":
-                    return None
-                if outcome in ("context_overflow", "provider_error"):
-                    raise Abstained(f"{outcome}: {_short(exc)}", record.attempts) from exc
-                if retry == self.config.transport_retries:
-                    raise Abstained(f"{outcome} after {retry + 1} tries: {_short(exc)}", record.attempts) from exc
-                time.sleep(self._delay(exc, retry))
+                response = _call_with_deadline(lm, request, _deadline(lm))
+            except Exception as exc:  # noqa: BLE001 - classified below
+                fault, outcome = faults.classify(exc)
+                record.attempts.append(Attempt(
+                    strategy=strategy, temperature=temperature, max_tokens=max_tokens, outcome=outcome,
+                    error_class=type(exc).__name__, error=faults.short(exc), status=getattr(exc, "status", None),
+                    latency_s=time.perf_counter() - started))
+                self._handle(lm, exc, fault, outcome, strategy, last_strategy, request, record, retries, tries)
                 continue
             usage = response.usage
             record.attempts.append(Attempt(
@@ -372,14 +365,138 @@ class StructuredChain(JSONAdapter):
                 latency_s=time.perf_counter() - started,
             ))
             return response
-        raise AssertionError("unreachable")
 
-    def _delay(self, exc: Exception, retry: int) -> float:
-        hint = getattr(exc, "retry_after", None)
-        if isinstance(hint, (int, float)) and hint >= 0:
-            return min(float(hint), self.config.backoff_max)
+    def _handle(self, lm: Any, exc: Exception, fault: str, outcome: str, strategy: str, last_strategy: bool,
+                request: Any, record: CallRecord, retries: dict[str, int], tries: dict[str, int]) -> None:
+        """Return to retry the request; otherwise raise what the failure means for the judgment or the run."""
+        where = f"{lm.model} at {faults.describe_endpoint(lm)}"
+        if fault == "run":
+            if faults.is_connect_failure(exc):
+                raise EndpointError(f"cannot reach {where}: {faults.short(exc)}") from exc
+            raise EndpointError(f"{where}: {faults.short(exc)}") from exc
+        if fault == "not_found":
+            if strategy == "json_schema" and not last_strategy:
+                raise _NextStrategy(f"json_schema answered {getattr(exc, 'status', 404)}: {faults.short(exc)}",
+                                    remember=True) from exc
+            raise EndpointError(f"{where}: model or route not found ({faults.short(exc)}); check --model "
+                                "and --api-base") from exc
+        if fault == "context":
+            raise Abstained(f"context_overflow: {faults.short(exc)}", record.attempts) from exc
+        if fault == "format":
+            raise _NextStrategy(f"the provider rejected response_format={strategy}", remember=True) from exc
+        if fault == "item":
+            if outcome == "request_rejected" and not self._works(lm, strategy) and not last_strategy \
+                    and self._probe_rejects(lm, request, strategy, record):
+                record.attempts[-2].outcome = "format_rejected"
+                raise _NextStrategy(f"the provider rejected response_format={strategy} (a probe without the "
+                                    "item's text was refused too)", remember=True) from exc
+            raise Abstained(f"the provider refused this request: {faults.short(exc)}", record.attempts) from exc
+        used = tries[fault] = tries.get(fault, 0) + 1
+        if fault == "rate_limited":
+            hint = faults.retry_after(exc)
+            cap = self.config.retry_after_cap
+            if hint is not None and hint > cap:
+                raise EndpointError(f"{where} is rate limiting: it asks to wait {hint:g} s (Retry-After), more "
+                                    f"than the {cap:g} s cap; re-run later to resume") from exc
+            if used <= retries[fault]:
+                self._pause(lm, hint if hint is not None else self._backoff(used - 1))
+                return
+        elif used <= retries[fault]:
+            time.sleep(self._backoff(used - 1))
+            return
+        if strategy == "json_schema" and not last_strategy and outcome == "server_error":
+            raise _NextStrategy(f"json_schema: {outcome} after {used} tries: {faults.short(exc)}",
+                                remember=False) from exc
+        raise TransportFailure(f"{outcome} after {used} tries: {faults.short(exc)}") from exc
+
+    def _probe_rejects(self, lm: Any, request: Any, strategy: str, record: CallRecord) -> bool:
+        """Send the same format with a neutral prompt: True when the provider refuses that as well."""
+        from dataclasses import replace
+
+        from dspy import lm15
+
+        probe = replace(request, messages=(lm15.Message.user("Reply with a JSON object."),), system=None)
+        started = time.perf_counter()
+        try:
+            response = _call_with_deadline(lm, probe, _deadline(lm))
+        except Exception as exc:  # noqa: BLE001 - only a refusal of the same kind counts as evidence
+            fault, outcome = faults.classify(exc)
+            record.attempts.append(Attempt(strategy=f"{strategy} probe", temperature=request.config.temperature,
+                                           outcome=outcome, error=faults.short(exc), error_class=type(exc).__name__,
+                                           status=getattr(exc, "status", None),
+                                           latency_s=time.perf_counter() - started))
+            return fault in ("item", "format")
+        usage = response.usage
+        record.attempts.append(Attempt(strategy=f"{strategy} probe", temperature=request.config.temperature,
+                                       outcome="ok", tokens_in=usage.input_tokens, tokens_out=usage.output_tokens,
+                                       cost=_cost(lm, response), latency_s=time.perf_counter() - started))
+        self._remember(self._working, lm, strategy)
+        return False
+
+    # --- rate limits pause every request to the same model and endpoint ------------------------
+    def _pause(self, lm: Any, seconds: float) -> None:
+        until = time.monotonic() + min(max(seconds, 0.0), self.config.retry_after_cap)
+        with self._lock:
+            key = _model_key(lm)
+            self._paused_until[key] = max(self._paused_until.get(key, 0.0), until)
+
+    def _wait_for_pause(self, lm: Any) -> None:
+        with self._lock:
+            until = self._paused_until.get(_model_key(lm), 0.0)
+        while (remaining := until - time.monotonic()) > 0 and not _stopped():
+            time.sleep(min(remaining, 0.1))
+
+    def _backoff(self, retry: int) -> float:
         ceiling = min(self.config.backoff_max, self.config.backoff_base * (2 ** retry))
         return random.uniform(ceiling / 2, ceiling)  # "equal jitter": never zero, never above the cap
+
+
+def _deadline(lm: Any) -> float | None:
+    timeout = getattr(lm, "kwargs", {}).get("timeout")
+    return float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else None
+
+
+class RequestDeadline(Exception):
+    """The whole request took longer than the LM's timeout."""
+
+    status = None
+
+
+def _call_with_deadline(lm: Any, request: Any, deadline: float | None) -> Any:
+    """``lm(request)`` with scijudge's cache handling, bounded as a whole (connect to last byte) by ``deadline``.
+
+    DSPy's engines apply the timeout per phase (a server that trickles bytes never times out), so the
+    call runs in a daemon thread that is abandoned when the deadline passes. An LM's first call runs without
+    it (DSPy may import and set up its client then, which can take seconds); DSPy's per-phase timeout still
+    bounds that call.
+    """
+    if deadline is None or not getattr(lm, "_scijudge_warm", False):
+        response = lm(request, cache=False)
+        try:
+            lm._scijudge_warm = True
+        except AttributeError:
+            pass
+        return response
+    box: dict[str, Any] = {}
+    done = threading.Event()
+    ctx = contextvars.copy_context()
+
+    def call() -> None:
+        try:
+            box["response"] = ctx.run(lm, request, cache=False)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=call, daemon=True, name="scijudge-request").start()
+    if not done.wait(deadline):
+        from scijudge.lm._dspy_compat import lm_errors
+
+        raise lm_errors().LMTimeoutError(f"no complete answer within the {deadline:g} s deadline (timed out)")
+    if "error" in box:
+        raise box["error"]
+    return box["response"]
 
 
 @lru_cache(maxsize=512)
@@ -486,14 +603,12 @@ def _rates(model: str, response: Any) -> tuple[float, float] | None:
     from dataclasses import replace
 
     from dspy import lm15
-    from dspy.clients.costs import estimate_cost
 
     provider = model.split("/", 1)[0] if "/" in model else None
     found: list[float] = []
     for usage in (lm15.Usage(input_tokens=1_000_000, output_tokens=0), lm15.Usage(input_tokens=0, output_tokens=1_000_000)):
         try:
-            cost, _ = estimate_cost(replace(response, usage=usage), provider=provider,
-                                    requested_model=model.split("/", 1)[-1])
+            cost, _ = _dspy_compat.estimate_cost(replace(response, usage=usage), provider, model.split("/", 1)[-1])
         except Exception:  # noqa: BLE001 - pricing is advisory and must never fail a judgment
             cost = None
         if cost is None:
@@ -504,6 +619,3 @@ def _rates(model: str, response: Any) -> tuple[float, float] | None:
     return _RATES[model]
 
 
-def _short(exc: Exception) -> str:
-    text = redact(str(exc).replace("\n", " "))  # a server may echo the key or the endpoint's credentials
-    return text[:300]

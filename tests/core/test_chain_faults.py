@@ -109,11 +109,14 @@ def test_server_errors_are_retried_with_backoff(loopback):
     assert [a.outcome for a in result.attempts] == ["server_error", "server_error", "ok"]
 
 
-def test_persistent_server_errors_abstain_with_reason(loopback):
+def test_persistent_server_errors_are_no_answer_never_a_stored_abstention(loopback):
+    from scijudge.errors import TransportFailure
+
     server = loopback(lambda b: Fault(503, "overloaded"))
-    result = make_judge(server, transport_retries=2).judge_item(ITEM)
-    assert result.status == "abstained" and result.score is None
-    assert "server_error" in result.reason and server.count == 3
+    with pytest.raises(TransportFailure, match="server_error after 3 tries"):
+        make_judge(server, transport_retries=2).judge_item(ITEM)
+    # json_schema is tried 3 times, then json_object (a 5xx on json_schema falls back) 3 times
+    assert [fmt(b) for b in server.requests] == ["json_schema"] * 3 + ["json_object"] * 3
 
 
 def test_truncated_answer_gets_one_retry_with_more_tokens(loopback):

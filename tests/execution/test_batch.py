@@ -232,7 +232,7 @@ def test_an_orphaned_batch_is_found_by_its_client_id(batch_server, tmp_path, mod
     from scijudge.data import load_items
     from scijudge.execution._batch_anthropic import AnthropicBatchAPI
     from scijudge.execution._batch_openai import OpenAIBatchAPI
-    from scijudge.execution._keys import task_key
+    from scijudge.judges.base import judgment_key_for as task_key
     from scijudge.execution.batch import _line, _Pending, judge_items_batch
     from scijudge.execution.batch_store import BatchStore
     from scijudge.judges.base import load_judge

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 from scijudge.data import Item
 from scijudge.errors import ModelError
 from scijudge.execution._batch_openai import OpenAIBatchAPI
-from scijudge.execution._keys import task_key
+from scijudge.judges.base import judgment_key_for as task_key
 from scijudge.execution._pricing import batch_rates
 from scijudge.execution.batch_store import FINAL_STATUSES, BatchRecord, BatchStore
 from scijudge.judges.base import Judge, JudgeResult, model_name
@@ -299,13 +299,17 @@ def _judge_line(api: Any, record: BatchRecord, line: dict[str, Any] | None, entr
                              f"{_RESENDS + 1} times without an answer; re-run to try again")
         return None
     if response is None:
-        outcome = "format_rejected" if status in (400, 422) else (
+        from scijudge._chain_faults import names_the_format
+
+        refused_format = status in (400, 422) and names_the_format(Exception(error or ""))
+        outcome = "format_rejected" if refused_format else "request_rejected" if status in (400, 422) else (
             "rate_limited" if status == 429 else "server_error" if status >= 500 else "provider_error")
         entry.attempts.append(Attempt(strategy=strategy, temperature=temperature, outcome=outcome,
                                       status=status, error=error))
-        entry.last_problem = (f"the provider rejected response_format={strategy}" if outcome == "format_rejected"
+        entry.last_problem = (f"the provider rejected response_format={strategy}" if refused_format
                               else f"{outcome}: {error}")
-        entry.stage += 1
+        # A request refused for its content (not its format) fails the same way at every stage: abstain it now.
+        entry.stage = len(_stages(entry.judge)) if outcome == "request_rejected" else entry.stage + 1
         return None
     rates, _ = batch_rates(record.model)
     usage = response.usage

@@ -50,7 +50,7 @@ class _JudgeActor:
         """(results, already done, not applicable, fatal error) for these items."""
         from concurrent.futures import ThreadPoolExecutor
 
-        from scijudge.execution._keys import task_key
+        from scijudge.judges.base import judgment_key_for as task_key
         from scijudge.runner import plan
 
         loaded = [Item.model_validate(item) for item in items]

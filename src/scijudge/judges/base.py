@@ -3,24 +3,32 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import math
 import time
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import dspy
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from scijudge.data import Item
 from scijudge.errors import InputError
 from scijudge.outputs import JudgeOutput, RunFields
 from scijudge.signatures import OUTPUT_FIELD, build_signature
 from scijudge.specs import JudgeSpec, get_spec
-from scijudge.structured import Abstained, Attempt, ChainConfig, StructuredChain, start_record, _CURRENT
+from scijudge.records import (  # noqa: F401 - re-exported: scijudge.judges.base.JudgeResult etc. stay importable
+    Attempt,
+    JudgeResult,
+    Status,
+    assemble_result,
+    decoding_text,
+    endpoint_of,
+    input_hash,
+    judgment_key,
+    model_name,
+)
+from scijudge.structured import Abstained, ChainConfig, StructuredChain, start_record, _CURRENT
 
-Status = Literal["ok", "abstained"]
 _DEFAULT_CHAIN = StructuredChain()
 
 
@@ -29,51 +37,11 @@ def default_chain() -> StructuredChain:
     return _DEFAULT_CHAIN
 
 
-class JudgeResult(BaseModel):
-    """One judgment as stored: typed output or an abstention with its reason, plus its full cost."""
-
-    item_id: str
-    judge: str
-    part: str = ""
-    family: str
-    spec_hash: str
-    model: str
-    status: Status
-    score: float | None = None
-    verdict: str | None = None
-    confidence: float | None = None
-    probs: dict[str, float] | None = None
-    result: dict[str, Any] | None = None
-    rationale: str | None = None
-    reason: str | None = None
-    attempts: list[Attempt] = Field(default_factory=list)
-    tokens_in: int = 0
-    tokens_out: int = 0
-    cost: float | None = None
-    latency_s: float = 0.0
-    created_at: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
-
-    @property
-    def key(self) -> str:
-        """Identity in a run store: same item, judge, part, spec and model means the same judgment."""
-        return judgment_key(self.item_id, self.judge, self.part, self.spec_hash, self.model)
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-
-def judgment_key(item_id: str, judge: str, part: str, spec_hash: str, model: str) -> str:
-    """Stable key of a judgment (a hash, so odd characters in ids never matter)."""
-    raw = "\x1f".join((item_id, judge, part, spec_hash, model))
-    return hashlib.sha256(raw.encode()).hexdigest()[:32]
-
-
-def model_name(lm: Any) -> str:
-    """The model string recorded in results; never includes keys or endpoints."""
-    if lm is None:
-        return "unconfigured"
-    return str(getattr(lm, "model", type(lm).__name__))
+def judgment_key_for(item: Item, judge: "Judge", part: str = "") -> str:
+    """The run-store key of judging ``item`` (one ``part``) with ``judge`` and its LM: the one place it is computed."""
+    hashed, decoding = judge.identity(item, part)
+    lm = judge._lm()
+    return judgment_key(item.id, judge.name, part, judge.spec_hash, model_name(lm), endpoint_of(lm), hashed, decoding)
 
 
 class Judge(dspy.Module):
@@ -92,8 +60,9 @@ class Judge(dspy.Module):
         if rating_probs and self.chain.config.logprobs is None:
             from dataclasses import replace
 
-            self.chain = StructuredChain(replace(self.chain.config, logprobs=10))
-            self.chain._rejected = default_chain()._rejected
+            shared = self.chain
+            self.chain = StructuredChain(replace(shared.config, logprobs=10))
+            self.chain.share_memory(shared)
         self.predict = dspy.Predict(build_signature(spec))
         if spec.demos:
             from scijudge.demos import demos_from_spec  # demonstrations saved in the spec (e.g. by an optimizer)
@@ -185,10 +154,25 @@ class Judge(dspy.Module):
             return ["AB", "BA"] if item.value("answer_b") else []
         return [""]
 
+    def decoding(self) -> dict[str, Any]:
+        """The configured decoding settings that change an answer (part of a judgment's identity)."""
+        lm = self._lm()
+        max_tokens = getattr(lm, "kwargs", {}).get("max_tokens") or self.chain.config.max_tokens
+        return {"max_tokens": max_tokens, "logprobs": self.chain.config.logprobs}
+
+    def identity(self, item: Item, part: str = "") -> tuple[str, str]:
+        """Hash of the inputs this judge reads for the item, and its decoding settings as stored."""
+        return input_hash(self.inputs_for(item, part)), decoding_text(self.decoding())
+
     def judge_item(self, item: Item, part: str = "") -> JudgeResult:
-        """Judge one item (one order, for pairwise) and return a typed result; never raises on LM failure."""
-        prediction, record, latency = self._run_recorded(self.inputs_for(item, part))
-        return self._result(item.id, part, prediction, record, latency)
+        """Judge one item (one order, for pairwise) and return a typed result.
+
+        LM trouble that is about this judgment becomes an abstention; a run-level fault raises
+        ``EndpointError`` and a judgment that got no answer raises ``TransportFailure`` (never stored).
+        """
+        inputs = self.inputs_for(item, part)
+        prediction, record, latency = self._run_recorded(inputs)
+        return self._result(item.id, part, prediction, record, latency, input_hash(inputs))
 
     def _run_recorded(self, inputs: dict[str, Any]) -> tuple[dspy.Prediction, Any, float]:
         """Run the module once under a fresh attempt record; returns prediction, record and latency."""
@@ -204,17 +188,18 @@ class Judge(dspy.Module):
         """Async variant of ``judge_item`` (runs the blocking call in a worker thread)."""
         return await asyncio.to_thread(self.judge_item, item, part)
 
+    def result_from(self, item_id: str, part: str, record: Any, latency: float, inputs_hash: str, *,
+                    abstained_reason: str | None = None, **fields: Any) -> JudgeResult:
+        """A JudgeResult for one call of this judge (identity and totals assembled in ``records``)."""
+        return assemble_result(item_id=item_id, judge=self.name, part=part, family=self.spec.family,
+                               spec_hash=self.spec_hash, lm=self._lm(), inputs_hash=inputs_hash,
+                               decoding=decoding_text(self.decoding()), attempts=list(record.attempts),
+                               latency=latency, abstained_reason=abstained_reason, **fields)
+
     def _result(self, item_id: str, part: str, prediction: dspy.Prediction, record: Any,
-                latency: float) -> JudgeResult:
-        attempts: list[Attempt] = list(record.attempts)
-        base = dict(
-            item_id=item_id, judge=self.name, part=part, family=self.spec.family, spec_hash=self.spec_hash,
-            model=model_name(self._lm()), attempts=attempts, latency_s=latency,
-            tokens_in=sum(a.tokens_in or 0 for a in attempts), tokens_out=sum(a.tokens_out or 0 for a in attempts),
-            cost=_sum_cost(attempts),
-        )
+                latency: float, inputs_hash: str) -> JudgeResult:
         if prediction.abstained:
-            return JudgeResult(status="abstained", reason=prediction.reason, **base)
+            return self.result_from(item_id, part, record, latency, inputs_hash, abstained_reason=prediction.reason)
         output: JudgeOutput = prediction.judgment
         fields: RunFields = output.run_fields() if isinstance(output, JudgeOutput) else RunFields()
         if self.spec.family == "pairwise" and part == "BA" and fields.verdict in ("A", "B"):
@@ -231,16 +216,9 @@ class Judge(dspy.Module):
         payload = output.model_dump(mode="json") if isinstance(output, BaseModel) else {"value": output}
         if probs:
             payload["expected_rating"] = math.fsum(float(k) * p for k, p in probs.items())
-        return JudgeResult(
-            status="ok", score=fields.score, verdict=fields.verdict, confidence=fields.confidence, probs=probs,
-            result=payload,
-            rationale=fields.rationale, **base,
-        )
-
-
-def _sum_cost(attempts: list[Attempt]) -> float | None:
-    costs = [a.cost for a in attempts if a.cost is not None]
-    return math.fsum(costs) if costs else None
+        return self.result_from(item_id, part, record, latency, inputs_hash, score=fields.score,
+                                verdict=fields.verdict, confidence=fields.confidence, probs=probs, result=payload,
+                                rationale=fields.rationale)
 
 
 def build_judge(spec: JudgeSpec, *, lm: Any = None, rating_probs: bool = False,

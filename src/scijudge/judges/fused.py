@@ -22,7 +22,7 @@ import pydantic
 
 from scijudge.data import Item
 from scijudge.errors import SpecError
-from scijudge.judges.base import Judge, JudgeResult, default_chain, judgment_key
+from scijudge.judges.base import Judge, JudgeResult, default_chain, judgment_key_for
 from scijudge.signatures import OUTPUT_FIELD, build_signature, render_instructions
 from scijudge.specs import JudgeSpec
 from scijudge.structured import Abstained, StructuredChain, _CURRENT, start_record
@@ -142,9 +142,9 @@ class FusedJudge(dspy.Module):
     def inputs_for(self, item: Item, part: str = "") -> dict[str, Any]:
         return self.rubrics[0].inputs_for(item, part)
 
-    def result_keys(self, item_id: str, part: str, model: str) -> list[str]:
+    def result_keys(self, item: Item, part: str = "") -> list[str]:
         """The run-store keys of the judgments one call produces (one per rubric)."""
-        return [judgment_key(item_id, r.name, part, r.spec_hash, model) for r in self.rubrics]
+        return [judgment_key_for(item, r, part) for r in self.rubrics]
 
     def forward(self, **inputs: Any) -> dspy.Prediction:
         record, token = (_CURRENT.get(), None) if _CURRENT.get() is not None else start_record()
@@ -176,7 +176,7 @@ class FusedJudge(dspy.Module):
             if not prediction.abstained:
                 one = dspy.Prediction(judgment=getattr(prediction.judgment, short_name(rubric.spec)),
                                       abstained=False, reason=None, attempts=prediction.attempts)
-            results.append(rubric._result(item.id, part, one, record, latency))
+            results.append(rubric._result(item.id, part, one, record, latency, rubric.identity(item, part)[0]))
         return _shared(results, call_id, [s.name for s in self.specs])
 
 

@@ -37,13 +37,15 @@ def make_lm(model: str, *, api_base: str | None = None, api_key: str | None = No
         api_base: URL of an OpenAI-compatible server (``http://host:port/v1``).
         api_key: explicit key; by default the provider's environment variable (or ``.env``) is used.
         cache: reuse DSPy's response cache (a re-run of the same prompts costs nothing).
-        timeout: seconds before a request counts as timed out (retried by the chain).
+        timeout: deadline in seconds for a whole request (connect to last byte); the chain retries a timed-out
+            request once, and a run stops after a streak of them.
         engine: DSPy's engine selection for API models: ``auto`` (native lm15 where possible) or ``litellm``.
     """
     import dspy
 
-    from scijudge.lm import _speedups
+    from scijudge.lm import _dspy_compat, _speedups
 
+    _dspy_compat.warn_if_untested()
     _speedups.install()
     if not model or not isinstance(model, str):
         raise ModelError("a model string is required, e.g. openai/gpt-4o-mini or hf:/path/to/adapter")

@@ -5,41 +5,21 @@ the snapshot does not list (any self-hosted OpenAI-compatible model) that is a s
 about 2 ms of CPU per call, twice per call. At high concurrency on two cores that alone caps
 throughput well below the ideal. The snapshot is loaded once and never changes during a process,
 so the lookup is a pure function of its arguments: we cache it and hand out deep copies exactly as
-the original does. Installed once, idempotent; measured in benchmarks/bench_throughput.py.
+the original does. The patch itself lives in ``lm/_dspy_compat.py`` with the other DSPy internals.
+Installed once, idempotent; measured in benchmarks/bench_throughput.py.
 """
 
 from __future__ import annotations
 
-import copy
-from functools import lru_cache
-from typing import Any
-
-_INSTALLED = False
+import warnings
 
 
-def install() -> None:
-    """Wrap ``model_info`` in the DSPy modules that imported it by name."""
-    global _INSTALLED
-    if _INSTALLED:
-        return
-    from dspy.clients import capabilities, costs, model_metadata
+def install() -> bool:
+    """Apply the memoisation; warns (once) when DSPy no longer has the function where we patch it."""
+    from scijudge.lm import _dspy_compat
 
-    original = model_metadata.model_info
-
-    @lru_cache(maxsize=512)
-    def _cached(provider: Any, model: Any, namespaces: tuple[str, ...] | None) -> Any:
-        return original(provider, model, namespaces=namespaces)
-
-    def model_info(provider: Any, model: Any, *, namespaces: Any = None) -> Any:
-        try:
-            key_ns = tuple(namespaces) if namespaces is not None else None
-            hash((provider, model, key_ns))
-        except TypeError:
-            return original(provider, model, namespaces=namespaces)
-        return copy.deepcopy(_cached(provider, model, key_ns))
-
-    model_info.__wrapped__ = original  # type: ignore[attr-defined]
-    for module in (model_metadata, costs, capabilities):
-        if getattr(module, "model_info", None) is original:
-            module.model_info = model_info
-    _INSTALLED = True
+    applied = _dspy_compat.patch_model_info()
+    if not applied:
+        warnings.warn("scijudge could not memoise dspy.clients.costs.model_info (DSPy changed); "
+                      "judging works but uses more CPU per call", stacklevel=2)
+    return applied

@@ -204,6 +204,14 @@ class _BudgetedMixin:
         except FatalModelError as exc:
             raise StopRun(str(exc), exc) from None
 
+    def scijudge_cache_hit(self) -> None:
+        """A call the structured chain answered from its own cache: counted like a DSPy cache hit."""
+        self._sj_gate.acquire(1)
+        try:
+            self._sj_gate.record({"usage": {}})
+        finally:
+            self._sj_gate._finished()
+
     def update_history(self, entry: dict[str, Any]) -> None:
         self._sj_gate.record(entry)
         super().update_history(entry)  # type: ignore[misc]

@@ -8,7 +8,7 @@ chain's failure classes: 429 waits for Retry-After (capped), 5xx, timeouts and t
 exponentially, auth/billing/unknown-model errors end the run at once (``FatalModelError``). Every try is a
 call through the budget gate, so retries count against the budget.
 
-The chain's classification is imported from ``scijudge.structured`` (one place decides what is transient).
+The chain's classification is imported from ``scijudge._chain_faults`` (one place decides what is transient).
 """
 
 from __future__ import annotations
@@ -51,16 +51,17 @@ class RetryPolicy:
 
 def classify(exc: Exception) -> str | None:
     """The chain's outcome for an LM error (``rate_limited``, ``server_error``, ...); None means fatal."""
-    from scijudge.structured import _classify
+    from scijudge._chain_faults import classify as classify_fault
 
-    return _classify(exc)
+    fault, outcome = classify_fault(exc)
+    return None if fault in ("run", "not_found") else outcome
 
 
 def short_error(exc: Exception) -> str:
     """One line of an exception's text (the chain's shortening)."""
-    from scijudge.structured import _short
+    from scijudge._chain_faults import short
 
-    return _short(exc)
+    return short(exc)
 
 
 def in_judge_call() -> bool:

@@ -186,8 +186,11 @@ class YESciEvalNativePreset:
         system, chat = _to_lm15(self.messages(judge.spec, inputs))
         config = lm15.Config(temperature=0.0, max_tokens=max_tokens)
         request = lm15.Request(model=lm.model, messages=chat, system=system, config=config)
-        response = judge.chain._send(lm, request, NATIVE_STRATEGY, 0.0, max_tokens, record)
-        if response is None:
+        from scijudge.structured import _NextStrategy
+
+        try:
+            response = judge.chain._send(lm, request, NATIVE_STRATEGY, 0.0, max_tokens, record, last_strategy=False)
+        except _NextStrategy:  # this free-text request was refused as a format: the structured chain takes over
             return None
         attempt = record.attempts[-1]
         try:

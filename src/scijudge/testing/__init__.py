@@ -1,5 +1,16 @@
-"""Test doubles that exercise the real client path: a loopback OpenAI-compatible server."""
+"""Test doubles that exercise the real client path: a loopback OpenAI-compatible server with fault modes."""
 
-from scijudge.testing.openai_server import Fault, OpenAICompatServer, Reply
+from scijudge.testing.openai_server import (
+    CONTENT_FILTER,
+    Fault,
+    Hang,
+    Html,
+    OpenAICompatServer,
+    Reply,
+    closed_port_url,
+    fail_json_schema,
+    refuse_prompts_with,
+)
 
-__all__ = ["Fault", "OpenAICompatServer", "Reply"]
+__all__ = ["CONTENT_FILTER", "Fault", "Hang", "Html", "OpenAICompatServer", "Reply", "closed_port_url",
+           "fail_json_schema", "refuse_prompts_with"]

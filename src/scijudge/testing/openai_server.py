@@ -39,7 +39,46 @@ class Fault:
     delay: float = 0.0
 
 
-Handler = Callable[[dict[str, Any]], "Reply | Fault | str"]
+@dataclass
+class Hang:
+    """Accept the request and answer nothing for ``seconds`` (ends early when the server stops)."""
+
+    seconds: float = 3600.0
+
+
+@dataclass
+class Html:
+    """A 200 answer that is not a chat completion (a web page, as a wrong URL or a login proxy returns)."""
+
+    body: str = "<html><body><h1>Welcome</h1></body></html>"
+
+
+Handler = Callable[[dict[str, Any]], "Reply | Fault | Hang | Html | str"]
+
+
+# --- ready-made fault modes -------------------------------------------------------------------------------
+CONTENT_FILTER = Fault(400, "Invalid prompt: your prompt was flagged as potentially violating our usage policy",
+                       "invalid_request_error")
+
+
+def refuse_prompts_with(marker: str, then: Handler, fault: Fault = CONTENT_FILTER) -> Handler:
+    """A handler that refuses (content-filter 400 by default) every request whose prompt contains ``marker``."""
+    return lambda body: fault if marker in all_text(body) else then(body)
+
+
+def fail_json_schema(fault: Fault, then: Handler) -> Handler:
+    """A handler that answers ``fault`` (e.g. 404 or 503) to every ``json_schema`` request, ``then`` otherwise."""
+    return lambda body: fault if (body.get("response_format") or {}).get("type") == "json_schema" else then(body)
+
+
+def closed_port_url() -> str:
+    """The URL of a loopback port nothing listens on (connection refused)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
 
 
 class OpenAICompatServer:
@@ -59,6 +98,7 @@ class OpenAICompatServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: Any = None
+        self._stopping = threading.Event()
         self.port: int | None = None
 
     @property
@@ -76,11 +116,12 @@ class OpenAICompatServer:
         ready = threading.Event()
         self._thread = threading.Thread(target=self._serve, args=(ready,), daemon=True)
         self._thread.start()
-        if not ready.wait(10):
+        if not ready.wait(60):
             raise RuntimeError("loopback server did not start")
         return self
 
     def stop(self) -> None:
+        self._stopping.set()
         if self._loop is None:
             return
         loop = self._loop
@@ -135,6 +176,13 @@ class OpenAICompatServer:
         outcome = self.handler(body)
         if isinstance(outcome, str):
             outcome = Reply(outcome)
+        if isinstance(outcome, Hang):
+            ends = time.monotonic() + outcome.seconds
+            while time.monotonic() < ends and not self._stopping.is_set():
+                await asyncio.sleep(0.05)
+            return web.Response(status=503, text="hang ended")
+        if isinstance(outcome, Html):
+            return web.Response(status=200, text=outcome.body, content_type="text/html")
         if isinstance(outcome, Fault):
             if outcome.delay:
                 await asyncio.sleep(outcome.delay)
@@ -186,4 +234,5 @@ def all_text(body: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-__all__ = ["Fault", "OpenAICompatServer", "Reply", "all_text", "last_user_text", "json"]
+__all__ = ["CONTENT_FILTER", "Fault", "Hang", "Html", "OpenAICompatServer", "Reply", "all_text", "closed_port_url",
+           "fail_json_schema", "json", "last_user_text", "refuse_prompts_with"]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import threading
 from typing import Any
 
@@ -12,7 +11,7 @@ import dspy
 
 from scijudge.data import Item
 from scijudge.errors import InputError, SpecError
-from scijudge.judges.base import Judge, JudgeResult, model_name
+from scijudge.judges.base import Judge, JudgeResult, input_hash
 from scijudge.judges.checklist._chunking import (
     _BYTE_SLACK,
     DEFAULT_CHUNK_TOKENS,
@@ -31,7 +30,6 @@ from scijudge.specs import JudgeSpec, get_spec
 from scijudge.structured import (
     _CURRENT,
     Abstained,
-    Attempt,
     StructuredChain,
     start_record,
 )
@@ -252,9 +250,8 @@ class ChecklistJudge(Judge):
         if not part:
             part = self.parts(item)[0]
         entry, entries = self._entry(item, part)
-        prediction, record, latency = self._run_recorded(self._inputs(item, entry))
-        attempts: list[Attempt] = list(record.attempts)
-        costs = [a.cost for a in attempts if a.cost is not None]
+        inputs = self._inputs(item, entry)
+        prediction, record, latency = self._run_recorded(inputs)
         result: dict[str, Any] = {}
         judgment = prediction.judgment
         if judgment is not None:
@@ -263,17 +260,13 @@ class ChecklistJudge(Judge):
             criterion_id=entry["id"], criterion=entry["criterion"], weight=entry["weight"], axis=entry["axis"],
             rubric=rubric_summary(entries), task_facets=task_facets(item), **prediction.details,
         )
-        base: dict[str, Any] = {
-            "item_id": item.id, "judge": self.name, "part": part, "family": self.spec.family,
-            "spec_hash": self.spec_hash, "model": model_name(self._lm()), "attempts": attempts, "latency_s": latency,
-            "result": result, "tokens_in": sum(a.tokens_in or 0 for a in attempts),
-            "tokens_out": sum(a.tokens_out or 0 for a in attempts), "cost": math.fsum(costs) if costs else None,
-        }
         if prediction.abstained:
-            return JudgeResult(status="abstained", reason=prediction.reason, **base)
+            return self.result_from(item.id, part, record, latency, input_hash(inputs),
+                                    abstained_reason=prediction.reason, result=result)
         fields = judgment.run_fields()
-        return JudgeResult(status="ok", score=fields.score, verdict=fields.verdict, confidence=fields.confidence,
-                           rationale=fields.rationale, **base)
+        return self.result_from(item.id, part, record, latency, input_hash(inputs), score=fields.score,
+                                verdict=fields.verdict, confidence=fields.confidence, rationale=fields.rationale,
+                                result=result)
 
 
 def load_checklist_judge(name_or_spec: str | JudgeSpec = CHECKLIST_SPEC, *, lm: Any = None,

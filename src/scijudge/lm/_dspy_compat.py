@@ -1,0 +1,157 @@
+"""Every DSPy internal scijudge relies on, in one place, each checked against the installed DSPy.
+
+scijudge is tested with DSPy 3.4. The chain subclasses ``JSONAdapter`` and is called with DSPy's adapter
+arguments, sends ``lm15.Request`` objects, maps DSPy's LM error classes, reads DSPy's price table, keeps
+its own entries in DSPy's response cache and memoises ``model_metadata.model_info``. ``check()`` verifies
+each of these still has the shape we use; ``tests/core/test_dspy_compat.py`` calls it so that a DSPy
+upgrade that moves one fails loudly instead of silently doing something else.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import warnings
+from functools import lru_cache
+from typing import Any
+
+TESTED_DSPY = ("3.4",)
+_MODEL_INFO_PATCHED = False
+
+
+def dspy_version() -> str:
+    import dspy
+
+    return str(getattr(dspy, "__version__", "unknown"))
+
+
+def check() -> list[str]:
+    """Problems with the DSPy internals scijudge uses (empty when all is as expected)."""
+    problems: list[str] = []
+    from dspy.adapters.json_adapter import JSONAdapter
+
+    params = list(inspect.signature(JSONAdapter.__call__).parameters)
+    if params[:6] != ["self", "lm", "lm_kwargs", "signature", "demos", "inputs"]:
+        problems.append(f"JSONAdapter.__call__ parameters changed: {params}")
+    for name in ("format", "format_system_message", "format_field_with_value"):
+        if not callable(getattr(JSONAdapter, name, None)):
+            problems.append(f"JSONAdapter.{name} is gone")
+    from dspy.utils import exceptions
+
+    for name in ("ContextWindowExceededError", "LMRateLimitError", "LMTimeoutError", "LMServerError",
+                 "LMTransportError", "LMInvalidRequestError", "LMAuthError", "LMBillingError",
+                 "LMConfigurationError", "LMUnsupportedModelError", "LMProviderError"):
+        if not isinstance(getattr(exceptions, name, None), type):
+            problems.append(f"dspy.utils.exceptions.{name} is gone")
+    from dspy import lm15
+
+    for name in ("Request", "Config", "Message", "Usage"):
+        if getattr(lm15, name, None) is None:
+            problems.append(f"dspy.lm15.{name} is gone")
+    config_fields = set(getattr(lm15.Config, "__dataclass_fields__", {}))
+    for name in ("temperature", "max_tokens", "response_format", "logprobs"):
+        if name not in config_fields:
+            problems.append(f"dspy.lm15.Config has no field {name!r}")
+    from dspy._vendor.lm15 import serde
+
+    if not callable(getattr(serde, "request_to_dict", None)):
+        problems.append("dspy._vendor.lm15.serde.request_to_dict is gone")
+    from dspy.clients import costs, model_metadata
+
+    if not callable(getattr(costs, "estimate_cost", None)):
+        problems.append("dspy.clients.costs.estimate_cost is gone")
+    info = getattr(model_metadata, "model_info", None)
+    if info is None or "namespaces" not in inspect.signature(info).parameters:
+        problems.append("dspy.clients.model_metadata.model_info(provider, model, *, namespaces) changed")
+    import dspy
+
+    if not all(callable(getattr(dspy.cache, name, None)) for name in ("get", "put")):
+        problems.append("dspy.cache.get/put are gone")
+    return problems
+
+
+def warn_if_untested() -> None:
+    """One warning when the installed DSPy is outside the tested range."""
+    version = dspy_version()
+    if not version.startswith(TESTED_DSPY):
+        warnings.warn(f"scijudge is tested with DSPy {', '.join(TESTED_DSPY)}.x; found {version}", stacklevel=2)
+
+
+# --- what the chain uses ---------------------------------------------------------------------------
+def json_adapter() -> type:
+    from dspy.adapters.json_adapter import JSONAdapter
+
+    return JSONAdapter
+
+
+def lm_errors() -> Any:
+    """DSPy's LM error classes (``dspy.utils.exceptions``)."""
+    from dspy.utils import exceptions
+
+    return exceptions
+
+
+def request_as_dict(request: Any) -> dict[str, Any]:
+    """A plain-data form of an ``lm15.Request`` (what DSPy hashes for its own cache)."""
+    from dspy._vendor.lm15.serde import request_to_dict
+
+    return request_to_dict(request)
+
+
+def cache_get(key: dict[str, Any]) -> Any:
+    """An entry of DSPy's response cache (memory and disk, as configured), or None."""
+    import dspy
+
+    return dspy.cache.get(key)
+
+
+def cache_put(key: dict[str, Any], value: Any) -> None:
+    import dspy
+
+    dspy.cache.put(key, value)
+
+
+def estimate_cost(response: Any, provider: str | None, model: str) -> Any:
+    from dspy.clients.costs import estimate_cost as estimate
+
+    return estimate(response, provider=provider, requested_model=model)
+
+
+# --- the model_info memoisation (see lm/_speedups.py) ------------------------------------------------
+def patch_model_info() -> bool:
+    """Wrap ``model_metadata.model_info`` in every DSPy module that imported it by name; True when applied."""
+    global _MODEL_INFO_PATCHED
+    if _MODEL_INFO_PATCHED:
+        return True
+    from dspy.clients import capabilities, costs, model_metadata
+
+    original = model_metadata.model_info
+
+    @lru_cache(maxsize=512)
+    def _cached(provider: Any, model: Any, namespaces: tuple[str, ...] | None) -> Any:
+        return original(provider, model, namespaces=namespaces)
+
+    def model_info(provider: Any, model: Any, *, namespaces: Any = None) -> Any:
+        try:
+            key_ns = tuple(namespaces) if namespaces is not None else None
+            hash((provider, model, key_ns))
+        except TypeError:
+            return original(provider, model, namespaces=namespaces)
+        return copy.deepcopy(_cached(provider, model, key_ns))
+
+    model_info.__wrapped__ = original  # type: ignore[attr-defined]
+    patched = []
+    for module in (model_metadata, costs, capabilities):
+        if getattr(module, "model_info", None) is original:
+            module.model_info = model_info
+            patched.append(module.__name__)
+    # costs is the module that prices every response: without it the patch buys nothing.
+    _MODEL_INFO_PATCHED = "dspy.clients.costs" in patched
+    return _MODEL_INFO_PATCHED
+
+
+def model_info_patched() -> bool:
+    """Whether DSPy's price lookup now goes through the memoised wrapper."""
+    from dspy.clients import costs
+
+    return getattr(getattr(costs, "model_info", None), "__wrapped__", None) is not None

@@ -1,0 +1,164 @@
+"""What a judgment is, as stored: the result, its attempts, its identity and the run-store row schema.
+
+This module imports neither DSPy nor any judge layer (only pydantic), so that a run store can be
+opened, read and exported without loading an LM stack. A judgment's identity (``judgment_key``) covers
+everything that determines it: the item id and the content the judge reads (``input_hash``), the judge
+and its spec, the model, the endpoint (without credentials) and the decoding settings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from datetime import datetime, timezone
+from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import BaseModel, Field
+
+Status = Literal["ok", "abstained"]
+Outcome = Literal[
+    "ok", "recovered_wrapper", "format_rejected", "parse_error", "validation_error", "truncated",
+    "rate_limited", "server_error", "timeout", "transport_error", "context_overflow", "provider_error",
+    "request_rejected", "not_found",
+]
+
+RUN_COLUMNS: tuple[str, ...] = (
+    "key", "item_id", "judge", "part", "family", "spec_hash", "model", "endpoint", "input_hash", "decoding",
+    "status", "score", "verdict", "confidence", "probs", "result", "rationale", "reason", "attempts",
+    "tokens_in", "tokens_out", "cost", "latency_s", "created_at", "current",
+)
+"""Columns of a run-store row (``Run.rows()``, ``Run.to_pandas()``, exports), in order."""
+JSON_COLUMNS: tuple[str, ...] = ("probs", "result", "attempts")
+CURRENT_GROUP: tuple[str, ...] = ("item_id", "judge", "part", "model", "endpoint")
+"""A row is the *current* judgment of its group; a newer judgment of the same group makes it history."""
+
+
+class Attempt(BaseModel):
+    """One request sent (or answered from scijudge's cache) inside the chain, with what came of it."""
+
+    strategy: str
+    temperature: float
+    max_tokens: int | None = None
+    outcome: Outcome
+    error_class: str | None = None
+    error: str | None = None
+    status: int | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost: float | None = None
+    latency_s: float = 0.0
+    cached: bool = False
+
+
+class JudgeResult(BaseModel):
+    """One judgment as stored: typed output or an abstention with its reason, plus its full cost."""
+
+    item_id: str
+    judge: str
+    part: str = ""
+    family: str
+    spec_hash: str
+    model: str
+    endpoint: str = ""
+    input_hash: str = ""
+    decoding: str = ""
+    status: Status
+    score: float | None = None
+    verdict: str | None = None
+    confidence: float | None = None
+    probs: dict[str, float] | None = None
+    result: dict[str, Any] | None = None
+    rationale: str | None = None
+    reason: str | None = None
+    attempts: list[Attempt] = Field(default_factory=list)
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost: float | None = None
+    latency_s: float = 0.0
+    created_at: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+    @property
+    def key(self) -> str:
+        """Identity in a run store (see ``judgment_key``)."""
+        return judgment_key(self.item_id, self.judge, self.part, self.spec_hash, self.model,
+                            self.endpoint, self.input_hash, self.decoding)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def judgment_key(item_id: str, judge: str, part: str, spec_hash: str, model: str, endpoint: str = "",
+                 input_hash: str = "", decoding: str = "") -> str:
+    """Stable key of a judgment (a hash, so odd characters in ids never matter).
+
+    Without endpoint, input hash and decoding it equals the key of stores written before they were part
+    of the identity, which lets a migrated store recognise its own rows.
+    """
+    fields = [item_id, judge, part, spec_hash, model]
+    if endpoint or input_hash or decoding:
+        fields += [endpoint, input_hash, decoding]
+    return hashlib.sha256("\x1f".join(fields).encode()).hexdigest()[:32]
+
+
+def input_hash(inputs: dict[str, Any]) -> str:
+    """Hash of the inputs a judge reads for one judgment (what goes into the prompt)."""
+    text = json.dumps(inputs, sort_keys=True, ensure_ascii=False, default=_plain)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    return str(value)
+
+
+def decoding_text(settings: dict[str, Any]) -> str:
+    """The decoding settings that change an answer, as compact canonical JSON (stored and keyed)."""
+    return json.dumps({k: v for k, v in settings.items() if v is not None}, sort_keys=True, separators=(",", ":"))
+
+
+def safe_endpoint(api_base: str | None) -> str:
+    """An endpoint URL without credentials: userinfo, query and fragment removed ('' for the provider default)."""
+    if not api_base:
+        return ""
+    try:
+        parts = urlsplit(str(api_base).strip())
+    except ValueError:
+        return "<unparseable endpoint>"
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), "", ""))
+
+
+def model_name(lm: Any) -> str:
+    """The model string recorded in results; never includes keys or endpoints."""
+    if lm is None:
+        return "unconfigured"
+    return str(getattr(lm, "model", type(lm).__name__))
+
+
+def endpoint_of(lm: Any) -> str:
+    """The credential-free endpoint an LM sends to ('' for a provider's default endpoint or a local model)."""
+    kwargs = getattr(lm, "kwargs", None)
+    base = kwargs.get("api_base") or kwargs.get("base_url") if isinstance(kwargs, dict) else None
+    return safe_endpoint(base)
+
+
+def assemble_result(*, item_id: str, judge: str, part: str, family: str, spec_hash: str, lm: Any,
+                    inputs_hash: str, decoding: str, attempts: list[Attempt], latency: float,
+                    abstained_reason: str | None = None, **fields: Any) -> JudgeResult:
+    """The one place a JudgeResult is assembled from a judge call: identity, totals over attempts, outcome."""
+    costs = [a.cost for a in attempts if a.cost is not None]
+    base = dict(
+        item_id=item_id, judge=judge, part=part, family=family, spec_hash=spec_hash, model=model_name(lm),
+        endpoint=endpoint_of(lm), input_hash=inputs_hash, decoding=decoding, attempts=list(attempts),
+        latency_s=latency, tokens_in=sum(a.tokens_in or 0 for a in attempts),
+        tokens_out=sum(a.tokens_out or 0 for a in attempts), cost=math.fsum(costs) if costs else None,
+    )
+    if abstained_reason is not None:
+        return JudgeResult(status="abstained", reason=abstained_reason, **base, **fields)
+    return JudgeResult(status="ok", **base, **fields)
