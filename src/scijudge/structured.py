@@ -36,6 +36,7 @@ from scijudge._chain_cache import store_response as _store_response
 from scijudge.errors import EndpointError, TransportFailure
 from scijudge.lm import _dspy_compat
 from scijudge.records import Attempt, Outcome
+from scijudge._replies import non_json_reply
 from scijudge.fencing import fence_inputs, with_notice
 from scijudge.signatures import OUTPUT_FIELD
 
@@ -404,6 +405,10 @@ class StructuredChain(JSONAdapter):
         elif used <= retries[fault]:
             time.sleep(self._backoff(used - 1))
             return
+        page = non_json_reply(exc)
+        if page is not None:  # retried like any transport error; still a page after that: the wrong endpoint
+            raise EndpointError(f"{where} answers with an {page} after {used} tries: check --api-base "
+                                f"({faults.short(exc)})") from exc
         if strategy == "json_schema" and not last_strategy and outcome == "server_error":
             raise _NextStrategy(f"json_schema: {outcome} after {used} tries: {faults.short(exc)}",
                                 remember=False) from exc

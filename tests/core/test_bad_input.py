@@ -139,6 +139,7 @@ def test_loader_level_checks(tmp_path):
 
 
 def test_html_page_behind_http_200_is_retried_as_a_transport_error():
+    from scijudge.errors import EndpointError
     import http.server
     import threading
 
@@ -169,10 +170,12 @@ def test_html_page_behind_http_200_is_retried_as_a_transport_error():
     try:
         lm = make_lm("openai/judge", api_base=f"http://127.0.0.1:{server.server_port}/v1", cache=False)
         chain = StructuredChain(ChainConfig(transport_retries=2, backoff_base=0.01, backoff_max=0.02))
-        result = Judge(get_spec("yescieval.qa.correctness"), lm=lm, chain=chain).judge_item(
-            Item(id="a", question="q", papers=[{"title": "t"}], answer="x"))
+        judge = Judge(get_spec("yescieval.qa.correctness"), lm=lm, chain=chain)
+        with pytest.raises(EndpointError) as stopped:
+            judge.judge_item(Item(id="a", question="q", papers=[{"title": "t"}], answer="x"))
     finally:
         server.shutdown()
-    assert result.status == "abstained" and len(hits) == 3  # one try and two retries, like any transport error
-    assert [a.outcome for a in result.attempts] == ["transport_error"] * 3
-    assert "HTTP 200, text/html" in result.reason and "not JSON" in result.reason
+    # Retried like any transport error (one try and two retries); a page every time means the wrong endpoint:
+    # the run stops with a message that says what came back, and nothing is stored as a judgment.
+    assert len(hits) == 3
+    assert "HTTP 200 text/html reply" in str(stopped.value) and "--api-base" in str(stopped.value)
