@@ -276,12 +276,18 @@ def _configure_chain(options: dict) -> None:  # noqa: ANN001
 def _exit(store, code: int) -> None:  # noqa: ANN001
     """Leave now: the store has every completed judgment committed; threads still waiting on a request are
     abandoned rather than joined."""
+    import threading
+
     sys.stdout.flush()
     sys.stderr.flush()
     try:
         store.close()
     finally:
-        os._exit(code)
+        waiting = [t for t in threading.enumerate()
+                   if t is not threading.current_thread() and not t.daemon and t.is_alive()]
+        if waiting:  # a request still in flight would hold the interpreter's exit: abandon it
+            os._exit(code)
+        raise typer.Exit(code)  # nothing left running: exit normally (and usable from CliRunner)
 
 
 def _resume_command() -> str:

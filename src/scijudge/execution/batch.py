@@ -334,7 +334,8 @@ def _judge_line(api: Any, record: BatchRecord, line: dict[str, Any] | None, entr
 
         call.logprobs = _logprobs_as_dicts(response.logprobs)
     prediction = Prediction(judgment=value, abstained=False, reason=None, attempts=entry.attempts)
-    return entry.judge._result(entry.item.id, entry.part, prediction, call, 0.0)
+    return entry.judge._result(entry.item.id, entry.part, prediction, call, 0.0,
+                              entry.judge.identity(entry.item, entry.part)[0])
 
 
 def _abstention(entry: _Pending) -> JudgeResult:
@@ -343,7 +344,8 @@ def _abstention(entry: _Pending) -> JudgeResult:
 
     reason = f"all strategies failed; last problem: {entry.last_problem}"
     prediction = Prediction(judgment=None, abstained=True, reason=reason, attempts=entry.attempts)
-    return entry.judge._result(entry.item.id, entry.part, prediction, CallRecord(attempts=entry.attempts), 0.0)
+    return entry.judge._result(entry.item.id, entry.part, prediction, CallRecord(attempts=entry.attempts), 0.0,
+                              entry.judge.identity(entry.item, entry.part)[0])
 
 
 def _direct(keys: list[str], pending: dict[str, _Pending], finish: Callable[[JudgeResult], None],
