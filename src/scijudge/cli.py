@@ -338,12 +338,16 @@ def _register_module_commands() -> None:
     """Commands whose code lives with the feature they expose (one module, one job)."""
     from scijudge.commands.calibrate import calibrate_cmd, perturb_cmd
     from scijudge.commands.compliance import compliance_cmd
+    from scijudge.commands.import_judgments import import_judgments_cmd
+    from scijudge.commands.robustness import robustness_cmd
     from scijudge.commands.optimize import optimize_cmd
     from scijudge.metrics.figures import figure_metric_command
 
     command("calibrate")(calibrate_cmd)
     command("perturb")(perturb_cmd)
     command("compliance")(compliance_cmd)
+    command("import-judgments")(import_judgments_cmd)
+    command("robustness")(robustness_cmd)
     command("optimize")(optimize_cmd)
     command("figure-metric")(figure_metric_command)
 
