@@ -118,9 +118,17 @@ def test_abstentions_lower_coverage_and_are_never_imputed() -> None:
     row = result.per_rubric.iloc[0]
     assert (row["n_units"], row["n_judged"], row["n_abstained"], row["n"]) == (25, 25, 5, 20)
     assert row["coverage"] == pytest.approx(0.8)
-    # units never judged also count against coverage
-    labels_more = pd.concat([labels, pd.DataFrame({"item_id": ["q25"], "judge": [RUBRICS[0]], "score": [3.0]})])
-    row = calibrate(pd.DataFrame(rows), labels_more, n_boot=0, allow_extra_labels=True).per_rubric.iloc[0]
+    # labels of items no run judged (allowed extra labels) do not count against coverage ...
+    labels_more = pd.concat([labels, pd.DataFrame({"item_id": ["q25", "q26"], "judge": [RUBRICS[0]] * 2,
+                                                   "score": [3.0, 2.0]})])
+    result = calibrate(pd.DataFrame(rows), labels_more, n_boot=0, allow_extra_labels=True)
+    row = result.per_rubric.iloc[0]
+    assert (row["n_units"], row["n_missing"], row["coverage"]) == (25, 0, pytest.approx(20 / 25))
+    assert any("2 labelled unit(s) of items no run judged" in n for n in result.notes)
+    # ... but an item another contender judged and this one did not does
+    other = rows + [_row("q25", RUBRICS[0], "other", 3.0)]
+    row = calibrate(pd.DataFrame(other), labels_more, n_boot=0, allow_extra_labels=True).per_rubric
+    row = row[row["contender"] == "m"].iloc[0]
     assert (row["n_missing"], row["coverage"]) == (1, pytest.approx(20 / 26))
     j = np.array([1 + i % 5 for i in range(20)], float)
     h = np.array([1 + (i + 1) % 5 for i in range(20)], float)

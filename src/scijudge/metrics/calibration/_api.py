@@ -10,7 +10,9 @@ bootstrap over items (``scijudge.metrics.bootstrap``), vectorised through contin
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from scijudge.errors import InputError
@@ -45,6 +47,7 @@ def calibrate(
     level: float = 0.95,
     n_bins: int = 10,
     allow_extra_labels: bool = False,
+    specs: Any = None,
 ) -> CalibrationResult:
     """Compare every (model, run, spec version) in ``judgments`` with the human ``labels``.
 
@@ -53,12 +56,15 @@ def calibrate(
             column naming the run when they share a model).
         labels: ``labels_to_frame(load_labels(path))`` or any frame with item_id, judge, part, score|verdict,
             annotator.
-        scale: ``(lo, hi, step)`` for every judge, or a mapping judge → scale; by default the shipped spec's
-            scale, else the family default (Likert 1–5).
+        scale: ``(lo, hi, step)`` or ``(lo, hi, step, "continuous")`` for every judge, or a mapping judge →
+            scale; by default the scale of the spec whose hash the judgments record (``specs`` given here,
+            then shipped specs), else the family default (Likert 1–5). A continuous scale accepts any value in
+            range: MAE, bias, correlations and ICC use raw values, κ/α/AC2 the step grid after rounding.
         n_boot: bootstrap resamples of items (0 disables intervals and bootstrap p-values).
         seed: seed of the resampling: the same seed gives the same intervals.
         allow_extra_labels: accept labels for items that no run judged (otherwise an error, since it usually
-            means mismatched ids).
+            means mismatched ids). Coverage then counts only labels of items some run judged.
+        specs: judge specs (``JudgeSpec``) the runs may have used, for their scales (matched by hash).
     """
     df = prepare_judgments(judgments)
     lab = _prepare_labels(labels)
@@ -80,10 +86,13 @@ def calibrate(
             f"{sorted(lab['judge'].unique())[:6]} on {lab['item_id'].nunique()} items",
             field="judge",
         )
-    scales = _resolve_scales(df, overlap_judges, scale)
-    _validate_scores(df, lab, scales)
-    score_cons, verdict_cons, no_consensus = _consensus(lab, scales)
-    notes: list[str] = []
+    scales, continuous, notes = _resolve_scales(df, overlap_judges, scale, specs)
+    _validate_scores(df, lab, scales, continuous)
+    score_cons, verdict_cons, no_consensus = _consensus(lab, scales, continuous)
+    score_cons, verdict_cons, n_unjudged = _judged_units_only(df, score_cons, verdict_cons)
+    if n_unjudged:
+        notes.append(f"{n_unjudged} labelled unit(s) of items no run judged with that judge were left out of "
+                     "coverage (allow_extra_labels)")
     if no_consensus:
         notes.append(f"{no_consensus} labelled unit(s) with tied verdicts among annotators have no consensus "
                      "and were left out")
@@ -99,7 +108,7 @@ def calibrate(
     # items that enter any statistic, for the shared bootstrap
     items = sorted(set(ord_matched["item_id"]) | set(ver_matched["item_id"]) | set(lab["item_id"]) & set(df["item_id"]))
     blocks = _Blocks(items)
-    ctx = _Context(scales=scales, blocks=blocks, level=level, n_bins=n_bins, notes=notes)
+    ctx = _Context(scales=scales, blocks=blocks, level=level, n_bins=n_bins, notes=notes, continuous=continuous)
 
     ord_groups = _ordinal_groups(ord_matched, score_cons, ctx)
     ver_groups = _verdict_groups(ver_matched, verdict_cons, ctx)
@@ -120,4 +129,16 @@ def calibrate(
         leaderboard=leaderboard, per_rubric=per_rubric, verdict_leaderboard=v_leaderboard,
         verdict_per_rubric=v_per_rubric, human_ceiling=ceiling, paired=paired, confusion=confusion,
         reliability=reliability, scales=scales, n_boot=n_boot, seed=seed, level=level, notes=notes,
+        continuous=sorted(continuous),
     )
+
+
+def _judged_units_only(df: pd.DataFrame, *cons: pd.DataFrame) -> tuple[Any, ...]:
+    """Consensus rows whose (item, judge) some run judged, and how many were dropped (extra labels)."""
+    judged = pd.MultiIndex.from_frame(df[["item_id", "judge"]].drop_duplicates())
+    kept, dropped = [], 0
+    for frame in cons:
+        inside = pd.MultiIndex.from_frame(frame[["item_id", "judge"]]).isin(judged) if len(frame) else np.ones(0, bool)
+        kept.append(frame[inside])
+        dropped += int((~inside).sum())
+    return (*kept, dropped)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -63,6 +63,7 @@ class _Context:
     level: float
     n_bins: int
     notes: list[str]
+    continuous: set[str] = field(default_factory=set)
 
 
 @dataclass

@@ -7,7 +7,7 @@ import pandas as pd
 
 from scijudge.errors import InputError
 from scijudge.metrics.calibration._result import ScaleTuple
-from scijudge.metrics.calibration.vocab import _norm_verdict, _on_scale, _scale_text
+from scijudge.metrics.calibration.vocab import _norm_verdict, _on_scale, _scale_text, in_range
 
 
 def _prepare_labels(labels: pd.DataFrame) -> pd.DataFrame:
@@ -69,21 +69,24 @@ def _check_unknown_items(df: pd.DataFrame, lab: pd.DataFrame) -> None:
     )
 
 
-def _validate_scores(df: pd.DataFrame, lab: pd.DataFrame, scales: dict[str, ScaleTuple]) -> None:
+def _validate_scores(df: pd.DataFrame, lab: pd.DataFrame, scales: dict[str, ScaleTuple],
+                     continuous: set[str] = frozenset()) -> None:  # type: ignore[assignment]
     for judge, sc in scales.items():
+        check = in_range if judge in continuous else _on_scale
         sel = lab[(lab["judge"] == judge) & lab["score"].notna()]
-        bad = ~_on_scale(sel["score"].to_numpy(), sc)
+        bad = ~check(sel["score"].to_numpy(), sc)
         if bad.any():
             row = sel[bad].iloc[0]
-            raise _label_error(row, f"score {row['score']:g} is outside the scale {_scale_text(sc)} of judge "
+            raise _label_error(row, f"score {row['score']:g} is outside the scale {_scale_text(sc, judge in continuous)} of judge "
                                     f"{judge!r}", "score")
         rows = df[(df["judge"] == judge) & (df["status"] == "ok") & df["score"].notna()]
-        bad = ~_on_scale(rows["score"].to_numpy(), sc)
+        bad = ~check(rows["score"].to_numpy(), sc)
         if bad.any():
             row = rows[bad].iloc[0]
             raise InputError(
                 f"judgment of item {row['item_id']!r} by {row['model']!r} has score {row['score']:g}, outside the "
-                f"scale {_scale_text(sc)} of judge {judge!r}; pass the right scale (scale=(lo, hi, step) / --scale)",
+                f"scale {_scale_text(sc, judge in continuous)} of judge {judge!r}; pass the right scale "
+                "(scale=(lo, hi, step) or (lo, hi, step, 'continuous') / --scale)",
                 file=row["source"] or None, field="score",
             )
 

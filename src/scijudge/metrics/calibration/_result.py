@@ -35,6 +35,8 @@ class CalibrationResult:
     seed: int = 0
     level: float = 0.95
     notes: list[str] = field(default_factory=list)
+    continuous: list[str] = field(default_factory=list)  # judges calibrated on a continuous scale
+    position: pd.DataFrame = field(default_factory=pd.DataFrame)  # pairwise judges: consistency across orders
 
     def confusion_matrix(self, contender: str, judge: str = POOLED, track: str | None = None) -> pd.DataFrame:
         """One confusion matrix (rows human, columns judge) from the long ``confusion`` frame."""
@@ -58,13 +60,15 @@ class CalibrationResult:
             "paired": self.paired,
             "confusion": self.confusion,
             "reliability": self.reliability,
+            "position": self.position,
         }
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict: every frame as records (NaN becomes null) plus settings and notes."""
         out: dict[str, Any] = {
             "settings": {"n_boot": self.n_boot, "seed": self.seed, "level": self.level,
-                         "scales": {k: list(v) for k, v in self.scales.items()}},
+                         "scales": {k: list(v) for k, v in self.scales.items()},
+                         "continuous": list(self.continuous)},
             "notes": list(self.notes),
         }
         for name, frame in self.frames().items():

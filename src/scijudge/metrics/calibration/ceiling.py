@@ -12,7 +12,7 @@ import pandas as pd
 from scijudge.metrics import agreement as ag
 from scijudge.metrics.calibration._blocks import _Context, _intervals
 from scijudge.metrics.calibration._result import POOLED, ScaleTuple
-from scijudge.metrics.calibration.vocab import _scale_text
+from scijudge.metrics.calibration.vocab import _scale_text, to_grid
 
 
 @dataclass
@@ -43,7 +43,9 @@ def _ceiling_blocks(lab: pd.DataFrame, scales: dict[str, ScaleTuple], ctx: _Cont
                 categories = ag.scale_values(*scales[judge])
                 wide = g.pivot(index=["item_id", "part"], columns="annotator", values="score")
                 matrix = wide.to_numpy(float)
-                pool = _scale_text(scales[judge])
+                if judge in ctx.continuous:  # annotators' agreement on the grid, like the judges' κ/α
+                    matrix = to_grid(matrix, scales[judge])
+                pool = _scale_text(scales[judge], judge in ctx.continuous)
             else:
                 categories = np.array(sorted(g["verdict"].unique()), dtype=object)
                 index = {c: float(i) for i, c in enumerate(categories)}

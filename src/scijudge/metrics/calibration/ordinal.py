@@ -22,7 +22,8 @@ from scijudge.metrics.calibration._blocks import (
     _rank,
     _table_reps,
 )
-from scijudge.metrics.calibration.vocab import _cat_index, _scale_text
+from scijudge.metrics.calibration import continuous as cont
+from scijudge.metrics.calibration.vocab import _cat_index, _scale_text, to_grid
 from scijudge.metrics.tables import (
     ORDINAL_STATS,
     ordinal_stats,
@@ -142,7 +143,12 @@ def _ordinal_groups(matched: pd.DataFrame, cons: pd.DataFrame, ctx: _Context) ->
         values = ag.scale_values(*sc)
         usable = (g["status"] == "ok") & g["score"].notna()
         pairs = g[usable]
-        grp = _Group(contender=contender, judge=judge, track="ordinal", pool=_scale_text(sc), model=str(g["model"].iloc[0]),
+        is_cont = judge in ctx.continuous
+        if is_cont:  # raw values kept for MAE/bias/correlations/ICC; the grid copy feeds κ/α and the tables
+            pairs = pairs.assign(score_raw=pairs["score"], h_raw=pairs["h_score"],
+                                 score=to_grid(pairs["score"].to_numpy(float), sc),
+                                 h_score=to_grid(pairs["h_score"].to_numpy(float), sc))
+        grp = _Group(contender=contender, judge=judge, track="ordinal", pool=_scale_text(sc, is_cont), model=str(g["model"].iloc[0]),
                      spec_hash=",".join(sorted(g["spec_hash"].unique())), family=str(g["family"].iloc[0]),
                      categories=values, pairs=pairs, counts=_coverage(g, cons, judge, usable))
         if len(pairs):
@@ -151,6 +157,10 @@ def _ordinal_groups(matched: pd.DataFrame, cons: pd.DataFrame, ctx: _Context) ->
             ji = _cat_index(pairs["score"].to_numpy(float), sc)
             grp.block = ("ord", contender, judge)
             ctx.blocks.add(grp.block, pairs["item_id"].to_numpy(), hi * k + ji, k * k)
+            if is_cont:
+                cells, vals = cont.moment_cells(*cont.split_raw(pairs))
+                items = np.repeat(pairs["item_id"].to_numpy(), cont.N_MOMENTS)
+                ctx.blocks.add(("mom", contender, judge), items, cells, cont.N_MOMENTS, vals)
         groups.append(grp)
     return groups
 
@@ -178,6 +188,12 @@ def _ordinal_row(groups: list[_Group], ctx: _Context, judge_name: str) -> tuple[
     row.update(point)
     reps_tables = _table_reps(ctx, [g.block for g in groups], values.size)
     reps = ordinal_stats(reps_tables, values, tol) if reps_tables is not None else None
+    if "score_raw" in pairs and pairs["score_raw"].notna().all():
+        row.update(cont.raw_point(*cont.split_raw(pairs)))
+        moments = cont.replicate_moments([ctx.blocks.get(("mom", g.contender, g.judge)) for g in groups])
+        if reps is not None and moments is not None:
+            reps.update(cont.moment_stats(moments))
+        notes.append(cont.rounding_note(tol))
     _intervals(row, reps, ORDINAL_STATS, ctx.level)
     cal, bins = _calibration(pairs, "ordinal", values, ctx.n_bins)
     row.update(cal)

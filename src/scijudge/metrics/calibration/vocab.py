@@ -27,40 +27,84 @@ def _norm_verdict(value: Any) -> str | None:
     return None if value is None else str(value).strip().lower()
 
 
+CONTINUOUS = "continuous"
+"""Fourth element of a scale (``(1, 5, 0.5, "continuous")``): scores may fall between the steps (a mean of
+criteria); MAE, bias, correlations and ICC use the raw values, κ/α/AC2/exact agreement the step grid."""
+ScaleInput = ScaleTuple | tuple[float, float, float, str] | Mapping[str, Any] | None
+
+
+def parse_scale(value: Any, judge: str = "") -> tuple[ScaleTuple, bool]:
+    """``(lo, hi, step)`` or ``(lo, hi, step, "continuous")`` (tuple, list or 'lo,hi,step[,continuous]')."""
+    parts = [p.strip() for p in value.replace(":", ",").split(",")] if isinstance(value, str) else list(value)
+    continuous = len(parts) == 4 and str(parts[3]).strip().lower() in (CONTINUOUS, "true")
+    who = f" for judge {judge!r}" if judge else ""
+    if len(parts) != 3 and not continuous:
+        raise InputError(f"scale{who} must be (lo, hi, step) or (lo, hi, step, 'continuous'), got {value!r}",
+                         field="scale")
+    try:
+        sc = (float(parts[0]), float(parts[1]), float(parts[2]))
+    except (TypeError, ValueError):
+        raise InputError(f"scale{who} must hold numbers, got {value!r}", field="scale") from None
+    return sc, continuous
+
+
 def _resolve_scales(
-    df: pd.DataFrame, judges: list[str], scale: ScaleTuple | Mapping[str, ScaleTuple] | None
-) -> dict[str, ScaleTuple]:
-    """Scale per judge: explicit argument, else the shipped spec's scale, else the family default."""
+    df: pd.DataFrame, judges: list[str], scale: ScaleInput, specs: Any = None
+) -> tuple[dict[str, ScaleTuple], set[str], list[str]]:
+    """Scale per judge and the judges on a continuous scale, plus notes on how each scale was chosen.
+
+    Order: an explicit ``scale`` (one for all, or a mapping judge → scale); else the scale of the judge spec
+    whose hash is the stored ``spec_hash`` (specs passed in, then shipped ones; never a shipped spec that
+    merely shares the name); else the family default.
+    """
     out: dict[str, ScaleTuple] = {}
+    continuous: set[str] = set()
+    notes: list[str] = []
+    by_hash: dict[str, Any] | None = None
     for judge in judges:
-        if isinstance(scale, Mapping):
-            if judge in scale:
-                out[judge] = tuple(float(x) for x in scale[judge])  # type: ignore[assignment]
-                continue
-        elif scale is not None:
-            out[judge] = tuple(float(x) for x in scale)  # type: ignore[assignment]
+        given = scale.get(judge) if isinstance(scale, Mapping) else scale
+        if given is not None:
+            out[judge], cont = parse_scale(given, judge)
+            if cont:
+                continuous.add(judge)
             continue
-        families = df.loc[df["judge"] == judge, "family"].unique()
-        family = families[0] if len(families) else "likert"
-        out[judge] = _spec_scale(judge, family) or FAMILY_SCALES.get(family, FAMILY_SCALES["likert"])
+        rows = df.loc[df["judge"] == judge, ["family", "spec_hash"]]
+        family = rows["family"].iloc[0] if len(rows) else "likert"
+        if by_hash is None:
+            by_hash = _specs_by_hash(specs)
+        found = [by_hash[h] for h in rows["spec_hash"].unique() if h in by_hash]
+        scales = {s for s in (_spec_scale(spec, family) for spec in found) if s is not None}
+        if len(scales) == 1:
+            out[judge] = scales.pop()
+            continue
+        if len(scales) > 1:
+            raise InputError(f"judge {judge!r} was run with specs of different scales {sorted(scales)}; calibrate "
+                             "one spec version at a time or pass scale=", field="scale")
+        out[judge] = FAMILY_SCALES.get(family, FAMILY_SCALES["likert"])
     for judge, sc in out.items():
-        if len(sc) != 3:
-            raise InputError(f"scale for judge {judge!r} must be (lo, hi, step), got {sc!r}", field="scale")
         try:
             ag.scale_values(*sc)
         except ValueError as exc:
             raise InputError(f"judge {judge!r}: {exc}", field="scale") from None
-    return out
+    return out, continuous, notes
 
 
-def _spec_scale(judge: str, family: str) -> ScaleTuple | None:
-    """The scale of a shipped judge spec of this name, if there is one (pairwise: rating differences)."""
+def _specs_by_hash(specs: Any) -> dict[str, Any]:
+    """Judge specs by content hash: the ones passed in and every shipped spec (steps included)."""
+    found: dict[str, Any] = {}
     try:
-        from scijudge.specs import get_spec
+        from scijudge.specs import list_specs
 
-        spec = get_spec(judge)
-    except (ScijudgeError, ImportError):  # not a shipped judge: fall back to the family default
-        return None
+        shipped = list_specs(include_steps=True)
+    except (ScijudgeError, ImportError):
+        shipped = []
+    for spec in [*shipped, *(specs or [])]:
+        found[spec.spec_hash()] = spec
+    return found
+
+
+def _spec_scale(spec: Any, family: str) -> ScaleTuple | None:
+    """A spec's scale (pairwise: the range of rating differences); None when it has none."""
     sc = getattr(spec, "scale", None)
     if sc is None:
         return None
@@ -69,29 +113,43 @@ def _spec_scale(judge: str, family: str) -> ScaleTuple | None:
     return (float(sc.min), float(sc.max), float(sc.step))
 
 
+def in_range(values: np.ndarray, sc: ScaleTuple) -> np.ndarray:
+    """Within [lo, hi] (the only check for a continuous scale)."""
+    return (values >= sc[0] - 1e-9) & (values <= sc[1] + 1e-9)
+
+
+def to_grid(values: np.ndarray, sc: ScaleTuple) -> np.ndarray:
+    """Values rounded to the scale's steps, half-way cases to the even step (numpy's round): the stated
+    rounding that puts continuous scores on the grid for κ, α, AC2 and confusion matrices."""
+    return sc[0] + np.round((np.asarray(values, float) - sc[0]) / sc[2]) * sc[2]
+
+
 def _on_scale(values: np.ndarray, sc: ScaleTuple) -> np.ndarray:
     lo, hi, step = sc
     idx = np.rint((values - lo) / step)
     return (values >= lo - 1e-9) & (values <= hi + 1e-9) & np.isclose(lo + idx * step, values, atol=1e-6)
 
 
-def _scale_text(sc: ScaleTuple) -> str:
-    return f"{sc[0]:g}..{sc[1]:g} step {sc[2]:g}"
+def _scale_text(sc: ScaleTuple, continuous: bool = False) -> str:
+    return f"{sc[0]:g}..{sc[1]:g} step {sc[2]:g}" + (" (continuous)" if continuous else "")
 
 
 def _cat_index(values: np.ndarray, sc: ScaleTuple) -> np.ndarray:
     return np.rint((values - sc[0]) / sc[2]).astype(np.int64)
 
 
-def _consensus(lab: pd.DataFrame, scales: dict[str, ScaleTuple]) -> tuple[pd.DataFrame, pd.DataFrame, int]:
+def _consensus(lab: pd.DataFrame, scales: dict[str, ScaleTuple],
+               continuous: set[str] = frozenset()) -> tuple[pd.DataFrame, pd.DataFrame, int]:  # type: ignore[assignment]
     """Human consensus per (item, judge, part): median score snapped to the scale (half-way ties round to
-    the even scale step), and majority verdict (ties have no consensus and are left out)."""
+    the even scale step; a continuous scale keeps the median), and majority verdict (ties have no consensus
+    and are left out)."""
     keys = ["item_id", "judge", "part"]
     scored = lab[lab["score"].notna() & lab["judge"].isin(list(scales))]
     med = scored.groupby(keys, sort=False)["score"].agg(["median", "size"]).reset_index()
     lo = med["judge"].map(lambda j: scales[j][0]).astype(float)
     step = med["judge"].map(lambda j: scales[j][2]).astype(float)
-    med["h_score"] = lo + np.round((med["median"] - lo) / step) * step
+    snapped = lo + np.round((med["median"] - lo) / step) * step
+    med["h_score"] = snapped.where(~med["judge"].isin(list(continuous)), med["median"])
     med = med.rename(columns={"size": "n_annotators"})[[*keys, "h_score", "n_annotators"]]
 
     verd = lab[lab["verdict"].notna()]
