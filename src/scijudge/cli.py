@@ -318,16 +318,28 @@ def import_lematerial_cmd(
 
     Example: scijudge import-lematerial annotations/ --run runs/lemat.sqlite --labels lemat_labels.jsonl
     """
+    from scijudge.commands._store import write_records
     from scijudge.importers.lematerial import load_lematerial_annotations
 
     imported = load_lematerial_annotations(folder, match_threshold=threshold)
-    written = imported.write_run(run)
+    written = write_records(run, imported.results, imports={
+        "file": str(folder), "kind": "lematerial", "rows": len(imported.results), "labels": len(imported.labels),
+        "dropped_human_scores": imported.drop_counts()})
+    from scijudge.runs import Run
+
+    with Run(run) as store:  # calibrate reads these: the overall is continuous, criteria on half steps
+        store.set_meta(scales={**(store.meta().get("scales") or {}), **imported.scales()})
     labels.parent.mkdir(parents=True, exist_ok=True)
     with labels.open("w", encoding="utf-8") as handle:
         for label in imported.labels:
             handle.write(label.model_dump_json(exclude_none=True) + "\n")
     out.print(f"{written} judge results -> {run}; {len(imported.labels)} human labels -> {labels}; "
-              f"skipped 'Extraction failed': {imported.skipped_failed}; unannotated: {imported.skipped_unannotated}")
+              f"skipped 'Extraction failed': {imported.skipped_failed}; unannotated: {imported.skipped_unannotated}; "
+              f"human scores left out: {len(imported.dropped)}", highlight=False)
+    for rule, count in imported.drop_counts().items():
+        out.print(f"  {count} left out: {rule}", highlight=False)
+    for dropped in imported.dropped:
+        out.print(f"[yellow]human score left out:[/] {dropped}", highlight=False)
     for name in imported.unmatched_human:
         out.print(f"[yellow]human label with no matching judge result:[/] {name}", highlight=False)
     for name in imported.unmatched_judge:
