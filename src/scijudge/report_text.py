@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import sys
 from typing import Any
 
 import numpy as np
@@ -33,12 +32,6 @@ def fmt_interval(lo: Any, hi: Any, digits: int = 3) -> str:
     return f"[{fmt_number(lo, digits)}, {fmt_number(hi, digits)}]"
 
 
-def is_piped(stream: Any = None) -> bool:
-    """True when output goes to a file or pipe, where a cut table would lose values."""
-    stream = stream or sys.stdout
-    return not (hasattr(stream, "isatty") and stream.isatty())
-
-
 def _csv_value(value: Any) -> Any:
     if isinstance(value, (float, np.floating)) and math.isfinite(float(value)) and float(value) == 0:
         return 0.0  # no '-0.0' in machine-readable output either
@@ -47,17 +40,16 @@ def _csv_value(value: Any) -> Any:
 
 def print_frame(frame: pd.DataFrame, title: str = "", console: Any = None, *, piped: bool | None = None) -> None:
     """Print a table: rich with 3-decimal numbers on a terminal; CSV with full precision when piped."""
-    piped = is_piped() if piped is None else piped
-    if piped:
-        stream = sys.stdout if console is None else console.file
-        if title:
-            stream.write(f"# {title}\n")
-        frame.map(_csv_value).to_csv(stream, index=False, lineterminator="\n")
-        return
     from rich.console import Console
     from rich.table import Table
 
     console = console or Console()
+    piped = not console.is_terminal if piped is None else piped
+    if piped:
+        text = frame.map(_csv_value).to_csv(index=False, lineterminator="\n")
+        console.print((f"# {title}\n" if title else "") + text.rstrip("\n"), markup=False, highlight=False,
+                      soft_wrap=True, emoji=False)
+        return
     table = Table(title=title or None)
     for column in frame.columns:
         table.add_column(str(column), overflow="fold")

@@ -288,3 +288,24 @@ def test_pairwise_orders_use_a_part_less_label() -> None:
     j = [v.lower() for pair in zip(said_ab, said_ba) for v in pair]
     assert row["accuracy"] == pytest.approx(skm.accuracy_score(h, j))
     assert row["kappa"] == pytest.approx(skm.cohen_kappa_score(h, j))
+
+
+def test_pairwise_position_consistency_by_hand() -> None:
+    from scipy.stats import binomtest
+
+    judge = "yescieval.qa.correctness.pairwise"
+    truth = ["A", "B", "tie", "A", "B", "A"]
+    said_ab = ["A", "B", "A", "A", "A", "A"]  # item terms; in AB the first slot is A
+    said_ba = ["A", "B", "tie", "B", "B", "A"]  # item terms; in BA the first slot is B
+    rows = [_row(f"p{i}", judge, "m", None, family="pairwise", part=order, verdict=v)
+            for i in range(6) for order, v in (("AB", said_ab[i]), ("BA", said_ba[i]))]
+    labels = pd.DataFrame({"item_id": [f"p{i}" for i in range(6)], "judge": judge, "verdict": truth})
+    (row,) = calibrate(pd.DataFrame(rows), labels, n_boot=0).position.to_dict("records")
+    # flips: items 2 (A vs tie), 3 (A vs B), 4 (A vs B) -> 3 of 6
+    assert row["n_both_orders"] == 6 and row["flip_rate"] == pytest.approx(3 / 6)
+    # decisive judgments: AB 6 (all A/B) + BA 5 (one tie) = 11; first slot: AB says A 5 times, BA says B 3 times
+    assert (row["n_decisive"], row["first_slot_share"]) == (11, pytest.approx(8 / 11))
+    assert row["first_slot_p"] == pytest.approx(binomtest(8, 11, 0.5).pvalue)
+    # resolved by both orders: A, B, tie, tie, tie, A vs truth A, B, tie, A, B, A -> 4 of 6
+    assert row["agreement_resolved"] == pytest.approx(4 / 6)
+    assert row["agreement_ab"] == pytest.approx(4 / 6) and row["agreement_ba"] == pytest.approx(5 / 6)

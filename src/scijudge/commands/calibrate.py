@@ -27,7 +27,7 @@ def _scale_mapping(texts: list[str] | None, judges: list[str], stored: dict[str,
     from scijudge.metrics.calibration.vocab import parse_scale
 
     mapping: dict[str, Any] = {j: v for j, v in stored.items() if j in judges}
-    for text in texts or []:
+    for text in [texts] if isinstance(texts, str) else texts or []:
         name, sep, value = text.rpartition("=")
         if sep:
             parse_scale(value, name)  # fail early with the judge named

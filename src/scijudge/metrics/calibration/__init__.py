@@ -7,7 +7,13 @@ names below are the ones ``scijudge.metrics.calibration`` has always exported.
 """
 
 from scijudge.metrics.calibration._api import calibrate
-from scijudge.metrics.calibration._result import PAIRED_METRICS, POOLED, CalibrationResult, ScaleTuple, frame_records
+from scijudge.metrics.calibration._result import (
+           PAIRED_METRICS,
+           POOLED,
+           CalibrationResult,
+           ScaleTuple,
+           frame_records,
+)
 from scijudge.metrics.calibration.vocab import FAMILY_SCALES
 
 __all__ = ["FAMILY_SCALES", "PAIRED_METRICS", "POOLED", "CalibrationResult", "ScaleTuple", "calibrate",

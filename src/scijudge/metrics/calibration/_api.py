@@ -28,6 +28,7 @@ from scijudge.metrics.calibration._result import CalibrationResult, ScaleTuple
 from scijudge.metrics.calibration.ceiling import _ceiling_blocks, _ceiling_frame
 from scijudge.metrics.calibration.ordinal import _ordinal_frames, _ordinal_groups
 from scijudge.metrics.calibration.paired import _pair_blocks, _paired_frame
+from scijudge.metrics.calibration.position import position_consistency
 from scijudge.metrics.calibration.verdict import _verdict_frames, _verdict_groups
 from scijudge.metrics.calibration.vocab import (
     _consensus,
@@ -122,6 +123,7 @@ def calibrate(
     v_per_rubric, v_leaderboard, v_conf, v_rel = _verdict_frames(ver_groups, ctx)
     ceiling = _ceiling_frame(ceiling_specs, ctx)
     paired = _paired_frame(pair_specs, ctx)
+    position = position_consistency(df, verdict_cons)
     confusion = pd.DataFrame(conf_rows + v_conf, columns=["contender", "judge", "track", "human", "judge_value", "count"])
     reliability = pd.DataFrame(rel_rows + v_rel, columns=["contender", "judge", "track", "source", "strategy", "bin",
                                                           "lower", "upper", "count", "confidence", "accuracy"])
@@ -129,7 +131,7 @@ def calibrate(
         leaderboard=leaderboard, per_rubric=per_rubric, verdict_leaderboard=v_leaderboard,
         verdict_per_rubric=v_per_rubric, human_ceiling=ceiling, paired=paired, confusion=confusion,
         reliability=reliability, scales=scales, n_boot=n_boot, seed=seed, level=level, notes=notes,
-        continuous=sorted(continuous),
+        continuous=sorted(continuous), position=position,
     )
 
 

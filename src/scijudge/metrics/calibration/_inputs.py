@@ -7,7 +7,12 @@ import pandas as pd
 
 from scijudge.errors import InputError
 from scijudge.metrics.calibration._result import ScaleTuple
-from scijudge.metrics.calibration.vocab import _norm_verdict, _on_scale, _scale_text, in_range
+from scijudge.metrics.calibration.vocab import (
+    _norm_verdict,
+    _on_scale,
+    _scale_text,
+    in_range,
+)
 
 
 def _prepare_labels(labels: pd.DataFrame) -> pd.DataFrame:

@@ -13,6 +13,7 @@ from scijudge.metrics import agreement as ag
 from scijudge.metrics.bootstrap import (
     holm,
 )
+from scijudge.metrics.calibration import continuous as cont
 from scijudge.metrics.calibration._blocks import (
     _Context,
     _coverage,
@@ -22,7 +23,6 @@ from scijudge.metrics.calibration._blocks import (
     _rank,
     _table_reps,
 )
-from scijudge.metrics.calibration import continuous as cont
 from scijudge.metrics.calibration.vocab import _cat_index, _scale_text, to_grid
 from scijudge.metrics.tables import (
     ORDINAL_STATS,
