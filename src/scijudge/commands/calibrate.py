@@ -124,8 +124,9 @@ def perturb_cmd(
     loaded = load_items(items)
     models = loaded[0] if isinstance(loaded, tuple) else loaded
     dicts = [m.model_dump(exclude_none=True) if hasattr(m, "model_dump") else dict(m) for m in models]
+    not_made: list[dict[str, Any]] = []
     variants = perturb_items(dicts, level, seed, list(rubric) if rubric else None, pools=pools,
-                             include_original=with_original)
+                             include_original=with_original, not_made=not_made)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", encoding="utf-8") as handle:
@@ -133,5 +134,12 @@ def perturb_cmd(
             handle.write(json.dumps(variant, ensure_ascii=False) + "\n")
     from rich.console import Console
 
-    Console().print(f"wrote {len(variants)} items to {out}")
+    console = Console(highlight=False)
+    console.print(f"wrote {len(variants)} items to {out}; {len(not_made)} variants could not be made")
+    counts: dict[tuple[str, str, str], int] = {}
+    for miss in not_made:
+        key = (miss["rubric"], miss["level"], miss["reason"])
+        counts[key] = counts.get(key, 0) + 1
+    for (rub, lv, reason), count in sorted(counts.items()):
+        console.print(f"  {rub} {lv}: {count} not made ({reason})")
     return len(variants)
