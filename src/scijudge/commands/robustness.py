@@ -34,7 +34,8 @@ def robustness_cmd(
         raise InputError("give at least one run store", field="runs")
     frames = []
     for path, name in zip(runs, _source_names(list(runs))):
-        frame = Run(path, create=False).to_pandas()
+        with Run(path, create=False) as store:
+            frame = store.to_pandas()
         frame["source"] = name
         frames.append(frame)
     result = robustness_table(pd.concat(frames, ignore_index=True), n_boot=n_boot, seed=seed)

@@ -13,6 +13,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import binomtest
 
+from scijudge.metrics.calibration.vocab import _norm_verdict
+
 ORDERS = ("AB", "BA")
 COLUMNS = ("contender", "judge", "n_items", "n_both_orders", "flip_rate", "n_decisive", "first_slot_share",
            "first_slot_p", "n_labelled", "agreement_ab", "agreement_ba", "agreement_resolved")
@@ -28,7 +30,7 @@ def position_consistency(judgments: pd.DataFrame, verdict_consensus: pd.DataFram
                    & (judgments["status"] == "ok") & judgments["verdict"].notna()]
     if ok.empty:
         return pd.DataFrame(columns=list(COLUMNS))
-    verdict = ok["verdict"].astype(str).str.strip().str.lower()
+    verdict = ok["verdict"].map(_norm_verdict)
     first = ((ok["part"] == "AB") & (verdict == "a")) | ((ok["part"] == "BA") & (verdict == "b"))
     decisive = verdict.isin(["a", "b"])
     slots = pd.DataFrame({"contender": ok["contender"], "judge": ok["judge"], "first": first & decisive,
