@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
@@ -66,9 +64,3 @@ def write_robustness(result: RobustnessResult, out_dir: str | Path) -> dict[str,
     result.table.to_csv(paths["csv"], index=False)
     paths["html"].write_text(render_robustness_html(result), encoding="utf-8")
     return paths
-
-
-def robustness_lines(result: RobustnessResult) -> list[dict[str, Any]]:
-    """Rows for a console table: the pooled rows first."""
-    table = result.table
-    return table.sort_values("judge", key=lambda s: s != ALL_JUDGES, kind="stable").to_dict("records")

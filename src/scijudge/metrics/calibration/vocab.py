@@ -81,6 +81,8 @@ def _resolve_scales(
             raise InputError(f"judge {judge!r} was run with specs of different scales {sorted(scales)}; calibrate "
                              "one spec version at a time or pass scale=", field="scale")
         out[judge] = FAMILY_SCALES.get(family, FAMILY_SCALES["likert"])
+        notes.append(f"judge {judge!r}: no known spec has its stored spec hash, so the {family!r} family scale "
+                     f"{_scale_text(out[judge])} is used; pass scale= (--scale) or the spec (specs=) if that is wrong")
     for judge, sc in out.items():
         try:
             ag.scale_values(*sc)
