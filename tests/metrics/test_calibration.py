@@ -309,3 +309,42 @@ def test_pairwise_position_consistency_by_hand() -> None:
     # resolved by both orders: A, B, tie, tie, tie, A vs truth A, B, tie, A, B, A -> 4 of 6
     assert row["agreement_resolved"] == pytest.approx(4 / 6)
     assert row["agreement_ab"] == pytest.approx(4 / 6) and row["agreement_ba"] == pytest.approx(5 / 6)
+
+
+def test_continuous_moment_statistics_match_scipy_and_pingouin() -> None:
+    """The moment formulas behind continuous-scale intervals give the library values on the full sample."""
+    pingouin = pytest.importorskip("pingouin")
+    from scipy import stats
+
+    from scijudge.metrics.calibration.continuous import moment_cells, moment_stats, N_MOMENTS
+
+    rng = np.random.default_rng(11)
+    h = rng.uniform(1, 5, 40)
+    j = np.clip(h + rng.normal(0.3, 0.6, 40), 1, 5)
+    cells, vals = moment_cells(j, h)
+    sums = np.bincount(cells, weights=vals, minlength=N_MOMENTS)
+    got = moment_stats(sums)
+    long = pd.DataFrame({"t": np.r_[np.arange(40), np.arange(40)], "r": ["h"] * 40 + ["j"] * 40, "x": np.r_[h, j]})
+    icc = pingouin.intraclass_corr(long, targets="t", raters="r", ratings="x").set_index("Type")["ICC"]
+    assert got["icc_a1"] == pytest.approx(icc["ICC(A,1)"] if "ICC(A,1)" in icc else icc["ICC2"])
+    assert got["icc_c1"] == pytest.approx(icc["ICC(C,1)"] if "ICC(C,1)" in icc else icc["ICC3"])
+    assert got["pearson"] == pytest.approx(stats.pearsonr(j, h).statistic)
+    assert got["mae"] == pytest.approx(np.mean(np.abs(j - h))) and got["bias"] == pytest.approx(np.mean(j - h))
+    assert got["sd_ratio"] == pytest.approx(np.std(j, ddof=1) / np.std(h, ddof=1))
+
+
+def test_continuous_scale_keeps_raw_values_and_rounds_only_for_the_grid() -> None:
+    rows = [_row(f"q{i}", "m.overall", "m", v) for i, v in enumerate([4.21, 3.64, 2.5, 1.93, 4.79, 3.07])]
+    labels = pd.DataFrame({"item_id": [f"q{i}" for i in range(6)], "judge": "m.overall",
+                           "score": [4.0, 3.86, 2.71, 2.25, 4.5, 3.0]})
+    with pytest.raises(InputError, match="outside the scale 1..5 step 0.5"):
+        calibrate(pd.DataFrame(rows), labels, scale=(1, 5, 0.5), n_boot=0)
+    result = calibrate(pd.DataFrame(rows), labels, scale={"m.overall": (1, 5, 0.5, "continuous")}, n_boot=100)
+    row = result.per_rubric.iloc[0]
+    j = np.array([4.21, 3.64, 2.5, 1.93, 4.79, 3.07])
+    h = np.array([4.0, 3.86, 2.71, 2.25, 4.5, 3.0])
+    assert row["mae"] == pytest.approx(np.mean(np.abs(j - h)))
+    grid = lambda x: np.round(x * 2) / 2  # noqa: E731 - half steps, half-way cases to even
+    assert row["exact"] == pytest.approx(np.mean(grid(j) == grid(h)))
+    assert result.continuous == ["m.overall"] and "continuous" in row["scale"]
+    assert row["mae_lo"] <= row["mae"] <= row["mae_hi"]
