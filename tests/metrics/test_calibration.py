@@ -316,7 +316,11 @@ def test_continuous_moment_statistics_match_scipy_and_pingouin() -> None:
     pingouin = pytest.importorskip("pingouin")
     from scipy import stats
 
-    from scijudge.metrics.calibration.continuous import moment_cells, moment_stats, N_MOMENTS
+    from scijudge.metrics.calibration.continuous import (
+        N_MOMENTS,
+        moment_cells,
+        moment_stats,
+    )
 
     rng = np.random.default_rng(11)
     h = rng.uniform(1, 5, 40)
