@@ -31,7 +31,7 @@ from sklearn.metrics import roc_auc_score
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from scijudge.metrics.robustness import robustness_table  # noqa: E402
+from scijudge.metrics.robustness import robustness_table
 
 MODELS = ["model-a", "model-b", "model-c", "model-d"]
 RUBRICS = ["cohesion", "conciseness", "readability", "coherence", "relevancy", "correctness", "informativeness",

@@ -11,7 +11,11 @@ from typer.testing import CliRunner
 
 from scijudge.cli import app
 from scijudge.errors import InputError
-from scijudge.importers.judgments import judgments_from_frame, load_judgments, parse_mapping
+from scijudge.importers.judgments import (
+    judgments_from_frame,
+    load_judgments,
+    parse_mapping,
+)
 from scijudge.runs import Run
 
 

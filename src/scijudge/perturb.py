@@ -401,7 +401,10 @@ def robustness(judgments: Any, *, n_boot: int = 1000, seed: int = 0, level: floa
     """
     import pandas as pd
 
-    from scijudge.metrics.bootstrap import bootstrap_mean_difference, percentile_interval
+    from scijudge.metrics.bootstrap import (
+        bootstrap_mean_difference,
+        percentile_interval,
+    )
     from scijudge.metrics.groups import prepare_judgments
 
     df = prepare_judgments(judgments)

@@ -18,7 +18,12 @@ import numpy as np
 import pandas as pd
 
 from scijudge.metrics.calibration import POOLED, CalibrationResult, frame_records
-from scijudge.report_summary import position_html, verdict_html, verdict_sentence, verdict_summary
+from scijudge.report_summary import (
+    position_html,
+    verdict_html,
+    verdict_sentence,
+    verdict_summary,
+)
 from scijudge.report_text import fmt_interval, fmt_number, print_frame
 
 _CSS = """

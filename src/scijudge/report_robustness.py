@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
@@ -41,13 +42,13 @@ def drop_plot(table: pd.DataFrame) -> str | None:
 def render_robustness_html(result: RobustnessResult, title: str = "scijudge robustness") -> str:
     """The page: what was measured, the plot, the table, and what was left out."""
     excluded = ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in result.excluded.items())
-    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-             f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>",
-             "<p class='note'>drop = mean(original − variant) over pairs of the same model, judge and original "
+    parts = [(f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+             f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>"),
+             ("<p class='note'>drop = mean(original − variant) over pairs of the same model, judge and original "
              f"item, with a {int(result.level * 100)}% percentile bootstrap interval over original items "
              f"({result.n_boot} resamples, seed {result.seed}); p_greater / p_tie: paired shares of original "
              "rated above / equal to its variant; auc: unpaired P(original &gt; variant) + ½ P(tie). Rows with "
-             f"judge <code>{ALL_JUDGES}</code> pool all judges of a model.</p>",
+             f"judge <code>{ALL_JUDGES}</code> pool all judges of a model.</p>"),
              f"<p class='note'>Left out — {html.escape(excluded or 'nothing')}.</p>"]
     parts += [f"<p class='note'>Note: {html.escape(n)}</p>" for n in result.notes]
     parts.append("<h2>Mean drop per judge</h2>" + _img(drop_plot(result.table), "mean drop per judge and level"))

@@ -96,4 +96,4 @@ def position_html(result: CalibrationResult, table: Any) -> str:
             "after combining both orders (a disagreement counts as a tie).</p>" + table(position))
 
 
-__all__ = ["POOLED", "verdict_summary", "verdict_sentence", "verdict_html", "position_html"]
+__all__ = ["POOLED", "position_html", "verdict_html", "verdict_sentence", "verdict_summary"]

@@ -53,7 +53,12 @@ from scijudge.errors import InputError
 from scijudge.judges.base import JudgeResult
 from scijudge.labels import HumanLabel
 from scijudge.materials.ontology import is_extraction_failure
-from scijudge.materials.outputs import SCORE_MAX, SCORE_MIN, SCORE_STEP, SynthesisJudgment
+from scijudge.materials.outputs import (
+    SCORE_MAX,
+    SCORE_MIN,
+    SCORE_STEP,
+    SynthesisJudgment,
+)
 from scijudge.outputs import coerce_number
 
 JUDGE_NAME = "lematerial.synthesis"

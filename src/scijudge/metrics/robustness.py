@@ -17,7 +17,6 @@ counted. Everything is vectorised (pandas group-bys, one sparse bootstrap): 200,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -78,7 +77,7 @@ def label_variants(judgments: pd.DataFrame) -> pd.DataFrame:
     rubric_of = {j: _rubric_of(j) for j in df["judge"].unique()}
     targets = ~by_id | injection | (parsed["rubric"] == df["judge"].map(rubric_of))
     df["targets_judge"] = targets.to_numpy()
-    df["unchanged"] = (imported["changed"] == False).to_numpy()  # noqa: E712 - None means unknown, not unchanged
+    df["unchanged"] = (imported["changed"] == False).to_numpy()
     return df
 
 
