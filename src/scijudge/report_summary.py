@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from scijudge.metrics.calibration import POOLED, CalibrationResult
+from scijudge.metrics.calibration import CalibrationResult
 from scijudge.report_text import fmt_number
 
 VERDICT_COLUMNS = ("judge", "track", "metric", "best", "value_best", "runner_up", "value_runner_up", "margin", "n",
@@ -96,4 +96,4 @@ def position_html(result: CalibrationResult, table: Any) -> str:
             "after combining both orders (a disagreement counts as a tie).</p>" + table(position))
 
 
-__all__ = ["POOLED", "position_html", "verdict_html", "verdict_sentence", "verdict_summary"]
+__all__ = ["position_html", "verdict_html", "verdict_sentence", "verdict_summary"]
