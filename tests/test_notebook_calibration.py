@@ -17,3 +17,4 @@ def test_calibration_notebook_executes(tmp_path: Path) -> None:
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
     assert "calibration comparison: OK" in "".join(o.get("text", "") for o in outputs)
+    assert "prediction-powered estimates: OK" in "".join(o.get("text", "") for o in outputs)

@@ -32,3 +32,5 @@ def read_toml(path: str | Path, *, what: str, error: type[InputError] = InputErr
         return text, tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise error(f"malformed TOML: {exc}", file=path, line=toml_error_line(exc)) from exc
+    except RecursionError:
+        raise error(f"{what} is nested too deeply to read", file=path) from None

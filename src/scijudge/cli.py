@@ -10,9 +10,11 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from scijudge.errors import ScijudgeError
+from scijudge.redaction import redact, redact_argv
 
 app = typer.Typer(
     name="scijudge",
@@ -25,23 +27,63 @@ console = Console(stderr=True)
 out = Console()
 
 
-def _fail(exc: ScijudgeError) -> None:
-    console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+def _fail(exc: BaseException) -> None:
+    """One line, no traceback: credentials redacted, and text from data never read as terminal markup."""
+    console.print(f"[bold red]error:[/] {escape(redact(str(exc)))}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
+
+
+def _os_error(exc: OSError) -> ScijudgeError:
+    """A file-system failure (a path under a file, no permission, disk full) as one line naming the path."""
+    from scijudge.errors import InputError
+
+    where = exc.filename if exc.filename is not None else None
+    return InputError(f"cannot use this path: {exc.strerror or type(exc).__name__}", file=where)
+
+
+# Commands that load judge specs: they take --trust-spec-code (spec code outside scijudge runs only then).
+SPEC_COMMANDS = frozenset({"judge", "demo", "calibrate", "perturb", "compliance", "optimize"})
+_TRUST_HELP = ("Run code that specs name outside scijudge (prepare = 'module:function', output = 'module:Class'). "
+               "Specs with code are code: only for specs you trust.")
+
+
+def _with_trust_option(fn, wrapper):  # noqa: ANN001, ANN202
+    """Give ``wrapper`` a ``--trust-spec-code`` option (declared in its signature, read before ``fn`` runs)."""
+    import inspect
+
+    option = inspect.Parameter("trust_spec_code", inspect.Parameter.KEYWORD_ONLY, default=False,
+                               annotation=Annotated[bool, typer.Option("--trust-spec-code", help=_TRUST_HELP)])
+    signature = inspect.signature(fn, eval_str=True)
+    wrapper.__signature__ = signature.replace(parameters=[*signature.parameters.values(), option])
+    wrapper.__annotations__ = {**getattr(fn, "__annotations__", {}), "trust_spec_code": option.annotation}
+    return wrapper
 
 
 def command(*args, **kwargs):  # noqa: ANN001, ANN201 - thin wrapper over app.command
     """Register a CLI command whose ScijudgeErrors are printed as one clear line, not a traceback."""
     import functools
 
+    name = args[0] if args else kwargs.get("name")
+
     def decorate(fn):  # noqa: ANN001, ANN202
+        trust_option = name in SPEC_COMMANDS and "trust_spec_code" not in getattr(fn, "__annotations__", {})
+
         @functools.wraps(fn)
         def wrapper(*a, **k):  # noqa: ANN002, ANN003, ANN202
+            if trust_option:
+                from scijudge.specs import trust_spec_code
+
+                if k.pop("trust_spec_code", False):
+                    trust_spec_code(True)
             try:
                 return fn(*a, **k)
             except ScijudgeError as exc:
                 _fail(exc)
+            except OSError as exc:
+                _fail(_os_error(exc))
 
+        if trust_option:
+            _with_trust_option(fn, wrapper)
         return app.command(*args, **kwargs)(wrapper)
 
     return decorate
@@ -67,7 +109,7 @@ def judges_cmd(
     table.columns[0].no_wrap = True
     for s in specs:
         inputs = ", ".join(i.name + ("?" if i.optional else "") for i in s.inputs)
-        table.add_row(s.name, s.family, inputs, s.description)
+        table.add_row(escape(s.name), s.family, escape(inputs), escape(s.description))
     Console(width=max(out.width, 160)).print(table)
 
 
@@ -90,7 +132,15 @@ def judge_cmd(
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
     reports: Annotated[Optional[Path], typer.Option(help="Checklist judges: ITEMS is a ResearchRubrics task file and this is the reports folder (<sample_id>.md/.txt) or a JSONL of {sample_id, report}.")] = None,
     chunk_tokens: Annotated[Optional[int], typer.Option(min=1000, help="Checklist judges: token budget of one report chunk.")] = None,
-    overlap_tokens: Annotated[Optional[int], typer.Option(min=0, help="Checklist judges: tokens shared by consecutive chunks.")] = None,
+    overlap_tokens: Annotated[Optional[int], typer.Option(min=0, help="Checklist judges: tokens shared by consecutive chunks (default: 1000, at most an eighth of --chunk-tokens).")] = None,
+    allow_unknown_axes: Annotated[bool, typer.Option(help="Checklist judges: accept task axes outside ResearchRubrics' seven (kept as written).")] = False,
+    preset: Annotated[Optional[str], typer.Option(help="Prompt preset for every judge, e.g. 'yescieval-native' (YESciEval's own layout for its released judges).")] = None,
+    block: Annotated[Optional[list[str]], typer.Option("--block", help="Fill a judge's text block from a file: NAME=FILE (repeatable); NAME= empties it (e.g. --block task_context=).")] = None,
+    batch: Annotated[bool, typer.Option("--batch", help="Send the judgments through the provider's batch API (about half price, results within 24 h).")] = False,
+    batch_size: Annotated[int, typer.Option(min=1, max=50000, help="Lines per batch.")] = 5000,
+    batch_poll: Annotated[float, typer.Option(min=0.0, help="Seconds between status checks of running batches.")] = 30.0,
+    batch_fallback: Annotated[str, typer.Option(help="Where lines that failed in a batch go: next-strategy (a follow-up batch) or direct (direct calls).")] = "next-strategy",
+    ray: Annotated[Optional[str], typer.Option("--ray", metavar="ADDRESS", help="Run hf: judges on Ray actors (one engine per GPU): 'local' starts Ray on this machine, or a cluster address (auto, ray://host:10001).")] = None,
 ) -> None:
     """Judge every item with every judge; each judgment is saved to the run store as it completes.
 
@@ -105,22 +155,31 @@ def judge_cmd(
     from scijudge.specs import resolve_judges
 
     specs = resolve_judges(judge)
+    if block or preset:  # issue 16: text blocks from files, and prompt presets
+        from scijudge.blocks import apply_blocks_and_preset
+
+        specs = apply_blocks_and_preset(specs, blocks=block or [], preset=preset)
     if reports is not None:
         from scijudge.importers.researchrubrics import load_checklist_items
 
-        loaded, skipped = load_checklist_items(items, reports, skip_invalid=skip_invalid)
+        loaded, skipped = load_checklist_items(items, reports, skip_invalid=skip_invalid,
+                                               any_axis=allow_unknown_axes)
     else:
         loaded, skipped = load_items(items, skip_invalid=skip_invalid)
     for s in skipped:
-        console.print(f"[yellow]skipped[/] {s}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]skipped[/] {escape(redact(str(s)))}", highlight=False, soft_wrap=True)
     lm_options = dict(api_base=api_base, cache=cache, timeout=timeout, max_tokens=max_tokens)
     judge_options = dict(rating_probs=rating_probs, chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens)
-    lm = make_lm(model, **lm_options)
-    judges = [build_judge(spec, lm=lm, **judge_options) for spec in specs]
+    lm = make_lm(model, **lm_options) if ray is None else None  # Ray actors load local models, not the driver
+    judges = [build_judge(spec, lm=lm, **judge_options) for spec in specs] if lm is not None else []
     run_path = run or Path("runs") / f"{items.stem}.sqlite"
     store = Run(run_path)
+    from scijudge.vocab import score_scale_of
+
     store.set_meta(items=str(items), judges=[s.name for s in specs], model=model,
-                   api_base=api_base, argv=_safe_argv())
+                   api_base=redact(api_base), argv=_safe_argv(),
+                   # the score scale of each judge as its spec declared it, for calibration (issue 11)
+                   scales={s.name: list(score_scale_of(s)) for s in specs if s.scale is not None})
     if skip_invalid:
         # Items that lack an input a judge needs are skipped with a message, not fatal, under --skip-invalid.
         valid = []
@@ -130,9 +189,17 @@ def judge_cmd(
                     j.inputs_for(item, j.parts(item)[0])
                 valid.append(item)
             except ScijudgeError as exc:
-                console.print(f"[yellow]skipped[/] {exc}", highlight=False, soft_wrap=True)
+                console.print(f"[yellow]skipped[/] {escape(redact(str(exc)))}", highlight=False, soft_wrap=True)
         loaded = valid
-    if processes > 1:
+    if batch or ray is not None:
+        from scijudge.commands.batches import judge_scaled
+        from scijudge.runner import JudgeRecipe
+
+        recipes = [JudgeRecipe(spec, model, lm_options, judge_options) for spec in specs]
+        summary = judge_scaled(loaded, judges, recipes, store, batch=batch, batch_size=batch_size,
+                               batch_poll=batch_poll, batch_fallback=batch_fallback, ray=ray,
+                               concurrency=concurrency, limit=limit, retry_abstained=retry_abstained, console=console)
+    elif processes > 1:
         from scijudge.runner import JudgeRecipe, judge_items_in_processes
 
         recipes = [JudgeRecipe(spec, model, lm_options, judge_options) for spec in specs]
@@ -144,20 +211,8 @@ def judge_cmd(
 
 
 def _safe_argv() -> list[str]:
-    """The command line with anything that looks like a key removed (never stored)."""
-    hidden = ("key", "token", "secret", "password")
-    argv, skip = [], False
-    for arg in sys.argv[1:]:
-        if skip:
-            argv.append("***")
-            skip = False
-            continue
-        if any(h in arg.lower() for h in hidden):
-            argv.append(arg.split("=")[0] + ("=***" if "=" in arg else ""))
-            skip = "=" not in arg
-            continue
-        argv.append(arg)
-    return argv
+    """The command line with every credential removed (values of --*key*/--*token* options, URL userinfo, ...)."""
+    return redact_argv(sys.argv[1:])
 
 
 def _run_with_progress(items, judges, store, concurrency, limit, retry_abstained, show):  # noqa: ANN001, ANN202
@@ -183,7 +238,7 @@ def _run_with_progress(items, judges, store, concurrency, limit, retry_abstained
 
 
 def _print_summary(summary, run_path: Path) -> None:  # noqa: ANN001
-    table = Table(title=f"run store: {run_path}", show_header=False)
+    table = Table(title=f"run store: {escape(str(run_path))}", show_header=False)
     for label, value in [
         ("judged now", summary.judged), ("ok", summary.ok), ("abstained", summary.abstained),
         ("already done (skipped)", summary.skipped_done),
@@ -192,7 +247,7 @@ def _print_summary(summary, run_path: Path) -> None:  # noqa: ANN001
     ]:
         table.add_row(label, str(value))
     for reason, count in summary.abstention_reasons.items():
-        table.add_row(f"abstained: {reason}", str(count))
+        table.add_row(f"abstained: {escape(redact(str(reason)))}", str(count))
     out.print(table)
 
 
@@ -211,7 +266,7 @@ def export_cmd(
     store = Run(run, create=False)
     target = output or run.with_suffix("." + format)
     count = store.export(target, format)
-    out.print(f"wrote {count} judgments to {target}")
+    out.print(f"wrote {count} judgments to {escape(str(target))}", highlight=False)
 
 
 @command("schema")
@@ -333,23 +388,25 @@ def import_lematerial_cmd(
     with labels.open("w", encoding="utf-8") as handle:
         for label in imported.labels:
             handle.write(label.model_dump_json(exclude_none=True) + "\n")
-    out.print(f"{written} judge results -> {run}; {len(imported.labels)} human labels -> {labels}; "
+    out.print(f"{written} judge results -> {escape(str(run))}; {len(imported.labels)} human labels -> {escape(str(labels))}; "
               f"skipped 'Extraction failed': {imported.skipped_failed}; unannotated: {imported.skipped_unannotated}; "
               f"human scores left out: {len(imported.dropped)}", highlight=False)
     for rule, count in imported.drop_counts().items():
-        out.print(f"  {count} left out: {rule}", highlight=False)
+        out.print(f"  {count} left out: {escape(rule)}", highlight=False)
     for dropped in imported.dropped:
-        out.print(f"[yellow]human score left out:[/] {dropped}", highlight=False)
+        out.print(f"[yellow]human score left out:[/] {escape(str(dropped))}", highlight=False)
     for name in imported.unmatched_human:
-        out.print(f"[yellow]human label with no matching judge result:[/] {name}", highlight=False)
+        out.print(f"[yellow]human label with no matching judge result:[/] {escape(str(name))}", highlight=False)
     for name in imported.unmatched_judge:
-        out.print(f"[yellow]judge result with no matching human label:[/] {name}", highlight=False)
+        out.print(f"[yellow]judge result with no matching human label:[/] {escape(str(name))}", highlight=False)
 
 
 def _register_module_commands() -> None:
     """Commands whose code lives with the feature they expose (one module, one job)."""
+    from scijudge.commands.batches import batches_cmd
     from scijudge.commands.calibrate import calibrate_cmd, perturb_cmd
     from scijudge.commands.compliance import compliance_cmd
+    from scijudge.commands.estimate import estimate_cmd
     from scijudge.commands.import_judgments import import_judgments_cmd
     from scijudge.commands.robustness import robustness_cmd
     from scijudge.commands.optimize import optimize_cmd
@@ -362,6 +419,8 @@ def _register_module_commands() -> None:
     command("robustness")(robustness_cmd)
     command("optimize")(optimize_cmd)
     command("figure-metric")(figure_metric_command)
+    command("estimate")(estimate_cmd)
+    command("batches")(batches_cmd)
 
 
 _register_module_commands()

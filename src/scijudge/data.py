@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
-from scijudge.errors import InputError
+from scijudge.errors import InputError, from_validation_error
 
 R = TypeVar("R")
 
@@ -42,6 +42,15 @@ class Item(BaseModel):
                                    description="Other named judge inputs (e.g. source_text for materials judges).")
     meta: dict[str, Any] = Field(default_factory=dict, description="Anything else; judges may read inputs from here.")
     _origin: tuple[str, int] | None = PrivateAttr(default=None)
+
+    @field_validator("papers", mode="before")
+    @classmethod
+    def _papers_mapping(cls, value: Any) -> Any:
+        """Papers may also come as a ``{title: abstract}`` mapping (a common export format), in its order."""
+        if isinstance(value, dict):
+            return [{"title": title, "abstract": "" if abstract is None else abstract}
+                    for title, abstract in value.items()]
+        return value
 
     @field_validator("answer", "answer_b")
     @classmethod
@@ -82,11 +91,15 @@ class Skipped(BaseModel):
 
 
 def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any] | InputError]]:
-    """Yield (line number, object) for every non-blank line; a bad line yields its InputError instead."""
+    """Yield (line number, object) for every non-blank line; a bad line yields its InputError instead.
+
+    A UTF-8 byte-order mark on line 1 is skipped; text that is not valid Unicode (lone surrogates such as
+    ``"\\ud800"``) and JSON nested too deeply to read are bad lines naming the field, not crashes.
+    """
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
             try:
-                text = raw.decode("utf-8")
+                text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
             except UnicodeDecodeError as exc:
                 yield number, InputError(f"not UTF-8 (byte {exc.start})", file=path, line=number)
                 continue
@@ -97,22 +110,50 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any] | InputError]]:
             except json.JSONDecodeError as exc:
                 yield number, InputError(f"malformed JSON: {exc.msg} (column {exc.colno})", file=path, line=number)
                 continue
+            except RecursionError:
+                yield number, InputError("JSON nested too deeply to read", file=path, line=number)
+                continue
             if not isinstance(obj, dict):
                 yield number, InputError("each line must be a JSON object", file=path, line=number)
+                continue
+            bad = invalid_text_field(obj)
+            if bad is not None:
+                yield number, InputError(bad[1], file=path, line=number, field=bad[0] or None)
                 continue
             yield number, obj
 
 
+_MAX_DEPTH = 64
+
+
+def invalid_text_field(value: Any) -> tuple[str, str] | None:
+    """(field path, problem) of the first string that is not valid Unicode text or the first part nested
+    deeper than any item needs; None when the value is fine. Iterative, so depth cannot crash it."""
+    stack: list[tuple[str, Any, int]] = [("", value, 0)]
+    while stack:
+        where, current, depth = stack.pop()
+        if depth > _MAX_DEPTH:
+            return where, f"nested more than {_MAX_DEPTH} levels deep"
+        if isinstance(current, str):
+            try:
+                current.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                return where, f"invalid text: lone surrogate {current[exc.start]!a} at character {exc.start}"
+        elif isinstance(current, dict):
+            for key, item in reversed(list(current.items())):
+                bad_key = invalid_text_field(key) if isinstance(key, str) and not key.isascii() else None
+                if bad_key is not None:
+                    return where or "(key)", bad_key[1]
+                stack.append((f"{where}.{key}" if where else str(key), item, depth + 1))
+        elif isinstance(current, list):
+            for index in range(len(current) - 1, -1, -1):
+                stack.append((f"{where}.{index}" if where else str(index), current[index], depth + 1))
+    return None
+
+
 def validation_error(exc: ValidationError, *, file: Path, line: int) -> InputError:
-    """The first pydantic error as an InputError naming file, line and field."""
-    first = exc.errors()[0]
-    field = ".".join(str(p) for p in first["loc"]) or None
-    message = first["msg"]
-    if first["type"] == "missing":
-        message = "required field is missing"
-    elif first["type"] == "extra_forbidden":
-        message = "unknown field"
-    return InputError(message, file=file, line=line, field=field)
+    """The first pydantic error as an InputError naming file, line and field (see ``from_validation_error``)."""
+    return from_validation_error(exc, file=file, line=line)
 
 
 def read_records(path: str | Path, parse: Callable[[dict[str, Any], int], R], *, id_of: Callable[[R], str],

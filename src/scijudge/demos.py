@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from scijudge.errors import SpecError
+from scijudge.errors import SpecError, from_validation_error
 from scijudge.signatures import OUTPUT_FIELD
 from scijudge.specs import JudgeSpec
 
@@ -65,10 +65,9 @@ def demos_from_spec(spec: JudgeSpec) -> list[Any]:
             try:
                 values[OUTPUT_FIELD] = output_type.model_validate(values[OUTPUT_FIELD])
             except ValidationError as exc:
-                first = exc.errors()[0]
-                where = ".".join(str(p) for p in first["loc"])
-                raise SpecError(f"demo {index + 1}: {first['msg']}", file=spec.source,
-                                field=f"demos[{index}].{OUTPUT_FIELD}.{where}") from exc
+                error = from_validation_error(exc, file=spec.source, error=SpecError,
+                                              field_prefix=f"demos[{index}].{OUTPUT_FIELD}")
+                raise SpecError(f"demo {index + 1}: {error.reason}", file=spec.source, field=error.field) from None
         demos.append(dspy.Example(**values))
     return demos
 

@@ -54,3 +54,25 @@ class ModelError(ScijudgeError, ValueError):
 
 class BudgetExceeded(ScijudgeError, RuntimeError):
     """An optimization or batch would exceed its configured LM-call or cost budget."""
+
+
+def from_validation_error(exc: object, *, file: str | Path | None = None, line: int | None = None,
+                          error: type[InputError] = InputError, field_prefix: str = "",
+                          line_of: object = None) -> InputError:
+    """The first pydantic ValidationError entry as one ``error`` naming file, line and field (the one copy).
+
+    ``line_of(field)`` may map a field path to a line (TOML specs); ``field_prefix`` nests the field
+    (``rubrics.2``) when the model validated only part of a record.
+    """
+    first = exc.errors()[0]  # type: ignore[attr-defined]
+    field = ".".join(str(p) for p in first["loc"])
+    field = ".".join(p for p in (field_prefix, field) if p) or None
+    kind, message = first["type"], str(first["msg"])
+    if kind == "missing":
+        message = "required field is missing"
+    elif kind == "extra_forbidden":
+        message = "unknown field"
+    message = message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    if line is None and callable(line_of) and field:
+        line = line_of(field)
+    return error(message, file=file, line=line, field=field)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from scijudge.errors import InputError
+from scijudge.errors import InputError, from_validation_error
 
 LABEL_COLUMNS: tuple[str, ...] = ("item_id", "judge", "part", "score", "verdict", "annotator", "rationale")
 
@@ -33,6 +34,22 @@ class HumanLabel(BaseModel):
     rationale: str | None = None
     _origin: tuple[str, int] | None = PrivateAttr(default=None)
 
+    @field_validator("score", mode="before")
+    @classmethod
+    def _real_number(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError(f"score must be a number, not {str(value).lower()}")
+        if isinstance(value, (int, float)) and not math.isfinite(value):
+            raise ValueError("score must be a finite number")
+        return value
+
+    @field_validator("verdict", mode="before")
+    @classmethod
+    def _verdict_text(cls, value: Any) -> Any:
+        if value is not None and not isinstance(value, str):
+            raise ValueError(f"verdict must be text, got {type(value).__name__} (use 'score' for numbers)")
+        return value
+
     @model_validator(mode="after")
     def _one_of_score_or_verdict(self) -> HumanLabel:
         if (self.score is None) == (self.verdict is None):
@@ -46,14 +63,12 @@ class HumanLabel(BaseModel):
 
 
 def _validate(obj: dict[str, Any], *, path: Path, line: int) -> HumanLabel:
-    from scijudge.data import validation_error
-
     try:
         label = HumanLabel.model_validate(obj)
     except ValidationError as exc:
-        error = validation_error(exc, file=path, line=line)
+        error = from_validation_error(exc, file=path, line=line)
         if error.field is None and "score" in error.reason:  # the model-level one-of check has no field
-            error = InputError(error.reason.removeprefix("Value error, "), file=path, line=line, field="score")
+            error = InputError(error.reason, file=path, line=line, field="score")
         raise error from None
     label._origin = (str(path), line)
     return label

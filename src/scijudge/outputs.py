@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import math
 import re
+from functools import lru_cache
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
+
+from scijudge.vocab import DEFAULT_SCALE, ScaleTuple
 
 _WORD_NUMBERS = {
     "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5,
@@ -74,19 +77,24 @@ def snap_to_scale(value: Any, lo: float, hi: float, step: float) -> float:
     return snapped
 
 
-class LikertRating(JudgeOutput):
-    """An integer rating on the judge's scale plus the reason for it."""
+def _on_scale(value: Any, scale: ScaleTuple) -> int | float:
+    """A rating read and checked against the scale: an int on integer scales, else a float."""
+    snapped = snap_to_scale(value, *scale)
+    return int(snapped) if scale.integral else snapped
 
-    SCALE: ClassVar[tuple[int, int]] = (1, 5)
+
+class LikertRating(JudgeOutput):
+    """A rating on the judge's scale plus the reason for it (1..5 here; ``scaled_output`` for others)."""
+
+    SCALE: ClassVar[ScaleTuple] = DEFAULT_SCALE
 
     rationale: str = Field(description="Why this rating: cite what in the answer earned or lost points.")
     rating: int = Field(ge=1, le=5, description="Integer rating from 1 (worst) to 5 (best).")
 
     @field_validator("rating", mode="before")
     @classmethod
-    def _read_rating(cls, value: Any) -> int:
-        lo, hi = cls.SCALE
-        return int(snap_to_scale(value, lo, hi, 1))
+    def _read_rating(cls, value: Any) -> int | float:
+        return _on_scale(value, cls.SCALE)
 
     def run_fields(self) -> RunFields:
         return RunFields(score=float(self.rating), rationale=self.rationale)
@@ -95,6 +103,8 @@ class LikertRating(JudgeOutput):
 class PairwiseJudgment(JudgeOutput):
     """Both answers rated on the rubric, and which one is better (ties allowed)."""
 
+    SCALE: ClassVar[ScaleTuple] = DEFAULT_SCALE
+
     rationale: str = Field(description="Compare the two answers on this quality only.")
     rating_a: int = Field(ge=1, le=5, description="Rating of answer A, 1-5.")
     rating_b: int = Field(ge=1, le=5, description="Rating of answer B, 1-5.")
@@ -102,8 +112,8 @@ class PairwiseJudgment(JudgeOutput):
 
     @field_validator("rating_a", "rating_b", mode="before")
     @classmethod
-    def _read_rating(cls, value: Any) -> int:
-        return int(snap_to_scale(value, 1, 5, 1))
+    def _read_rating(cls, value: Any) -> int | float:
+        return _on_scale(value, cls.SCALE)
 
     @field_validator("preference", mode="before")
     @classmethod
@@ -116,3 +126,40 @@ class PairwiseJudgment(JudgeOutput):
 
     def run_fields(self) -> RunFields:
         return RunFields(score=float(self.rating_a - self.rating_b), verdict=self.preference, rationale=self.rationale)
+
+
+_ENUM_LIMIT = 21  # up to this many levels the schema lists them (``enum``); beyond, ``multipleOf`` says the step
+_RATING_FIELDS = {LikertRating: ("rating",), PairwiseJudgment: ("rating_a", "rating_b")}
+
+
+def rating_field(scale: ScaleTuple, what: str) -> tuple[type, Any]:
+    """A pydantic field for one rating on ``scale``: bounds, step and description all from the scale."""
+    lo, hi, step = scale
+    integral = scale.integral
+    extra: dict[str, Any] = {}
+    if integral and step == 1:
+        pass  # an integer between the bounds says it all
+    elif len(scale.levels()) <= _ENUM_LIMIT:
+        extra["enum"] = [int(v) if integral else v for v in scale.levels()]
+    else:
+        extra["multipleOf"] = int(step) if integral else step
+    kind = "Integer rating" if integral else "Rating"
+    steps = f" in steps of {step:g}" if step != 1 else ""
+    description = f"{kind} of {what} from {lo:g} (worst) to {hi:g} (best){steps}."
+    annotation: type = int if integral else float
+    bound = (lambda v: int(v)) if integral else float
+    return annotation, Field(ge=bound(lo), le=bound(hi), description=description, json_schema_extra=extra or None)
+
+
+@lru_cache(maxsize=128)
+def scaled_output(base: type[JudgeOutput], scale: ScaleTuple) -> type[JudgeOutput]:
+    """The built-in output ``base`` (Likert or pairwise) with its ratings on ``scale``: the schema sent to the
+    provider, the validation of the answer and the field descriptions in the prompt all follow the spec."""
+    scale = ScaleTuple(*(float(v) for v in scale))
+    if scale == DEFAULT_SCALE or base not in _RATING_FIELDS:
+        return base
+    whats = {"rating": "the answer", "rating_a": "answer A", "rating_b": "answer B"}
+    fields = {name: rating_field(scale, whats[name]) for name in _RATING_FIELDS[base]}
+    model = create_model(base.__name__, __base__=base, __module__=base.__module__, **fields)  # type: ignore[call-overload]
+    model.SCALE = scale
+    return model

@@ -240,7 +240,7 @@ def _img(src: str | None, alt: str) -> str:
 
 
 def render_html(result: CalibrationResult, robustness: pd.DataFrame | None = None,
-                title: str = "scijudge calibration report") -> str:
+                title: str = "scijudge calibration report", estimates: pd.DataFrame | None = None) -> str:
     """The whole report as one HTML string with inline CSS and base64 PNG plots."""
     parts = [(f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
               f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>")]
@@ -296,6 +296,10 @@ def render_html(result: CalibrationResult, robustness: pd.DataFrame | None = Non
             "contender", "judge", "n_base", "mean_benign", "mean_subtle", "mean_extreme", "drop_subtle", "drop_extreme",
             "p_benign_above_extreme", "mean_injection_subtle", "mean_injection_extreme", "inflation_subtle",
             "inflation_extreme", "p_injected_above_benign", "n_abstained_variants", "monotone", "notes")])))
+    if estimates is not None and not estimates.empty:  # from scijudge.estimation.estimate
+        from scijudge.estimation.report import estimate_section_html
+
+        parts.append(estimate_section_html(estimates))
     parts.append("</body></html>")
     return "\n".join(parts)
 

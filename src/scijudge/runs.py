@@ -16,6 +16,7 @@ from typing import Any
 
 from scijudge.errors import InputError
 from scijudge.judges.base import JudgeResult, judgment_key
+from scijudge.redaction import redact, redact_data
 
 _COLUMNS = [
     "key", "item_id", "judge", "part", "family", "spec_hash", "model", "status", "score", "verdict",
@@ -44,14 +45,17 @@ class Run:
             raise InputError("run store not found", file=self.path)
         if self.path.exists() and self.path.is_dir():
             raise InputError("expected a run store file, got a folder", file=self.path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # e.g. a --run path under an existing file
+            raise InputError(f"cannot create the run store's folder: {exc.strerror or exc}", file=self.path) from None
         try:
             self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
-        except sqlite3.DatabaseError as exc:
-            raise InputError(f"not a scijudge run store ({exc})", file=self.path) from exc
+        except (sqlite3.DatabaseError, sqlite3.OperationalError) as exc:
+            raise InputError(f"not a scijudge run store ({exc})", file=self.path) from None
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -71,7 +75,7 @@ class Run:
 
     def record_dump(self, data: dict[str, Any]) -> None:
         """Persist a judgment given as ``JudgeResult.model_dump(mode="json")`` (from a worker process)."""
-        row = _row(data)
+        row = _row(_redacted(data))
         placeholders = ", ".join("?" for _ in _COLUMNS)
         with self._lock:
             self._db.execute(f"INSERT OR REPLACE INTO judgments ({', '.join(_COLUMNS)}) VALUES ({placeholders})",
@@ -82,7 +86,7 @@ class Run:
         """Record run-level facts (command, version); callers must never pass secrets."""
         with self._lock:
             self._db.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-                                 [(k, json.dumps(v)) for k, v in values.items()])
+                                 [(k, json.dumps(redact_data(v))) for k, v in values.items()])
             self._db.commit()
 
     # --- reading -----------------------------------------------------------------------------
@@ -103,12 +107,19 @@ class Run:
 
     def rows(self) -> Iterator[dict[str, Any]]:
         """Every judgment as a plain dict with JSON columns decoded, in insertion order."""
-        with self._lock:
-            fetched = self._db.execute(f"SELECT {', '.join(_COLUMNS)} FROM judgments ORDER BY rowid").fetchall()
+        try:
+            with self._lock:
+                fetched = self._db.execute(f"SELECT {', '.join(_COLUMNS)} FROM judgments ORDER BY rowid").fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise InputError(f"corrupt run store ({exc})", file=self.path) from None
         for values in fetched:
             row = dict(zip(_COLUMNS, values))
             for column in _JSON_COLUMNS:
-                row[column] = json.loads(row[column]) if row[column] is not None else None
+                try:
+                    row[column] = json.loads(row[column]) if row[column] is not None else None
+                except (ValueError, TypeError, RecursionError):
+                    raise InputError(f"corrupt run store: unreadable {column} in the row of item {row['item_id']!r}",
+                                     file=self.path, field=column) from None
             yield row
 
     def results(self) -> list[JudgeResult]:
@@ -124,19 +135,30 @@ class Run:
     def export(self, out: str | Path, fmt: str = "jsonl") -> int:
         """Write every judgment to JSONL or CSV; returns the number of rows written."""
         out = Path(out)
-        rows = list(self.rows())
+        rows = [redact_data(row) for row in self.rows()]  # stores written before redaction existed
         if fmt == "jsonl":
             with out.open("w", encoding="utf-8") as handle:
                 for row in rows:
                     handle.write(json.dumps(row, ensure_ascii=False) + "\n")
         elif fmt == "csv":
-            frame = self.to_pandas()
+            import pandas as pd
+
+            frame = pd.DataFrame(rows, columns=_COLUMNS)
             for column in _JSON_COLUMNS:
                 frame[column] = frame[column].map(lambda v: json.dumps(v) if v is not None else "")
             frame.to_csv(out, index=False)
         else:
             raise InputError(f"unknown export format {fmt!r}: use jsonl or csv", field="format")
         return len(rows)
+
+
+def _redacted(data: dict[str, Any]) -> dict[str, Any]:
+    """Errors a provider returned may echo credentials: redact the reason and each attempt's error."""
+    if data.get("reason") is None and not any(a.get("error") for a in data.get("attempts") or ()):
+        return data
+    data = dict(data, reason=redact(data.get("reason")))
+    data["attempts"] = [dict(a, error=redact(a.get("error"))) for a in data.get("attempts") or ()]
+    return data
 
 
 def _row(dump: dict[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -16,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from scijudge._toml import read_toml
-from scijudge.errors import SpecError, UnknownJudgeError
+from scijudge.errors import SpecError, UnknownJudgeError, from_validation_error
 
 Family = Literal["likert", "pairwise", "checklist", "synthesis", "linking"]
 BUILTIN_OUTPUTS = {
@@ -24,6 +25,34 @@ BUILTIN_OUTPUTS = {
     "pairwise": "scijudge.outputs:PairwiseJudgment",
 }
 PAIRWISE_SUFFIX = ".pairwise"
+TRUST_ENV = "SCIJUDGE_TRUST_SPEC_CODE"
+# Input names that would shadow an attribute of DSPy's Signature (or its pydantic base) or the output field.
+_RESERVED_INPUTS = frozenset(set(dir(BaseModel)) | {
+    "instructions", "signature", "fields", "input_fields", "output_fields", "with_instructions",
+    "with_updated_fields", "prepend", "append", "insert", "delete", "equals", "dump_state", "load_state",
+    "judgment", "demos", "config", "lm",
+})
+_trusted: bool | None = None
+
+
+def trust_spec_code(trusted: bool = True) -> None:
+    """Allow (or forbid again) spec code outside scijudge: ``prepare`` hooks and ``output`` classes run as code.
+
+    The same as ``--trust-spec-code`` on the command line or ``SCIJUDGE_TRUST_SPEC_CODE=1`` in the environment.
+    """
+    global _trusted
+    _trusted = trusted
+    if trusted:  # worker processes (spawned by --processes) inherit the choice
+        os.environ[TRUST_ENV] = "1"
+    else:
+        os.environ.pop(TRUST_ENV, None)
+
+
+def spec_code_trusted() -> bool:
+    """Whether specs may import code from outside the scijudge package (off unless the user said so)."""
+    if _trusted is not None:
+        return _trusted
+    return os.environ.get(TRUST_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 class Scale(BaseModel):
@@ -46,8 +75,9 @@ class Scale(BaseModel):
 
     def levels(self) -> list[float]:
         """Every allowed value of the scale, lowest first."""
-        count = int(round((self.max - self.min) / self.step))
-        return [self.min + i * self.step for i in range(count + 1)]
+        from scijudge.vocab import ScaleTuple
+
+        return ScaleTuple(float(self.min), float(self.max), float(self.step)).levels()
 
 
 class InputSpec(BaseModel):
@@ -58,12 +88,16 @@ class InputSpec(BaseModel):
     name: str
     description: str = ""
     optional: bool = False
+    aliases: list[str] = Field(default_factory=list, description="Older item field names read when `name` is absent.")
 
     @field_validator("name")
     @classmethod
     def _identifier(cls, value: str) -> str:
         if not value.isidentifier() or value.startswith("_"):
             raise ValueError(f"input name {value!r} must be a Python identifier not starting with '_'")
+        if value in _RESERVED_INPUTS or value.startswith("model_"):
+            raise ValueError(f"input name {value!r} is reserved (it names part of the judge itself); rename it,"
+                             " e.g. to 'task_instructions'")
         return value
 
 
@@ -95,6 +129,7 @@ class JudgeSpec(BaseModel):
     demos: list[dict[str, Any]] = Field(default_factory=list)
     step: bool = False
     prepare: str | None = Field(default=None, pattern=r"^[\w.]+:[\w.]+$")
+    preset: str | None = Field(default=None, description="Prompt preset (scijudge.presets), e.g. 'yescieval-native'.")
     source: str | None = Field(default=None, exclude=True)
 
     @model_validator(mode="after")
@@ -115,9 +150,17 @@ class JudgeSpec(BaseModel):
         return BUILTIN_OUTPUTS.get(self.output, self.output)
 
     def output_type(self) -> type:
-        """Import the typed output class named by ``output``."""
-        return _import_object(self.output_path, source=self.source, field="output",
-                              hint=f"a built-in name {sorted(BUILTIN_OUTPUTS)} or 'module:Class'")
+        """The typed output class named by ``output``; built-in Likert and pairwise ratings follow ``[scale]``."""
+        cls = _import_object(self.output_path, source=self.source, field="output",
+                             hint=f"a built-in name {sorted(BUILTIN_OUTPUTS)} or 'module:Class'")
+        if not (isinstance(cls, type) and issubclass(cls, BaseModel)):
+            raise SpecError(f"{self.output_path!r} is not a pydantic model class", file=self.source, field="output")
+        if self.output in BUILTIN_OUTPUTS and self.scale is not None:
+            from scijudge.outputs import scaled_output
+            from scijudge.vocab import scale_of
+
+            return scaled_output(cls, scale_of(self))
+        return cls
 
     def prepare_function(self) -> Any:
         """The ``prepare`` hook (``module:function``): checks and completes inputs before any LM call."""
@@ -128,6 +171,11 @@ class JudgeSpec(BaseModel):
     def spec_hash(self) -> str:
         """A short content hash: what a judgment in the run store was produced with."""
         payload = self.model_dump(mode="json", exclude={"provenance"})
+        if payload.get("preset") is None:  # fields added later hash as before while unset (issue 16)
+            payload.pop("preset", None)
+        for spec_input in payload["inputs"]:
+            if not spec_input.get("aliases"):
+                spec_input.pop("aliases", None)
         digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
         return digest[:16]
 
@@ -162,10 +210,22 @@ class JudgeSpec(BaseModel):
 
 
 def _import_object(path: str, *, source: str | None, field: str, hint: str) -> Any:
-    """Import ``module:Qual.Name`` named in a spec; failures are SpecErrors naming the spec field."""
+    """Import ``module:Qual.Name`` named in a spec; failures are SpecErrors naming the spec field.
+
+    Code outside the scijudge package is code the spec's author wrote: it runs only when the user trusts
+    spec code, and is never looked up in the current directory unless trusted.
+    """
     module_name, _, qualname = path.partition(":")
     if not module_name or not qualname:
         raise SpecError(f"must be {hint}, got {path!r}", file=source, field=field)
+    own = module_name == "scijudge" or module_name.startswith("scijudge.")
+    if not own and not spec_code_trusted():
+        raise SpecError(
+            f"{path!r} is code outside scijudge and specs with code run it; pass --trust-spec-code (or set "
+            f"{TRUST_ENV}=1, or call scijudge.specs.trust_spec_code()) if you trust this spec",
+            file=source, field=field)
+    if any(part.startswith("_") and part != "__init__" for part in qualname.split(".")):
+        raise SpecError(f"{path!r} names a private attribute", file=source, field=field)
     try:
         obj: Any = importlib.import_module(module_name)
         for part in qualname.split("."):
@@ -197,9 +257,10 @@ def load_spec_file(path: str | Path) -> JudgeSpec:
     try:
         spec = JudgeSpec.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or None
-        raise SpecError(first["msg"], file=path, line=_field_line(text, field or ""), field=field) from exc
+        raise from_validation_error(exc, file=path, error=SpecError,
+                                    line_of=lambda field: _field_line(text, field)) from None
+    except RecursionError:
+        raise SpecError("nested too deeply", file=path) from None
     spec.source = str(path)
     return spec
 

@@ -28,7 +28,10 @@ import pydantic
 from dspy.adapters.json_adapter import JSONAdapter
 from dspy.utils import exceptions as dspy_errors
 
+from scijudge._replies import non_json_reply
 from scijudge.errors import ModelError
+from scijudge.fencing import fence_inputs, with_notice
+from scijudge.redaction import redact
 from scijudge.signatures import OUTPUT_FIELD
 
 Strategy = Literal["json_schema", "json_object"]
@@ -191,6 +194,8 @@ def _classify(exc: Exception) -> Outcome | None:
     if isinstance(exc, (dspy_errors.LMAuthError, dspy_errors.LMBillingError, dspy_errors.LMConfigurationError,
                         dspy_errors.LMUnsupportedModelError)):
         return None
+    if isinstance(exc, dspy_errors.LMProviderError) and non_json_reply(exc):
+        return "transport_error"  # an HTML page behind HTTP 200: a proxy, not the API (issue 11)
     if isinstance(exc, dspy_errors.LMProviderError):
         status = getattr(exc, "status", None) or 0
         return "server_error" if status >= 500 or status == 0 else "provider_error"
@@ -210,6 +215,12 @@ class StructuredChain(JSONAdapter):
         self.config = config or ChainConfig()
         self._rejected: dict[str, set[str]] = {}
         self._lock = threading.Lock()
+
+    def format(self, signature: Any, demos: list[dict[str, Any]], inputs: dict[str, Any]) -> list[dict[str, Any]]:
+        """DSPy's JSON prompt, with every input value fenced (issue 11: no value can open or close a section)."""
+        names = set(signature.input_fields)
+        demos = [fence_inputs(demo, names) for demo in demos]
+        return super().format(signature, demos, fence_inputs(inputs, names))
 
     def format_system_message(self, signature: Any) -> str:
         """The system message depends only on the signature: cache it (schema rendering is slow)."""
@@ -261,10 +272,7 @@ class StructuredChain(JSONAdapter):
         for strategy in self.config.strategies:
             if strategy in self.rejected_formats(lm):
                 continue
-            response_format = (
-                {"type": "json_schema", "name": "judgment", "schema": strict_schema(output_type), "strict": True}
-                if strategy == "json_schema" else {"type": "json_object"}
-            )
+            response_format = response_format_for(strategy, output_type)
             rejected = False
             for temperature in self.config.temperatures:
                 max_tokens = base_tokens
@@ -300,6 +308,38 @@ class StructuredChain(JSONAdapter):
                 if rejected:
                     break
         raise Abstained(f"all strategies failed; last problem: {last_problem}", record.attempts)
+
+    # --- the same request and parsing for callers that send requests themselves (provider batch APIs) ---
+    def chat_body(self, model: str, signature: Any, demos: list[dict[str, Any]], inputs: dict[str, Any], *,
+                  strategy: Strategy, temperature: float, max_tokens: int | None = None) -> dict[str, Any]:
+        """The OpenAI chat-completions body this chain sends for ``strategy`` at ``temperature`` (one batch line)."""
+        request = self.lm15_request(model, signature, demos, inputs, strategy=strategy, temperature=temperature,
+                                    max_tokens=max_tokens)
+        messages = ([{"role": "system", "content": request.system}] if request.system else []) + [
+            {"role": m.role, "content": "".join(getattr(p, "text", "") or "" for p in m.parts)}
+            for m in request.messages]
+        fmt = dict(request.config.response_format)
+        if fmt["type"] == "json_schema":
+            fmt = {"type": "json_schema", "json_schema": {k: v for k, v in fmt.items() if k != "type"}}
+        body: dict[str, Any] = {"model": model, "messages": messages, "temperature": temperature,
+                                "max_completion_tokens": request.config.max_tokens, "response_format": fmt}
+        if self.config.logprobs is not None:
+            body["logprobs"] = True
+            if self.config.logprobs > 0:
+                body["top_logprobs"] = self.config.logprobs
+        return body
+
+    def lm15_request(self, model: str, signature: Any, demos: list[dict[str, Any]], inputs: dict[str, Any], *,
+                     strategy: Strategy, temperature: float, max_tokens: int | None = None) -> Any:
+        """The lm15 Request this chain sends for ``strategy`` at ``temperature`` (a batch entry for lm15 providers)."""
+        from dspy import lm15
+
+        signature, inputs = _drop_empty_optional(signature, inputs)
+        system, chat = _to_lm15(self.format(signature, demos, inputs))
+        fmt = response_format_for(strategy, signature.output_fields[OUTPUT_FIELD].annotation)
+        config = lm15.Config(temperature=temperature, max_tokens=max_tokens or self.config.max_tokens,
+                             response_format=fmt, logprobs=self.config.logprobs)
+        return lm15.Request(model=model, messages=chat, system=system, config=config)
 
     def _send(self, lm: Any, request: Any, strategy: str, temperature: float, max_tokens: int,
               record: CallRecord) -> Any:
@@ -344,7 +384,23 @@ class StructuredChain(JSONAdapter):
 
 @lru_cache(maxsize=512)
 def _system_message(adapter: "StructuredChain", signature: Any) -> str:
-    return JSONAdapter.format_system_message(adapter, signature)
+    # Every judge's instructions end by saying that the inputs are material to judge, never instructions.
+    return JSONAdapter.format_system_message(adapter, signature.with_instructions(with_notice(signature.instructions)))
+
+
+def response_format_for(strategy: str, output_type: type[pydantic.BaseModel]) -> dict[str, Any]:
+    """The lm15 response_format a strategy asks for."""
+    if strategy == "json_schema":
+        return {"type": "json_schema", "name": "judgment", "schema": strict_schema(output_type), "strict": True}
+    return {"type": "json_object"}
+
+
+InvalidAnswer = _Invalid  # public name: ``parse_answer`` raises it with ``.outcome`` (parse_error / validation_error)
+
+
+def parse_answer(text: str, signature: Any) -> tuple[Any, bool]:
+    """Parse and validate an answer text for a judge signature exactly as the chain does: (value, recovered)."""
+    return _parse(text, signature.output_fields[OUTPUT_FIELD].annotation)
 
 
 def _parse(text: str, output_type: type[pydantic.BaseModel]) -> tuple[Any, bool]:
@@ -449,5 +505,5 @@ def _rates(model: str, response: Any) -> tuple[float, float] | None:
 
 
 def _short(exc: Exception) -> str:
-    text = str(exc).replace("\n", " ")
+    text = redact(str(exc).replace("\n", " "))  # a server may echo the key or the endpoint's credentials
     return text[:300]

@@ -222,3 +222,79 @@ def test_cli_prints_table_and_json(tmp_path: Path, capsys: pytest.CaptureFixture
     with pytest.raises(InputError) as err:
         figure_metric_command(tmp_path / "nope.json", truth)
     assert err.value.file == str(tmp_path / "nope.json")
+
+
+# --- issue 16: source-compatible mode and every layout the source accepts ---------------------------------
+
+_OUTLIER_TRUTH = _fig(("A", [[0, 0], [10, 10]]))
+_OUTLIER_PRED = _fig(("A", [[0, 0], [10, 10], [10, 60]]))
+
+
+def test_no_cap_reproduces_lematerial_number_on_an_outlier_by_hand() -> None:
+    # Hand computation with LeMaterial's rule: x and y spans of the truth are 10 and 10; the extracted
+    # points' nearest true points are at normalised distances 0, 0 and |60-10|/10 = 5.
+    # RMSE = sqrt((0 + 0 + 25) / 3) = 2.88675..., MAE = 5 / 3.
+    capped = _one(_OUTLIER_PRED, _OUTLIER_TRUTH)
+    assert capped.capped and capped.source_rmse is None
+    assert capped.precision_rmse == pytest.approx(math.sqrt(2 / 3))  # the outlier capped at sqrt(2)
+    (raw,) = figure_metric(_OUTLIER_PRED, _OUTLIER_TRUTH, cap=False)
+    assert not raw.capped
+    assert raw.source_rmse == pytest.approx(math.sqrt(25 / 3))
+    assert raw.source_mae == pytest.approx(5 / 3)
+    assert raw.precision_rmse == pytest.approx(math.sqrt(25 / 3))  # uncapped distances in the table too
+    assert raw.score == 0.0  # clipped at 0 when the uncapped error passes the worst bounded value
+
+
+def test_no_cap_source_rule_ignores_missing_series_and_pools_y() -> None:
+    truth = _fig(("A", [[0, 0], [1, 0]]), ("B", [[0, 100], [1, 100]]))  # pooled y span 100, x span 1
+    pred = _fig(("A", [[0, 10]]))  # B missing: ignored by the source rule; distance (0, 10/100)
+    (raw,) = figure_metric(pred, truth, cap=False)
+    assert raw.source_rmse == pytest.approx(0.1) and raw.source_mae == pytest.approx(0.1)
+    (none,) = figure_metric(_fig(("C", [[0, 0]])), truth, cap=False)
+    assert none.source_rmse is None
+
+
+def test_name_to_points_layouts_score_like_the_series_layout(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    truth = _fig(("A", [[0, 0], [1, 1], [2, 4]]), ("B", [[0, 1], [1, 0]]))
+    series_layout = _fig(("A", [[0, 0.1], [2, 3.5]]), ("B", [[0.5, 0.5]]))
+    bare = {"A": [[0, 0.1], [2, 3.5]], "B": [{"x": 0.5, "y": 0.5}]}
+    lematerial = {"name_to_coordinates": {"A": [[0, 0.1], [2, 3.5]], "B": [[0.5, 0.5]]}, "title": None}
+    paths = {}
+    for name, data in (("truth", truth), ("series", series_layout), ("bare", bare), ("lem", lematerial)):
+        paths[name] = tmp_path / f"{name}.json"
+        paths[name].write_text(json.dumps(data))
+    outputs = {}
+    for name in ("series", "bare", "lem"):
+        figure_metric_command(paths[name], paths["truth"], as_json=True)
+        outputs[name] = [{k: v for k, v in row.items() if k != "extracted_name"}
+                         for row in json.loads(capsys.readouterr().out)[0]["series"]]
+    assert outputs["series"][0]["status"] == "matched" and outputs["series"][0]["precision_rmse"] > 0
+    assert outputs["bare"] == outputs["series"] == outputs["lem"]
+
+
+@pytest.mark.parametrize("data", [{"seris": [{"name": "A", "points": [[0, 0]]}]}, {}, {"figure": "3a"}])
+def test_file_without_recognisable_series_is_an_error_naming_the_file(tmp_path: Path, data: Any) -> None:
+    truth = tmp_path / "truth.json"
+    truth.write_text(json.dumps(_fig(("A", [[0, 0], [1, 1]]))))
+    pred = tmp_path / "typo.json"
+    pred.write_text(json.dumps(data))
+    with pytest.raises(InputError) as err:
+        figure_metric_command(pred, truth)
+    assert err.value.file == str(pred) and "series" in str(err.value)
+
+
+def test_cli_figure_metric_no_series_exits_non_zero_and_no_cap_prints_source_number(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from scijudge.cli import app
+
+    truth, pred, typo = tmp_path / "t.json", tmp_path / "p.json", tmp_path / "typo.json"
+    truth.write_text(json.dumps(_OUTLIER_TRUTH))
+    pred.write_text(json.dumps({"A": [[0, 0], [10, 10], [10, 60]]}))
+    typo.write_text(json.dumps({"seris": []}))
+    result = CliRunner().invoke(app, ["figure-metric", str(typo), str(truth)])
+    assert result.exit_code != 0 and "typo.json" in result.output
+    result = CliRunner().invoke(app, ["figure-metric", "--no-cap", str(pred), str(truth)])
+    assert result.exit_code == 0, result.output
+    assert f"RMSE {math.sqrt(25 / 3):.4f}" in result.output

@@ -13,7 +13,7 @@ from scijudge.optimization._recipes import recipe_from_dict
 from scijudge.optimization._splits import split_items, split_sizes
 from scijudge.errors import InputError
 from scijudge.labels import HumanLabel
-from scijudge.optimization._api import _build_data, _split
+from scijudge.optimization._data import build_data as _build_data, split_data as _split
 
 
 def test_sizes_by_hand() -> None:
@@ -52,9 +52,12 @@ def test_seeded() -> None:
 
 
 def test_items_with_several_labels_stay_in_one_split() -> None:
-    """Two annotators and two parts per item: every example of an item lands in the same split."""
+    """Two annotators and two parts (overall + one criterion) per item: every example of an item lands in the
+    same split."""
     spec, items, labels, _ = toy_setup(n_items=20, annotators=2)
-    extra = [HumanLabel(item_id=lab.item_id, judge=lab.judge, part="second", score=lab.score,
+    # a multi-criterion output, so that a label's part can name a criterion
+    spec = spec.model_copy(update={"output": "scijudge.materials.outputs:SynthesisJudgment"})
+    extra = [HumanLabel(item_id=lab.item_id, judge=lab.judge, part="process_steps", score=lab.score,
                         annotator=lab.annotator) for lab in labels]
     recipe = recipe_from_dict({"optimizer": "copro", "split": {"train": 0.5, "dev": 0.25, "test": 0.25, "seed": 1}})
     data = _build_data(spec, items, labels + extra, recipe, None)

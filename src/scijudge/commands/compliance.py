@@ -41,10 +41,11 @@ def _records(frame: Any) -> list[dict[str, Any]]:
 def compliance_cmd(
     run: Annotated[Path, typer.Argument(help="Run store written by `scijudge judge` with a checklist judge.")],
     judge: Annotated[str | None, typer.Option("--judge", "-j", help="Only this checklist judge (default: every one in the run).")] = None,
-    policy: Annotated[str, typer.Option(help="Missing criteria: 'judged-only' (renormalise over judged criteria) or 'bounds' (a value only for fully judged reports).")] = "judged-only",
+    policy: Annotated[str, typer.Option(help="Missing criteria: 'judged-only' (renormalise over judged criteria), 'bounds' (a value only for fully judged reports) or 'zero' (source-compatible: unjudged criteria score 0, as ResearchRubrics does; never the default).")] = "judged-only",
     axes: Annotated[bool, typer.Option("--axes/--no-axes", help="Also print compliance per axis.")] = True,
     labels: Annotated[Path | None, typer.Option("--labels", "-l", help="Human verdicts JSONL {sample_id, criterion, verdict}: adds agreement (macro-F1, accuracy, kappa).")] = None,
-    tasks: Annotated[Path | None, typer.Option(help="Task file, to check that labelled criteria exist.")] = None,
+    tasks: Annotated[Path | None, typer.Option(help="Task file: checks that labelled criteria exist, and supplies domain/complexity for runs that lack them.")] = None,
+    allow_unknown_axes: Annotated[bool, typer.Option(help="Accept task files whose axes are outside ResearchRubrics' seven (kept as written).")] = False,
     ternary: Annotated[bool, typer.Option(help="Agreement over three classes (default: binary, partially counted as not satisfied).")] = False,
     annotator: Annotated[str | None, typer.Option(help="Use this annotator's verdicts when several labelled a criterion.")] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Also write every number to this JSON file.")] = None,
@@ -60,11 +61,15 @@ def compliance_cmd(
     from rich.table import Table
 
     from scijudge.metrics.compliance import (
+        FACETS,
+        POLICY_LABELS,
         axis_summary,
         checklist_agreement,
         compliance_by_axis,
         compliance_by_report,
         compliance_summary,
+        facet_summary,
+        facets_from_tasks,
     )
     from scijudge.runs import Run
 
@@ -72,10 +77,16 @@ def compliance_cmd(
         raise InputError("run store not found", file=run)
     frame = Run(run, create=False).to_pandas()
     per_report = compliance_by_report(frame, judge=judge, policy=policy)  # type: ignore[arg-type]
+    task_list = None
+    if tasks is not None:
+        from scijudge.importers.researchrubrics import load_tasks
+
+        task_list = load_tasks(tasks, any_axis=allow_unknown_axes)
+        per_report = facets_from_tasks(per_report, task_list)
     summary = compliance_summary(per_report)
     console = Console()
 
-    table = Table(title=f"Compliance per report (policy: {policy})")
+    table = Table(title=f"Compliance per report (policy: {POLICY_LABELS.get(policy, policy)})")
     for name, justify in (("judge · model · spec", "left"), ("report", "left"), ("compliance", "right"),
                           ("lo–hi", "right"), ("coverage", "right"), ("judged/total", "right"),
                           ("abstained", "right"), ("tokens in", "right"), ("tokens out", "right"), ("cost", "right")):
@@ -93,6 +104,18 @@ def compliance_cmd(
     console.print(table)
 
     result: dict[str, Any] = {"policy": policy, "reports": _records(per_report), "summary": _records(summary)}
+    for facet in FACETS:
+        by_facet = facet_summary(per_report, facet)
+        if by_facet.empty:
+            continue
+        facet_table = Table(title=f"Compliance by {facet.replace('_', ' ')} (mean over reports)")
+        for name in ("judge · model · spec", facet, "reports", "compliance", "lo–hi", "coverage"):
+            facet_table.add_column(name, justify="left" if name in ("judge · model · spec", facet) else "right")
+        for _, row in by_facet.iterrows():
+            facet_table.add_row(_contender(row), str(row[facet]), str(row["reports"]), _fmt(row["compliance"]),
+                                _interval(row["compliance_lo"], row["compliance_hi"]), _fmt(row["coverage"], 2))
+        console.print(facet_table)
+        result.setdefault("by_facet", {})[facet] = _records(by_facet)
     if axes:
         per_axis = compliance_by_axis(frame, judge=judge, policy=policy)  # type: ignore[arg-type]
         by_axis = axis_summary(per_axis)
@@ -108,9 +131,8 @@ def compliance_cmd(
         result["axis_summary"] = _records(by_axis)
 
     if labels is not None:
-        from scijudge.importers.researchrubrics import load_human_verdicts, load_tasks
+        from scijudge.importers.researchrubrics import load_human_verdicts
 
-        task_list = load_tasks(tasks) if tasks is not None else None
         human = load_human_verdicts(labels, tasks=task_list)
         mode = "ternary" if ternary else "binary"
         agreements = checklist_agreement(frame, human, mode=mode, judge=judge, annotator=annotator)

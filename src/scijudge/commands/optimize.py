@@ -2,91 +2,150 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
-import logging
 import sys
-from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-
-@contextlib.contextmanager
-def _quiet(enabled: bool) -> Iterator[None]:
-    """Hide the optimizers' progress bars, prints and INFO logs (errors still surface)."""
-    if not enabled:
-        yield
-        return
-    logger = logging.getLogger("dspy")
-    level = logger.level
-    logger.setLevel(logging.WARNING)
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            yield
-    finally:
-        logger.setLevel(level)
+DEFAULT_FOLDER = Path("optimized")
 
 
-def _print_result(result: Any) -> None:
+def _print_result(result: Any, log_path: Path | None) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
-    table = Table("test statistic", "base judge", "optimized", title=f"{result.spec.name} · {result.recipe.name}")
-    for key in ("score", "exact", "within1", "mae", "kappa_w", "accuracy", "balanced_accuracy", "coverage"):
+    title = escape(result.spec.provenance.get("display_name") or f"{result.spec.name} · {result.recipe.name}")
+    table = Table("test statistic", "base judge", "optimized", title=title)
+    for key in ("score", "exact", "within1", "mae", "kappa_w", "accuracy", "balanced_accuracy", "coverage",
+                "robustness"):
         if key in result.before or key in result.after:
             fmt = lambda v: "–" if v is None else f"{v:.3f}"
             table.add_row(key, fmt(result.before.get(key)), fmt(result.after.get(key)))
+    table.add_row("n (test units)", str(result.before.get("n_units")), str(result.after.get("n_units")))
     console.print(table)
     b = result.budget
     console.print(f"LM calls: {b['lm_calls']} ({b['optimization_lm_calls']} optimizing, {b['evaluation_lm_calls']} "
                   f"testing, {b['cached_calls']} from cache)" + (f"; cost ${b['cost_usd']:.4f}" if b["cost_usd"] else ""),
-                  highlight=False)
+                  highlight=False, markup=False, soft_wrap=True)
     for note in result.notes:
-        console.print(f"[yellow]note:[/] {note}", highlight=False)
+        console.print(f"note: {note}", highlight=False, markup=False, soft_wrap=True)
     if result.spec_path:
-        console.print(f"optimized judge: {result.spec_path}  (use it as --judge {result.spec_path})", highlight=False)
+        console.print(f"optimized judge: {result.spec_path}  (use it as --judge {result.spec_path})",
+                      highlight=False, markup=False, soft_wrap=True)
+    if log_path is not None:
+        console.print(f"log: {log_path}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _split_option(text: str | None, seed: int | None) -> Any:
+    """``--split 0.5/0.25/0.25`` and ``--seed`` as a SplitSpec (None when neither is given)."""
+    from pydantic import ValidationError
+
+    from scijudge.errors import InputError
+    from scijudge.optimization._recipes import SplitSpec
+
+    if text is None and seed is None:
+        return None
+    values: dict[str, Any] = {}
+    if text is not None:
+        parts = text.split("/")
+        try:
+            values.update(zip(("train", "dev", "test"), (float(p) for p in parts), strict=True))
+        except ValueError:
+            raise InputError(f"--split {text!r} must be three ratios train/dev/test, e.g. 0.5/0.25/0.25",
+                             field="--split") from None
+    if seed is not None:
+        values["seed"] = seed
+    try:
+        return SplitSpec(**values)
+    except ValidationError as exc:
+        raise InputError(exc.errors()[0]["msg"].removeprefix("Value error, "), field="--split") from None
+
+
+def _inputs(items: Path | None, tasks: Path | None, reports: Path | None, labels: Path) -> tuple[Any, Any]:
+    """Items and labels: canonical files, or ResearchRubrics tasks + reports + human verdicts."""
+    from scijudge.errors import InputError
+
+    if tasks is None and reports is None:
+        if items is None:
+            raise InputError("give --items (canonical JSONL), or --tasks and --reports (ResearchRubrics)", field="--items")
+        return items, labels
+    if items is not None or tasks is None or reports is None:
+        raise InputError("--tasks and --reports go together, instead of --items", field="--tasks")
+    from scijudge.importers.researchrubrics import load_checklist_items, load_human_verdicts, read_tasks
+
+    loaded, _ = load_checklist_items(tasks, reports)
+    task_list, _ = read_tasks(tasks)
+    return loaded, load_human_verdicts(labels, tasks=task_list)
 
 
 def optimize_cmd(
     judge: Annotated[str, typer.Option("--judge", "-j", help="Judge to optimize: shipped name or spec path.")],
-    items: Annotated[Path, typer.Option("--items", "-i", help="Items in canonical JSONL.")],
-    labels: Annotated[Path, typer.Option("--labels", "-l", help="Human labels: JSONL or CSV.")],
+    labels: Annotated[Path, typer.Option("--labels", "-l", help="Human labels: JSONL or CSV (with --tasks: ResearchRubrics human verdicts JSONL).")],
     model: Annotated[list[str], typer.Option("--model", "-m", help="Model the judge runs on; repeat to compare models.")],
     recipe: Annotated[list[str], typer.Option("--recipe", "-r", help="Recipe file (optimizers/mipro.toml) or shipped name (mipro); repeat to compare.")],
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Optimized spec (.toml) or a folder; experiments write a table and a plot there.")] = None,
+    items: Annotated[Path | None, typer.Option("--items", "-i", help="Items in canonical JSONL.")] = None,
+    tasks: Annotated[Path | None, typer.Option(help="ResearchRubrics task file (JSONL), instead of --items: with --reports, the checklist judge's items.")] = None,
+    reports: Annotated[Path | None, typer.Option(help="Folder of <sample_id>.md reports (or reports JSONL) for --tasks.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Optimized spec (.toml) or a folder (default: optimized/, named <judge>@<recipe>-<date>.toml); experiments write a table and a plot there.")] = None,
+    split: Annotated[str | None, typer.Option(help="Split ratios train/dev/test for every recipe, e.g. 0.5/0.25/0.25 (default: the first recipe's).")] = None,
+    seed: Annotated[int | None, typer.Option(help="Split seed for every recipe (default: the first recipe's).")] = None,
     api_base: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL, e.g. http://localhost:8000/v1.")] = None,
     prompt_model: Annotated[str | None, typer.Option(help="Model for the optimizer's proposal/reflection calls (default: --model).")] = None,
+    perturbed: Annotated[Path | None, typer.Option(help="Perturbed variants of the items (JSONL from `scijudge perturb`): add a robustness term to the metric and report robustness.")] = None,
     track: Annotated[str | None, typer.Option(help="Experiment tracking: 'mlflow' (needs the 'track' extra).")] = None,
     cache: Annotated[bool, typer.Option(help="Use DSPy's response cache (a re-run costs nothing).")] = True,
-    verbose: Annotated[bool, typer.Option(help="Show the optimizers' own progress output.")] = False,
+    verbose: Annotated[bool, typer.Option(help="Show third-party warnings and progress bars here instead of in the log file.")] = False,
 ) -> Any:
     """Optimize a judge's instructions and demos against human labels; report held-out agreement before/after.
 
-    Example: scijudge optimize --judge yescieval.qa.correctness --items items.jsonl --labels labels.jsonl --model openai/gpt-4o-mini --recipe optimizers/mipro.toml --out optimized.toml
+    Example: scijudge optimize --judge yescieval.qa.correctness --items items.jsonl --labels labels.jsonl --model openai/gpt-4o-mini --recipe optimizers/mipro.toml --out optimized/
+
+    The checklist judge: --judge researchrubrics.checklist --tasks tasks.jsonl --reports reports/ --labels verdicts.jsonl
+    with a recipe whose metric is verdict_balanced.
     """
-    from scijudge.optimization._experiment import run_experiment
-    from scijudge.optimization._recipes import resolve_recipe
     from scijudge.lm import make_lm
-    from scijudge.optimization import optimize
+    from scijudge.optimization._api import prepare, run_plan
+    from scijudge.optimization._experiment import run_experiment
+    from scijudge.optimization._quiet import quiet_to
+    from scijudge.optimization._recipes import resolve_recipe
+    from scijudge.optimization._retry import preflight
 
     recipes = [resolve_recipe(r) for r in recipe]  # recipe errors surface before any model is built
+    items, labels = _inputs(items, tasks, reports, labels)
+    robustness = None
+    if perturbed is not None:
+        from scijudge.optimization._robustness import Robustness
+
+        robustness = Robustness.from_file(perturbed)
+    split_spec = _split_option(split, seed)
     prompt_lm = make_lm(prompt_model, api_base=api_base, cache=cache) if prompt_model else None
     if len(recipes) == 1 and len(model) == 1:
+        plan = prepare(judge, items, labels, recipes[0], split=split_spec, robustness=robustness)  # before any call
+        target = out or DEFAULT_FOLDER
+        folder = target.parent if target.suffix == ".toml" else target
+        log_path = None if verbose else folder / "optimize.log"
         lm = make_lm(model[0], api_base=api_base, cache=cache)
-        with _quiet(not verbose):
-            result = optimize(judge, items, labels, lm, recipes[0], prompt_lm=prompt_lm, out=out, track=track)
-        _print_result(result)
+        with quiet_to(log_path):
+            result = run_plan(plan, lm, prompt_lm=prompt_lm, out=target, track=track, robustness=robustness)
+        _print_result(result, log_path)
         return result
-    if out is None:
-        raise typer.BadParameter("comparing several recipes or models needs --out (a folder)", param_hint="--out")
-    with _quiet(not verbose):
-        frame = run_experiment(recipes, [make_lm(m, api_base=api_base, cache=cache) for m in model], judge=judge,
-                               items=items, labels=labels, prompt_lm=prompt_lm, out=out, track=track)
-    columns = [c for c in ("recipe", "model", "lm_calls", "exact_before", "exact_after", "score_before", "score_after",
-                           "stopped") if c in frame.columns]
+    folder = out or DEFAULT_FOLDER / f"experiment-{datetime.now(UTC):%Y%m%d-%H%M%S}"
+    log_path = None if verbose else folder / "optimize.log"
+    lms = [make_lm(m, api_base=api_base, cache=cache) for m in model]
+    for lm in lms + ([prompt_lm] if prompt_lm is not None else []):
+        preflight(lm)  # every model answers before anything runs
+    with quiet_to(log_path):
+        frame = run_experiment(recipes, lms, judge=judge, items=items, labels=labels, prompt_lm=prompt_lm, out=folder,
+                               track=track, split=split_spec, check_model=False, robustness=robustness)
+    columns = [c for c in ("recipe", "model", "status", "n_test", "lm_calls", "exact_after", "balanced_accuracy_after",
+                           "score_after", "robustness_after", "stopped", "reason") if c in frame.columns]
+    sys.stdout.write(f"split {frame['split'].iloc[0]} for every recipe; the (base judge) rows are each model's "
+                     "baseline; *_after columns are held-out statistics\n")
     sys.stdout.write(frame[columns].to_string(index=False) + "\n")
-    sys.stdout.write(f"table: {Path(out) / 'experiment.csv'}  plot: {Path(out) / 'experiment.png'}\n")
+    sys.stdout.write(f"table: {folder / 'experiment.csv'}  plot: {folder / 'experiment.png'}"
+                     + (f"  log: {log_path}" if log_path else "") + "\n")
     return frame

@@ -16,8 +16,6 @@ same when a task's criteria are reordered and human verdicts can name a criterio
 
 from __future__ import annotations
 
-import hashlib
-import math
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -36,17 +34,9 @@ from pydantic import (
 from scijudge.data import Item, Skipped, iter_jsonl, read_records, validation_error
 from scijudge.errors import InputError
 from scijudge.labels import HumanLabel
+from scijudge.rubric_criteria import AXES, Criterion, criterion_id, normalise_text
 
 CHECKLIST_JUDGE = "researchrubrics.checklist"
-AXES: tuple[str, ...] = (
-    "Explicit Criteria",
-    "Implicit Criteria",
-    "Synthesis of Information",
-    "Communication Quality",
-    "Instruction Following",
-    "References & Citation Quality",
-    "Miscellaneous",
-)
 REPORT_SUFFIXES: tuple[str, ...] = (".md", ".markdown", ".txt")
 VERDICTS: tuple[str, ...] = ("satisfied", "partially", "not_satisfied")
 _VERDICT_ALIASES = {
@@ -56,18 +46,7 @@ _VERDICT_ALIASES = {
     "not satisfied": "not_satisfied", "unsatisfied": "not_satisfied", "no": "not_satisfied",
     "not met": "not_satisfied",
 }
-_AXIS_LOOKUP = {" ".join(a.casefold().replace("&", " and ").split()): a for a in AXES}
 _ID_PATTERN = re.compile(r"^c[0-9a-f]{10}$")
-
-
-def normalise_text(text: str) -> str:
-    """Whitespace collapsed and case folded: the form criteria are compared and hashed in."""
-    return " ".join(text.split()).casefold()
-
-
-def criterion_id(text: str) -> str:
-    """Stable id of a criterion: ``c`` + 10 hex digits of the hash of its normalised text."""
-    return "c" + hashlib.sha256(normalise_text(text).encode("utf-8")).hexdigest()[:10]
 
 
 def canonical_verdict(value: Any) -> str:
@@ -88,60 +67,6 @@ class _DuplicateCriterion(ValueError):
         super().__init__(f"duplicated criterion: same text as rubrics.{first}.criterion")
         self.index = index
         self.first = first
-
-
-class Criterion(BaseModel):
-    """One rubric line: what to check, its weight (negative = penalty) and its axis."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    criterion: str = Field(min_length=1)
-    weight: float
-    axis: str
-
-    @field_validator("criterion")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("criterion is blank")
-        return value.strip()
-
-    @field_validator("weight", mode="before")
-    @classmethod
-    def _weight(cls, value: Any) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"weight must be a number, got {value!r}")  # noqa: TRY004 - pydantic wants ValueError
-        if not math.isfinite(value):
-            raise ValueError(f"weight must be finite, got {value!r}")
-        if value == 0:
-            raise ValueError("weight must not be zero (positive = reward, negative = penalty)")
-        return float(value)
-
-    @field_validator("axis", mode="before")
-    @classmethod
-    def _axis(cls, value: Any, info: Any) -> str:
-        if not isinstance(value, str) or not value.strip():
-            raise ValueError("axis must be a non-empty string")
-        key = " ".join(value.casefold().replace("&", " and ").split())
-        if key in _AXIS_LOOKUP:
-            return _AXIS_LOOKUP[key]
-        if (info.context or {}).get("any_axis"):
-            return " ".join(value.split())
-        raise ValueError(f"unknown axis {value!r}; expected one of: {', '.join(AXES)}")
-
-    @property
-    def id(self) -> str:
-        """Stable criterion id (hash of the normalised text)."""
-        return criterion_id(self.criterion)
-
-    @property
-    def penalty(self) -> bool:
-        """True for a negative-weight criterion: satisfying it lowers compliance."""
-        return self.weight < 0
-
-    def as_meta(self) -> dict[str, Any]:
-        """The form stored in ``Item.meta["rubrics"]``."""
-        return {"id": self.id, "criterion": self.criterion, "weight": self.weight, "axis": self.axis}
 
 
 class Task(BaseModel):
@@ -173,6 +98,14 @@ class Task(BaseModel):
         if any(ch in value for ch in "/\\\x00") or value in (".", ".."):
             raise ValueError(f"sample_id {value!r} cannot name a report file (no '/', '\\\\', NUL, '.' or '..')")
         return value
+
+    @model_validator(mode="after")
+    def _some_reward(self) -> Task:
+        if all(rubric.weight < 0 for rubric in self.rubrics):
+            raise ValueError(f"all {len(self.rubrics)} criteria have negative weights (penalties only): compliance "
+                             "(sum of weight x score / sum of positive weights) is undefined; give at least one "
+                             "criterion a positive weight")
+        return self
 
     @model_validator(mode="after")
     def _unique_criteria(self) -> Task:
@@ -219,9 +152,9 @@ def _task_error(exc: ValidationError, *, path: Path, line: int) -> InputError:
     cause = (first.get("ctx") or {}).get("error")
     if isinstance(cause, _DuplicateCriterion):
         return InputError(str(cause), file=path, line=line, field=f"rubrics.{cause.index}.criterion")
-    error = validation_error(exc, file=path, line=line)
-    if error.reason.startswith("Value error, "):
-        error = InputError(error.reason.removeprefix("Value error, "), file=path, line=line, field=error.field)
+    error = validation_error(exc, file=path, line=line)  # (the shared helper strips "Value error, ")
+    if error.field is None and "negative weights" in error.reason:
+        error = InputError(error.reason, file=path, line=line, field="rubrics")
     return error
 
 

@@ -101,6 +101,12 @@ class Judge(dspy.Module):
             self.predict.demos = demos_from_spec(spec)
         self._spec_hash = spec.spec_hash()
         self._prepare = spec.prepare_function()
+        self.preset = None  # hook (issue 16): a prompt preset tried before the structured chain
+        if spec.preset:
+            from scijudge.presets import get_preset
+
+            self.preset = get_preset(spec.preset, source=spec.source)
+            self.preset.check(spec)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> "Judge":
         """Copies (made by optimizers and ``Module.load``) share the LM and the chain, never duplicate them."""
@@ -132,6 +138,10 @@ class Judge(dspy.Module):
     def forward(self, **inputs: Any) -> dspy.Prediction:
         record, token = (_CURRENT.get(), None) if _CURRENT.get() is not None else start_record()
         try:
+            if self.preset is not None:  # hook (issue 16): native free text first, structured retry below
+                native = self.preset.first_try(self, inputs, record)
+                if native is not None:
+                    return dspy.Prediction(judgment=native, abstained=False, reason=None, attempts=record.attempts)
             with dspy.context(adapter=self.chain, lm=self._lm()):
                 prediction = self.predict(**inputs)
             return dspy.Prediction(judgment=getattr(prediction, OUTPUT_FIELD), abstained=False, reason=None,
@@ -153,6 +163,8 @@ class Judge(dspy.Module):
                 first, second = ("answer", "answer_b") if part != "BA" else ("answer_b", "answer")
                 source = first if name == "answer_a" else second
             value = item.value(source)
+            for alias in spec_input.aliases:  # hook (issue 16): older input names
+                value = item.value(alias) if value is None else value
             if value is None and not spec_input.optional:
                 file, line = item._origin or (None, None)
                 raise InputError(f"judge {self.name!r} needs this input but item {item.id!r} has none or it is empty",

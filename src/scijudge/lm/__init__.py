@@ -57,6 +57,10 @@ def make_lm(model: str, *, api_base: str | None = None, api_key: str | None = No
         raise ModelError(f"options {sorted(local_options)} apply only to local hf: models")
     load_dotenv_once()
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "true")
+    from scijudge.redaction import register_secret, register_url_secrets
+
+    register_secret(api_key)  # issue 11: redacted from everything written or printed
+    register_url_secrets(api_base)
     kwargs: dict[str, Any] = {}
     if api_base:
         kwargs["api_base"] = api_base

@@ -15,13 +15,15 @@ from scijudge.errors import InputError
 from scijudge.materials.ontology import infer_target_material, parse_ontology, parse_syntheses
 from scijudge.materials.plots import parse_linking_output, parse_plot_data
 
-MIN_SOURCE_CHARS = 100
-"""Shortest source text (after trimming) a materials judge accepts.
+MIN_SOURCE_CHARS = 50
+"""Shortest source text (after trimming) a materials judge accepts: LeMaterial's own limit.
 
-A synthesis paragraph with materials, steps and conditions is several sentences long; anything under
-about one sentence is nearly always a truncated file or the wrong field, and cannot support a judgment
-on seven criteria.
+Anything shorter than about one sentence is nearly always a truncated file or the wrong field. The limit is
+the source method's (50 characters), so every paper it judges is judged here too.
 """
+
+OLD_INPUT_NAMES = {"extracted_ontology_json": "extracted_synthesis"}
+"""Earlier names of the synthesis judge's inputs, still accepted (the judge's spec lists them as aliases)."""
 
 
 def check_source_text(
@@ -64,6 +66,8 @@ def prepare_synthesis_inputs(
 ) -> dict[str, str]:
     """Validate a synthesis-judge item and fill ``target_material`` from the ontology when absent."""
     text = check_source_text(_require(item, "source_text", source, line), source=source, line=line)
+    if item.get("extracted_synthesis") is None and item.get("extracted_ontology_json") is not None:
+        item = {**item, "extracted_synthesis": item["extracted_ontology_json"]}
     raw = _require(item, "extracted_synthesis", source, line)
     ontology = parse_ontology(raw, source=source, line=line, field="extracted_synthesis")
     target = item.get("target_material")

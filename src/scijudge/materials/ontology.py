@@ -7,17 +7,56 @@ so those files validate as they are. Every detail a paper may leave out is optio
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from scijudge.errors import InputError
 from scijudge.materials._parse import load_json, validation_to_input_error
 
 EXTRACTION_FAILED_MARKER = "Extraction failed"
 """Text LeMaterial writes into ``notes`` when the extractor produced nothing usable."""
+
+SYNTHESIS_METHODS: tuple[str, ...] = (
+    "PVD", "CVD", "arc discharge", "ball milling", "spray pyrolysis", "electrospinning", "sol-gel", "hydrothermal",
+    "solvothermal", "precipitation", "coprecipitation", "combustion", "microwave-assisted", "sonochemical",
+    "template-directed", "solid-state", "flux growth", "float zone & Bridgman", "arc melting & induction melting",
+    "spark plasma sintering", "electrochemical deposition", "chemical bath deposition", "liquid-phase epitaxy",
+    "self-assembly", "atomic layer deposition", "molecular beam epitaxy", "pulsed laser deposition",
+    "ion implantation", "lithographic patterning", "wet impregnation", "incipient wetness impregnation",
+    "mechanical mixing", "solution-based", "mechanochemical", "other",
+)
+"""LeMaterial's allowed synthesis methods (its general ontology); anything else is read as "other"."""
+
+MATERIAL_TYPES: tuple[str, ...] = (
+    "metals & alloys", "ceramics & glasses", "polymers & soft matter", "composites", "semiconductors & electronic",
+    "nanomaterials", "two-dimensional materials", "framework & porous materials", "biomaterials & biological",
+    "liquid materials", "hybrid & organic-inorganic", "functional materials & catalysts", "energy & sustainability",
+    "smart & responsive materials", "emerging & quantum materials", "other",
+)
+"""LeMaterial's allowed target-compound types; anything else is read as "other"."""
+
+
+def _list_key(text: str) -> str:
+    """Comparison key: case, spaces, hyphens and underscores ignored; 'and' read as '&'."""
+    return re.sub(r"[^0-9a-z&]", "", f" {text.casefold()} ".replace(" and ", " & "))
+
+
+_METHOD_KEYS = {_list_key(m): m for m in SYNTHESIS_METHODS}
+_TYPE_KEYS = {_list_key(t): t for t in MATERIAL_TYPES}
+
+
+def _from_list(value: Any, keys: dict[str, str]) -> tuple[str | None, str | None]:
+    """(allowed value, the text as stated when it is not on the list) for a free-text or listed value."""
+    text = _text_or_none(value)
+    if text is None or not str(text).strip():
+        return None, None
+    found = keys.get(_list_key(str(text)))
+    return (found, None) if found else ("other", str(text).strip())
+
 
 _NO_TARGET = {"", "unknown", "n/a", "na", "none", "null", "-", "not specified", "not given"}
 
@@ -131,8 +170,14 @@ class SynthesisOntology(_OntologyModel):
 
     synthesis_id: str | None = Field(default=None, description="Identifier of the procedure within its paper.")
     target_compound: str = Field(description="The material being made, e.g. 'LiFePO4/C'.")
-    target_compound_type: str | None = Field(default=None, description="Class of material, e.g. 'ceramics & glasses'.")
-    synthesis_method: str | None = Field(default=None, description="Overall route: 'solid-state', 'sol-gel'...")
+    target_compound_type: Literal[MATERIAL_TYPES] | None = Field(  # type: ignore[valid-type]
+        default=None, description="Class of material, one of LeMaterial's types (e.g. 'ceramics & glasses') or 'other'.")
+    synthesis_method: Literal[SYNTHESIS_METHODS] | None = Field(  # type: ignore[valid-type]
+        default=None, description="Overall route, one of LeMaterial's methods (e.g. 'solid-state', 'sol-gel') or 'other'.")
+    stated_compound_type: str | None = Field(
+        default=None, description="The type as written when it is not on LeMaterial's list (then the type is 'other').")
+    stated_synthesis_method: str | None = Field(
+        default=None, description="The method as written when it is not on LeMaterial's list (then it is 'other').")
     starting_materials: list[Material] = Field(default_factory=list, description="All precursors and reagents.")
     steps: list[ProcessStep] = Field(default_factory=list, description="The ordered process steps.")
     equipment: list[Equipment] = Field(default_factory=list, description="Major equipment of the procedure.")
@@ -142,6 +187,22 @@ class SynthesisOntology(_OntologyModel):
     @classmethod
     def _null_is_empty(cls, value: Any) -> Any:
         return [] if value is None else value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _allowed_values(cls, data: Any) -> Any:
+        """Map method and type onto LeMaterial's lists; an unlisted value becomes 'other', its text kept."""
+        if not isinstance(data, Mapping):
+            return data
+        out = dict(data)
+        for name, stated, keys in (("synthesis_method", "stated_synthesis_method", _METHOD_KEYS),
+                                   ("target_compound_type", "stated_compound_type", _TYPE_KEYS)):
+            if name in out:
+                value, as_written = _from_list(out[name], keys)
+                out[name] = value
+                if as_written is not None and not out.get(stated):
+                    out[stated] = as_written
+        return out
 
     @property
     def extraction_failed(self) -> bool:

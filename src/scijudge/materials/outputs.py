@@ -340,10 +340,24 @@ class LinkingJudgment(_CriteriaJudgment):
     def _lists(cls, value: Any) -> list[str]:
         return _as_list_of_text(value)
 
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def missing_link_count(self) -> int:
+        """Missed links: the listed ones, or at least 1 when flag F8 (false negative) is raised without a list."""
+        return len(self.missing_links) or int(self.failure_flags.f8_false_negative)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def spurious_link_count(self) -> int:
+        """Spurious links: the listed ones, or at least 1 when flag F9 (false positive) is raised without a list."""
+        return len(self.spurious_links) or int(self.failure_flags.f9_false_positive)
+
     def run_fields(self) -> RunFields:
-        """Score = overall mean; confidence mapped; rationale names the raised flags."""
+        """Score = overall mean; confidence mapped; rationale names the raised flags and link counts."""
         rationale = self._short_rationale()
         flags = self.failure_flags.active()
         if flags:
             rationale += " flags: " + ",".join(flags)
+        if self.missing_link_count or self.spurious_link_count:
+            rationale += f" links missing: {self.missing_link_count}, spurious: {self.spurious_link_count}"
         return RunFields(score=self.overall, confidence=self._confidence_value(), rationale=rationale)

@@ -7,7 +7,12 @@ Accepted plot JSON shapes, all normalised to :class:`PlotData`:
 * LeMaterial's extracted plot data: ``{"metadata": {"x_axis_label", "x_axis_unit", "left_y_axis_label", ...,
   "is_dual_axis"}, "data_series": [{"name", "axis", "points": [{"x", "y"}, ...]}]}``;
 * LeMaterial's digitised ground truth: ``{"subplots": [{"x_label", "y_label", "coordinates": {name: [[x, y]]}}]}``
-  (one :class:`PlotData` per subplot).
+  (one :class:`PlotData` per subplot);
+* LeMaterial's line-plot layout: ``{"name_to_coordinates": {name: [[x, y]]}, "title", "x_axis_label", ...}``;
+* a bare ``{name: points}`` mapping (every value a point list).
+
+A figure object with none of these (for instance a typo such as ``"seris"``) is an error naming the file,
+never read as a figure with zero series.
 
 Points may be ``[x, y]`` pairs, ``{"x", "y"}`` objects, or ``{"x": [...], "y": [...]}`` columns.
 """
@@ -157,6 +162,38 @@ def _from_coordinates(sub: Mapping[str, Any], figure: str) -> dict[str, Any]:
     }
 
 
+def _from_name_to_coordinates(data: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "figure": data.get("figure") or data.get("title") or "",
+        "x_axis": {"label": data.get("x_axis_label"), "unit": data.get("x_axis_unit")},
+        "y_axis": {"label": data.get("y_left_axis_label"), "unit": data.get("y_left_axis_unit")},
+        "series": [{"name": str(name), "points": pts} for name, pts in data["name_to_coordinates"].items()],
+    }
+
+
+def _looks_like_points(value: Any) -> bool:
+    """True for a point list (``[[x, y], ...]`` or ``[{"x", "y"}, ...]``) or ``{"x": [...], "y": [...]}`` columns."""
+    if isinstance(value, Mapping):
+        return set(value) == {"x", "y"} and isinstance(value["x"], list) and isinstance(value["y"], list)
+    if not isinstance(value, list):
+        return False
+    return all(
+        (isinstance(p, (list, tuple)) and len(p) == 2) or (isinstance(p, Mapping) and "x" in p and "y" in p)
+        for p in value
+    )
+
+
+SERIES_KEYS = ("series", "data_series", "coordinates", "name_to_coordinates")
+"""Keys under which a figure object carries its series (a bare ``{name: points}`` mapping needs none)."""
+
+
+def _is_name_to_points(data: Mapping[str, Any]) -> bool:
+    """A bare ``{name: points}`` mapping; at least one list must hold points, so ``{"seris": []}`` is no figure."""
+    values = list(data.values())
+    return (all(isinstance(k, str) for k in data) and all(_looks_like_points(v) for v in values)
+            and any(len(v) for v in values))
+
+
 class PlotData(BaseModel):
     """One figure (or subplot): its axes and its named series."""
 
@@ -177,6 +214,16 @@ class PlotData(BaseModel):
             return _from_lematerial_extracted(data)
         if "coordinates" in data and "series" not in data:
             return _from_coordinates(data, str(data.get("figure") or ""))
+        if isinstance(data.get("name_to_coordinates"), Mapping) and "series" not in data:
+            return _from_name_to_coordinates(data)
+        if not any(key in data for key in SERIES_KEYS) and _is_name_to_points(data):
+            return {"series": [{"name": name, "points": pts} for name, pts in data.items()]}
+        if not any(key in data for key in SERIES_KEYS):
+            keys = ", ".join(repr(k) for k in list(data)[:6]) or "none"
+            raise ValueError(
+                "no recognisable series: expected one of 'series', 'data_series', 'coordinates', "
+                f"'name_to_coordinates' or a {{name: points}} mapping (keys found: {keys})"
+            )
         return data
 
     @field_validator("series")

@@ -13,7 +13,15 @@ run):
 - ``bounds``: no point value unless every criterion was judged; the interval
   [``compliance_lo``, ``compliance_hi``] is what the missing criteria could produce: lowest when every
   missing reward criterion is unmet and every missing penalty applies, highest in the opposite case,
-  both over the full rubric's positive weights. (The interval is reported under both policies.)
+  both over the full rubric's positive weights. (The interval is reported under every policy.)
+- ``zero`` (**source-compatible, never the default**): every criterion without a verdict scores 0, over the
+  full rubric's positive weights (0 when it has none) — how the ResearchRubrics code scores a failed
+  criterion, so a published compliance number can be reproduced. It reads an abstention as "not satisfied"
+  (and a missing penalty as "not applied"), which is why scijudge labels it and never uses it unasked.
+
+Reports can also be grouped by the task's **domain** and **complexity** (``conceptual_breadth``,
+``logical_nesting``, ``exploration``): ``ChecklistJudge`` writes them into each result as ``task_facets``
+when the task file has them, and a task file can supply them for older runs (``facets_from_tasks``).
 
 The rubric of a report (number of criteria and weight totals, overall and per axis) is read from the
 ``result.rubric`` that ``ChecklistJudge`` writes into every row, so criteria that never got a row still
@@ -37,9 +45,15 @@ from pydantic import BaseModel
 
 from scijudge.errors import InputError
 
-Policy = Literal["judged-only", "bounds"]
+Policy = Literal["judged-only", "bounds", "zero"]
 Mode = Literal["binary", "ternary"]
-POLICIES: tuple[str, ...] = ("judged-only", "bounds")
+POLICIES: tuple[str, ...] = ("judged-only", "bounds", "zero")
+POLICY_LABELS: dict[str, str] = {
+    "judged-only": "judged-only (renormalised over judged criteria)",
+    "bounds": "bounds (a value only for fully judged reports)",
+    "zero": "zero (source-compatible: unjudged criteria score 0, as in ResearchRubrics)",
+}
+FACETS: tuple[str, ...] = ("domain", "conceptual_breadth", "logical_nesting", "exploration")
 CONTENDER: list[str] = ["judge", "model", "spec_hash"]
 BINARY_LABELS: tuple[str, ...] = ("satisfied", "not_satisfied")
 TERNARY_LABELS: tuple[str, ...] = ("satisfied", "partially", "not_satisfied")
@@ -69,7 +83,7 @@ def checklist_rows(df: pd.DataFrame, *, judge: str | None = None) -> pd.DataFram
     def unpack(result: Any, key: str) -> Any:
         return result.get(key) if isinstance(result, dict) else None
 
-    for key in ("weight", "axis", "rubric"):
+    for key in ("weight", "axis", "rubric", "task_facets"):
         rows[key] = rows["result"].map(lambda r, k=key: unpack(r, k))
     bad = rows["weight"].isna() | rows["axis"].isna() | rows["rubric"].map(lambda r: not isinstance(r, dict))
     if bad.any():
@@ -120,6 +134,7 @@ def _numbers(rows: pd.DataFrame, totals: dict[str, Any]) -> dict[str, Any]:
         "n_missing": max(0, n - n_judged - n_abstained),
         "coverage": n_judged / n if n else math.nan,
         "compliance_judged": judged_only, "compliance_lo": lo, "compliance_hi": hi,
+        "compliance_zero": numerator / positive if positive > _EPS else 0.0,
         "complete": n_judged == n,
     }
 
@@ -127,6 +142,8 @@ def _numbers(rows: pd.DataFrame, totals: dict[str, Any]) -> dict[str, Any]:
 def _point(numbers: dict[str, Any], policy: Policy) -> float:
     if policy == "judged-only":
         return numbers["compliance_judged"]
+    if policy == "zero":
+        return numbers["compliance_zero"]
     return numbers["compliance_lo"] if numbers["complete"] else math.nan
 
 
@@ -145,8 +162,10 @@ def compliance_by_report(df: pd.DataFrame, *, judge: str | None = None,
     for key, group in rows.groupby(CONTENDER + ["item_id"], sort=True):
         numbers = _numbers(group, _rubric_of(group))
         costs = group["cost"].dropna()
+        facets = next((f for f in group["task_facets"] if isinstance(f, dict)), {})
         records.append({
             **dict(zip(CONTENDER + ["item_id"], key)), "compliance": _point(numbers, policy), **numbers,
+            **{name: facets.get(name) for name in FACETS},
             "tokens_in": int(group["tokens_in"].fillna(0).sum()),
             "tokens_out": int(group["tokens_out"].fillna(0).sum()),
             "cost": float(costs.sum()) if len(costs) else math.nan,
@@ -185,6 +204,35 @@ def compliance_summary(per_report: pd.DataFrame) -> pd.DataFrame:
             "cost": float(costs.sum()) if len(costs) else math.nan,
         })
     return pd.DataFrame.from_records(records)
+
+
+def facets_from_tasks(per_report: pd.DataFrame, tasks: Iterable[Any]) -> pd.DataFrame:
+    """Fill the facet columns of a per-report frame from task objects (``sample_id`` + facet attributes),
+    for runs made before judgments carried them; values already in the run are kept."""
+    by_id = {t.sample_id: t for t in tasks}
+    out = per_report.copy()
+    for name in FACETS:
+        from_tasks = out["item_id"].map(lambda i, n=name: getattr(by_id.get(i), n, None))
+        out[name] = out[name].where(out[name].notna(), from_tasks) if name in out.columns else from_tasks
+    return out
+
+
+def facet_summary(per_report: pd.DataFrame, facet: str) -> pd.DataFrame:
+    """Per contender and value of one facet (domain or a complexity dimension): mean compliance over its
+    reports (NaN left out), mean bounds and coverage. Reports without the facet are left out; an empty frame
+    means the task file has no such field."""
+    if facet not in FACETS:
+        raise InputError(f"unknown facet {facet!r}: use one of {', '.join(FACETS)}", field="facet")
+    if facet not in per_report.columns:
+        return pd.DataFrame(columns=[*CONTENDER, facet, "reports", "compliance"])
+    rows = per_report[per_report[facet].notna()]
+    if rows.empty:
+        return pd.DataFrame(columns=[*CONTENDER, facet, "reports", "compliance"])
+    return (rows.groupby(CONTENDER + [facet], sort=True)
+            .agg(reports=("item_id", "nunique"), compliance=("compliance", "mean"),
+                 compliance_lo=("compliance_lo", "mean"), compliance_hi=("compliance_hi", "mean"),
+                 coverage=("coverage", "mean"))
+            .reset_index())
 
 
 def axis_summary(per_axis: pd.DataFrame) -> pd.DataFrame:
@@ -326,7 +374,9 @@ def checklist_agreement(df: pd.DataFrame, labels: Any, *, mode: Mode = "binary",
 __all__ = [
     "BINARY_LABELS",
     "CONTENDER",
+    "FACETS",
     "POLICIES",
+    "POLICY_LABELS",
     "TERNARY_LABELS",
     "ChecklistAgreement",
     "Policy",
@@ -336,5 +386,7 @@ __all__ = [
     "compliance_by_axis",
     "compliance_by_report",
     "compliance_summary",
+    "facet_summary",
+    "facets_from_tasks",
     "task_macro_f1",
 ]

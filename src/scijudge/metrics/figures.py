@@ -13,6 +13,13 @@ the width or height of the plotted data, as a reader sees it). In that space:
 * an **empty or missing extracted series scores the worst value, √2, on every measure** — never 0.
   ``score`` = 1 − symmetric RMSE / √2 is 1 for a perfect extraction and 0 for the worst case.
 
+**Source-compatible mode** (``cap=False``, ``scijudge figure-metric --no-cap``) leaves distances uncapped and
+adds ``source_rmse`` / ``source_mae``: LeMaterial llm-synthesis's own figure number, computed by its rule —
+linear coordinates scaled by the ground truth's x range and its y range pooled over all series, the
+extracted→true nearest-neighbour RMSE (or MAE) of each series whose name is in both, averaged over those
+series; missing series are ignored, an empty extracted series counts 0, and with no common series the
+number is undefined (None). One wild point can then dominate, as it does in the source.
+
 Series names are matched after normalisation (Unicode NFKC, case folding, units in brackets or
 parentheses removed, whitespace collapsed). Unmatched series are listed; an extracted series without a
 true counterpart is *spurious* and counts against precision. Nearest neighbours come from
@@ -92,6 +99,9 @@ class FigureScore(BaseModel):
     symmetric_mae: float
     score: float
     worst: float = WORST_DISTANCE
+    capped: bool = Field(default=True, description="Distances capped at sqrt(2) (False in source-compatible mode).")
+    source_rmse: float | None = Field(default=None, description="LeMaterial's figure RMSE (only with cap=False).")
+    source_mae: float | None = Field(default=None, description="LeMaterial's figure MAE (only with cap=False).")
 
 
 def _worst_row(figure: str, status: SeriesStatus, truth: Series | None, extracted: Series | None) -> SeriesScore:
@@ -118,10 +128,34 @@ def _axis_frame(values: np.ndarray) -> tuple[float, float]:
     return lo, abs(lo) if lo != 0 else 1.0
 
 
-def _nearest(query: np.ndarray, reference: np.ndarray) -> np.ndarray:
-    """Distance from each query point to its nearest reference point, capped at the worst distance."""
+def _nearest(query: np.ndarray, reference: np.ndarray, cap: bool = True) -> np.ndarray:
+    """Distance from each query point to its nearest reference point, capped at the worst distance if asked."""
     distances, _ = cKDTree(reference).query(query, k=1)
-    return np.minimum(distances, WORST_DISTANCE)
+    return np.minimum(distances, WORST_DISTANCE) if cap else np.asarray(distances, dtype=float)
+
+
+def _source_compatible(extracted: PlotData, truth: PlotData) -> tuple[float | None, float | None]:
+    """LeMaterial's figure RMSE and MAE, by its rule (see the module docstring); None without common series."""
+    ex = {s.name: s.array() for s in extracted.series}
+    tr = {s.name: s.array() for s in truth.series}
+    common = sorted(set(ex) & set(tr))
+    if not common:
+        return None, None
+    pooled = np.concatenate(list(tr.values()))
+    x_span = float(pooled[:, 0].max() - pooled[:, 0].min()) or 1e-8
+    y_span = float(pooled[:, 1].max() - pooled[:, 1].min()) or 1e-8
+    rmses, maes = [], []
+    for name in common:
+        e, t = ex[name], tr[name]
+        if not len(e):
+            rmses.append(0.0)
+            maes.append(0.0)
+            continue
+        scale = np.array([x_span, y_span])
+        d = cKDTree(t / scale).query(e / scale, k=1)[0]
+        rmses.append(_rmse(d))
+        maes.append(float(np.mean(d)))
+    return float(np.mean(rmses)), float(np.mean(maes))
 
 
 def _rmse(d: np.ndarray) -> float:
@@ -164,6 +198,7 @@ def score_figure(
     *,
     extracted_source: str | Path | None = None,
     truth_source: str | Path | None = None,
+    cap: bool = True,
 ) -> FigureScore:
     """Score one extracted figure against its ground truth (``extracted=None`` means nothing was extracted)."""
     if not truth.series:
@@ -222,7 +257,7 @@ def score_figure(
             continue
         tn = normalised(t, t.axis, truth_source, f"series[{i}]")
         en = normalised(e, t.axis, extracted_source, f"series[{j}]")
-        d_p, d_r = _nearest(en, tn), _nearest(tn, en)
+        d_p, d_r = _nearest(en, tn, cap), _nearest(tn, en, cap)
         pooled = np.concatenate([d_p, d_r])
         sym_rmse = _rmse(pooled)
         rows.append(SeriesScore(
@@ -231,7 +266,7 @@ def score_figure(
             precision_rmse=_rmse(d_p), precision_mae=float(d_p.mean()),
             recall_rmse=_rmse(d_r), recall_mae=float(d_r.mean()),
             symmetric_rmse=sym_rmse, symmetric_mae=float(pooled.mean()),
-            score=1.0 - sym_rmse / WORST_DISTANCE,
+            score=max(0.0, 1.0 - sym_rmse / WORST_DISTANCE),
         ))
     for j in spurious:
         rows.append(_worst_row(figure, "spurious", None, extracted.series[j]))
@@ -242,7 +277,9 @@ def score_figure(
     with_extracted = [r for r in rows if r.status in ("matched", "empty", "spurious")]
     with_truth = [r for r in rows if r.status != "spurious"]
     symmetric_rmse = mean_of("symmetric_rmse", rows)
+    source_rmse, source_mae = (None, None) if cap else _source_compatible(extracted, truth)
     return FigureScore(
+        capped=cap, source_rmse=source_rmse, source_mae=source_mae,
         figure=figure,
         series=rows,
         unmatched_truth=[r.truth_name for r in rows if r.status == "missing" and r.truth_name is not None],
@@ -253,7 +290,7 @@ def score_figure(
         recall_mae=mean_of("recall_mae", with_truth),
         symmetric_rmse=symmetric_rmse,
         symmetric_mae=mean_of("symmetric_mae", rows),
-        score=1.0 - symmetric_rmse / WORST_DISTANCE,
+        score=max(0.0, 1.0 - symmetric_rmse / WORST_DISTANCE),
     )
 
 
@@ -282,12 +319,13 @@ def figure_metric(
     *,
     extracted_source: str | Path | None = None,
     truth_source: str | Path | None = None,
+    cap: bool = True,
 ) -> list[FigureScore]:
     """Score extracted plot data (JSON text, dicts or PlotData; one figure or several) against ground truth."""
     ex = [] if extracted is None else parse_plot_data(extracted, source=extracted_source, field="plot_data")
     tr = parse_plot_data(truth, source=truth_source, field="plot_data")
     return [
-        score_figure(e, t, extracted_source=extracted_source, truth_source=truth_source)
+        score_figure(e, t, extracted_source=extracted_source, truth_source=truth_source, cap=cap)
         for e, t in _pair_figures(ex, tr, extracted_source)
     ]
 
@@ -307,7 +345,8 @@ def _render(scores: Sequence[FigureScore]) -> None:
     if not console.is_terminal:  # piped or captured output: do not squeeze the table into 80 columns
         console = Console(width=160)
     for fig in scores:
-        table = Table(title=f"figure {fig.figure or '(unnamed)'}  ·  worst = √2 ≈ {WORST_DISTANCE:.3f}")
+        mode = f"worst = √2 ≈ {WORST_DISTANCE:.3f}" if fig.capped else "uncapped (source-compatible)"
+        table = Table(title=f"figure {fig.figure or '(unnamed)'}  ·  {mode}")
         for col in ("truth", "extracted", "status", "n_true", "n_ext", "P-RMSE", "P-MAE", "R-RMSE", "R-MAE",
                     "S-RMSE", "score"):
             table.add_column(col, justify="right" if col not in ("truth", "extracted", "status") else "left")
@@ -322,6 +361,10 @@ def _render(scores: Sequence[FigureScore]) -> None:
         table.add_row("figure", "", "", "", "", *(f"{v:.4f}" for v in (
             fig.precision_rmse, fig.precision_mae, fig.recall_rmse, fig.recall_mae, fig.symmetric_rmse, fig.score)))
         console.print(table)
+        if not fig.capped:
+            src = "undefined (no common series)" if fig.source_rmse is None else (
+                f"RMSE {fig.source_rmse:.4f}  MAE {fig.source_mae:.4f}")
+            console.print(f"LeMaterial figure metric (source rule): {src}")
         if fig.unmatched_truth:
             console.print("missing (true, not extracted): " + ", ".join(fig.unmatched_truth))
         if fig.unmatched_extracted:
@@ -339,12 +382,15 @@ def figure_metric_command(
     pred: Annotated[Path, typer.Argument(help="Extracted plot data (JSON: one figure or a list).")],
     truth: Annotated[Path, typer.Argument(help="Ground-truth plot data (JSON: one figure, a list, or subplots).")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the scores as JSON instead of a table.")] = False,
+    no_cap: Annotated[bool, typer.Option(
+        "--no-cap", help="Source-compatible mode: uncapped distances plus LeMaterial's own figure RMSE/MAE.")] = False,
 ) -> None:
     """Compare extracted plot series with ground truth and print the per-series RMSE/MAE table.
 
     Example: scijudge figure-metric extracted_fig3.json truth_fig3.json
     """
-    scores = figure_metric(_read_file(pred), _read_file(truth), extracted_source=pred, truth_source=truth)
+    scores = figure_metric(_read_file(pred), _read_file(truth), extracted_source=pred, truth_source=truth,
+                           cap=not no_cap)
     if as_json:
         import json
 

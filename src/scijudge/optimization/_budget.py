@@ -157,21 +157,52 @@ class _BudgetedMixin:
                 prompt = replace(prompt, config=replace(prompt.config, temperature=float(wanted)))
         return prompt, kwargs
 
-    def __call__(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
-        prompt, kwargs = self._sj_prepare(prompt, kwargs)
+    def _sj_send(self, prompt: Any, messages: Any, kwargs: dict[str, Any]) -> Any:
         self._sj_gate.acquire(_generations(self, kwargs))
         try:
             return super().__call__(prompt, messages=messages, **kwargs)  # type: ignore[misc]
         finally:
             self._sj_gate._finished()
 
-    async def acall(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
-        prompt, kwargs = self._sj_prepare(prompt, kwargs)
+    async def _sj_asend(self, prompt: Any, messages: Any, kwargs: dict[str, Any]) -> Any:
         self._sj_gate.acquire(_generations(self, kwargs))
         try:
             return await super().acall(prompt, messages=messages, **kwargs)  # type: ignore[misc]
         finally:
             self._sj_gate._finished()
+
+    def _sj_policy(self) -> Any:
+        """The retry policy for this call: none inside a judge call (the chain retries), else the LM's."""
+        from scijudge.optimization._retry import in_judge_call
+
+        policy = getattr(self, "_sj_retry", None)
+        return None if policy is None or in_judge_call() else policy
+
+    def __call__(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
+        from scijudge.optimization._retry import FatalModelError, call_with_retries
+
+        prompt, kwargs = self._sj_prepare(prompt, kwargs)
+        policy = self._sj_policy()
+        if policy is None:
+            return self._sj_send(prompt, messages, kwargs)
+        try:
+            return call_with_retries(lambda: self._sj_send(prompt, messages, kwargs), policy,
+                                     model=getattr(self, "model", "model"))
+        except FatalModelError as exc:  # past the optimizers' `except Exception`: the run cannot go on
+            raise StopRun(str(exc), exc) from None
+
+    async def acall(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
+        from scijudge.optimization._retry import FatalModelError, acall_with_retries
+
+        prompt, kwargs = self._sj_prepare(prompt, kwargs)
+        policy = self._sj_policy()
+        if policy is None:
+            return await self._sj_asend(prompt, messages, kwargs)
+        try:
+            return await acall_with_retries(lambda: self._sj_asend(prompt, messages, kwargs), policy,
+                                            model=getattr(self, "model", "model"))
+        except FatalModelError as exc:
+            raise StopRun(str(exc), exc) from None
 
     def update_history(self, entry: dict[str, Any]) -> None:
         self._sj_gate.record(entry)
@@ -195,8 +226,24 @@ def _budgeted_class(cls: type) -> type:
         return _CLASSES[cls]
 
 
-def budgeted(lm: Any, gate: Gate) -> Any:
-    """A copy of a DSPy LM whose every call goes through ``gate`` (DSPy retries off: each try is a call)."""
+def rebind_class(obj: Any, cls: type) -> None:
+    """Give ``obj`` the class ``cls`` (a subclass of its own class that adds the budget hooks).
+
+    The one place that relies on DSPy internals: ``dspy.LM`` must be a plain Python object (no ``__slots__``)
+    whose ``__call__``/``acall`` go through ``update_history``. ``tests/optimize/test_budget_hooks.py``
+    checks exactly that, so a DSPy release that changes it fails loudly there instead of uncounted calls here.
+    """
+    if not issubclass(cls, type(obj)):
+        raise TypeError(f"{cls.__name__} does not extend {type(obj).__name__}")
+    obj.__class__ = cls
+
+
+def budgeted(lm: Any, gate: Gate, retry: Any = None) -> Any:
+    """A copy of a DSPy LM whose every call goes through ``gate`` (DSPy retries off: each try is a call).
+
+    ``retry`` (a ``RetryPolicy``) retries transient failures of calls made outside judge calls (the
+    optimizers' proposals); each try takes its own slot from the gate.
+    """
     import dspy
 
     if not isinstance(lm, dspy.BaseLM):
@@ -204,6 +251,7 @@ def budgeted(lm: Any, gate: Gate) -> Any:
     wrapped = lm.copy()
     if getattr(wrapped, "num_retries", 0):
         wrapped.num_retries = 0  # a DSPy-level retry would send a request the gate never saw
-    wrapped.__class__ = _budgeted_class(type(lm))
+    rebind_class(wrapped, _budgeted_class(type(lm)))
     wrapped._sj_gate = gate
+    wrapped._sj_retry = retry
     return wrapped

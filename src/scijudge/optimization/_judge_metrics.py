@@ -25,6 +25,8 @@ METRICS: tuple[str, ...] = ("likert_abs", "likert_sq", "verdict_balanced")
 ITEM, PART, HUMAN, VERDICT, SCORES, VERDICTS, RATIONALES = (
     "sj_item", "sj_part", "sj_human", "sj_verdict", "sj_scores", "sj_verdicts", "sj_rationales",
 )
+BELOW = "sj_below"  # a perturbed variant's reference rating (its original's consensus): rate it lower
+CRITERION = "sj_criterion"  # a multi-criterion judge's criterion the label scores (absent: the overall score)
 
 
 def example_key(example: Any) -> str:
@@ -37,8 +39,8 @@ def norm_verdict(value: Any) -> str | None:
     return None if value is None else str(value).strip().lower()
 
 
-def judged(prediction: Any) -> tuple[float | None, str | None, str | None]:
-    """(score, verdict, abstention reason) read from a judge's prediction."""
+def judged(prediction: Any, criterion: str | None = None) -> tuple[float | None, str | None, str | None]:
+    """(score, verdict, abstention reason) read from a judge's prediction (the ``criterion``'s score if given)."""
     if prediction is None:
         return None, None, "no prediction (the program raised)"
     if getattr(prediction, "abstained", False):
@@ -50,6 +52,11 @@ def judged(prediction: Any) -> tuple[float | None, str | None, str | None]:
     fields = run_fields() if callable(run_fields) else None
     if fields is None:
         return None, None, f"judgment of type {type(output).__name__} has no score or verdict"
+    if criterion:
+        from scijudge.optimization._families import criterion_score
+
+        score = criterion_score(output, criterion)
+        return (score, None, None) if score is not None else (None, None, f"no score for criterion {criterion!r}")
     return fields.score, norm_verdict(fields.verdict), None
 
 
@@ -89,6 +96,17 @@ class Ledger:
             ranked = [(m, -i, cid) for i, cid in enumerate(self.order) if (m := self.mean(cid, keys)) is not None]
         return max(ranked)[2] if ranked else None
 
+    def best_partial(self, keys: set[str]) -> str | None:
+        """When no candidate was scored on all of ``keys`` (a budget stop mid-round): the highest mean among
+        candidates scored on at least half of them, compared on what each was scored on."""
+        with self._lock:
+            ranked = []
+            for i, cid in enumerate(self.order):
+                got = {k: v for k, v in self.scores.get(cid, {}).items() if k in keys}
+                if keys and 2 * len(got) >= len(keys):
+                    ranked.append((sum(got.values()) / len(got), -i, cid))
+        return max(ranked)[2] if ranked else None
+
     def trials(self, keys: set[str]) -> list[dict[str, Any]]:
         """One row per candidate: when it first ran, how many examples it was scored on, its mean over ``keys``."""
         with self._lock:
@@ -114,7 +132,11 @@ class JudgeMetric:
 
     def score(self, example: Any, prediction: Any) -> float:
         """The graded score in [0, 1]; 0 for abstentions."""
-        score, verdict, problem = judged(prediction)
+        score, verdict, problem = judged(prediction, example.get(CRITERION))
+        if example.get(BELOW) is not None:  # a perturbed variant: see scijudge.optimization._robustness
+            from scijudge.optimization._robustness import Robustness
+
+            return Robustness.score(example, score if problem is None else None)
         if problem is not None:
             return 0.0
         if self.name == "verdict_balanced":
@@ -130,8 +152,8 @@ class JudgeMetric:
 
     def passes(self, example: Any, prediction: Any) -> bool:
         """Good enough to be a demonstration: the right verdict, or the nearest scale point to the human mean."""
-        score, verdict, problem = judged(prediction)
-        if problem is not None:
+        score, verdict, problem = judged(prediction, example.get(CRITERION))
+        if problem is not None or example.get(BELOW) is not None:  # variants never become demonstrations
             return False
         if self.name == "verdict_balanced":
             return verdict is not None and verdict == example.get(VERDICT)
@@ -167,7 +189,7 @@ class FeedbackMetric(JudgeMetric):
 
     def feedback(self, example: Any, prediction: Any) -> str:
         """What went wrong for this example, in words, with the annotators' reasons when there are any."""
-        score, verdict, problem = judged(prediction)
+        score, verdict, problem = judged(prediction, example.get(CRITERION))
         reasons = [r for r in (example.get(RATIONALES) or []) if r]
         because = ""
         if reasons:
@@ -176,6 +198,15 @@ class FeedbackMetric(JudgeMetric):
         if problem is not None:
             return (f"You gave no usable judgment ({problem}). Answer with one JSON object that follows the "
                     f"judgment schema." + because)
+        below = example.get(BELOW)
+        if below is not None:  # a perturbed variant of a rated answer
+            if example.get("sj_injection"):
+                wanted = f"no higher than {_fmt(below)}, the human rating of the untampered answer"
+            else:
+                wanted = f"below {_fmt(below)}, the human rating of the answer before it was degraded"
+            ok = self.score(example, prediction) > 0
+            return (f"This answer is a degraded copy of a rated answer. You rated {_fmt(score)}; it should be rated "
+                    f"{wanted}." + (" Correct." if ok else " Your rating did not notice the degradation."))
         if self.name == "verdict_balanced":
             human = example.get(VERDICT)
             votes = example.get(VERDICTS) or [human]

@@ -34,6 +34,8 @@ from scijudge.outputs import JudgeOutput, RunFields
 CALIBRATION_SENTENCE = ("Start from the middle of the scale and reserve the two highest ratings for answers "
                         "whose claims you could check against the papers one by one.")
 TRIGGER = "reserve the two highest ratings"
+ROBUST_SENTENCE = "Lower the rating by two points for every claim that no paper states."
+ROBUST_TRIGGER = "lower the rating by two points"
 REPHRASE_SENTENCE = "Read the whole answer once before you rate it, then rate it."
 _MARKER = re.compile(r"\bT-(\d{3})\b")
 _OUTPUTS = re.compile(r"Your output fields are:\n(.*?)(?:\nAll interactions|\n\n|$)", re.DOTALL)
@@ -128,6 +130,8 @@ class ToyWorld:
     truth: dict[str, int]
     base_instructions: str = ""
     seed: int = 0
+    originals: dict[str, str] = field(default_factory=dict)  # marker -> the original answer text
+    robust_proposals: bool = False  # every other calibrated proposal also adds ROBUST_SENTENCE
     judge_calls: int = 0
     proposer_calls: int = 0
     _rng: random.Random = field(init=False, repr=False)
@@ -172,7 +176,17 @@ class ToyWorld:
             if temperature is not None and temperature > 0.2:
                 noise = self._rng.choice((-1, 0, 1))
         rating = min(5, max(1, q + self.bias(system, demos) + noise))
+        if ROBUST_TRIGGER in system.lower() and self._perturbed(final):
+            rating = max(1, rating - 2)
         return json.dumps({"judgment": {"rationale": f"Checked the claims; rating {rating}.", "rating": rating}})
+
+    def _perturbed(self, text: str) -> bool:
+        """True when the answer line in ``text`` differs from that item's original answer (a perturbed variant)."""
+        for line in re.findall(r"Answer T-\d{3}:[^\n]*", text):
+            original = self.originals.get(next(iter(markers(line))))
+            if original is not None and line.strip() != original.strip():
+                return True
+        return False
 
     # --- the proposer -------------------------------------------------------------------------------
     def _proposal(self, text: str) -> str:
@@ -182,6 +196,8 @@ class ToyWorld:
         calibrate = "too high" in text.lower() or count % 2 == 0
         base = self.base_instructions.strip()
         head = CALIBRATION_SENTENCE if calibrate else REPHRASE_SENTENCE
+        if self.robust_proposals and calibrate and count % 4 == 0:
+            head = f"{CALIBRATION_SENTENCE} {ROBUST_SENTENCE}"
         return f"{head}\n\n{base}" if base else head
 
     def proposer_reply(self, messages: list[tuple[str, str]]) -> str:
@@ -245,7 +261,17 @@ def toy_setup(n_items: int = 30, *, seed: int = 1, judge: str = "yescieval.qa.co
     spec = toy_verdict_spec() if judge == "toy.good_enough" else get_spec(judge)
     items, labels, truth = make_items(n_items, seed=seed, judge=spec.name, annotators=annotators,
                                       verdicts=spec.name == "toy.good_enough")
-    return spec, items, labels, ToyWorld(truth, base_instructions=render_instructions(spec), seed=seed)
+    originals = {next(iter(markers(i.answer))): i.answer for i in items if i.answer and markers(i.answer)}
+    return spec, items, labels, ToyWorld(truth, base_instructions=render_instructions(spec), seed=seed,
+                                         originals=originals)
+
+
+def toy_variants(items: list[Item], *, seed: int = 0) -> list[Item]:
+    """Extreme ``correctness`` perturbations of the toy items (``scijudge perturb``), as Items."""
+    from scijudge.perturb import perturb_items
+
+    raw = perturb_items([i.model_dump(mode="json") for i in items], "extreme", seed, ["correctness"])
+    return [Item.model_validate(r) for r in raw]
 
 
 def markers(text: str) -> set[str]:

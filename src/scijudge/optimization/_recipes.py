@@ -2,7 +2,7 @@
 
 A recipe looks like::
 
-    optimizer = "mipro"            # mipro | gepa | simba | copro | bootstrap_rs
+    optimizer = "mipro"            # mipro | gepa | simba | copro | bootstrap_rs (or a registered one)
     metric = "likert_abs"          # likert_abs | likert_sq | verdict_balanced
     description = "..."            # optional
 
@@ -33,104 +33,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from scijudge._toml import read_toml
 from scijudge.errors import InputError
-
-OptimizerName = Literal["mipro", "gepa", "simba", "copro", "bootstrap_rs"]
-
-
-class _Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    num_threads: int = Field(default=1, ge=1, description="Parallel judge calls while evaluating candidates.")
-
-
-class MiproSettings(_Settings):
-    """MIPROv2: bootstrapped demo sets + proposed instructions, searched with Optuna (TPE)."""
-
-    auto: Literal["off", "light", "medium", "heavy"] = "off"
-    num_candidates: int | None = Field(default=None, ge=1)
-    num_trials: int | None = Field(default=None, ge=1)
-    max_bootstrapped_demos: int = Field(default=2, ge=0)
-    max_labeled_demos: int = Field(default=2, ge=0)
-    init_temperature: float = Field(default=1.0, ge=0)
-    minibatch: bool = False
-    minibatch_size: int = Field(default=35, ge=1)
-    minibatch_full_eval_steps: int = Field(default=5, ge=1)
-    view_data_batch_size: int = Field(default=10, ge=1)
-    program_aware_proposer: bool = True
-    data_aware_proposer: bool = True
-    tip_aware_proposer: bool = True
-    fewshot_aware_proposer: bool = True
-    metric_threshold: float | None = None
-
-    @model_validator(mode="after")
-    def _check(self) -> MiproSettings:
-        if self.auto == "off" and (self.num_candidates is None or self.num_trials is None):
-            missing = "num_candidates" if self.num_candidates is None else "num_trials"
-            raise ValueError(f"{missing}: with auto = \"off\" both num_candidates and num_trials are required")
-        if self.auto != "off" and (self.num_candidates is not None or self.num_trials is not None):
-            raise ValueError("num_candidates: set either auto or num_candidates/num_trials, not both")
-        return self
-
-
-class GepaSettings(_Settings):
-    """GEPA: reflective prompt evolution from textual feedback, with a Pareto front over dev examples."""
-
-    auto: Literal["light", "medium", "heavy"] | None = None
-    max_full_evals: int | None = Field(default=None, ge=1)
-    max_metric_calls: int | None = Field(default=None, ge=1)
-    reflection_minibatch_size: int = Field(default=3, ge=1)
-    candidate_selection_strategy: Literal["pareto", "current_best"] = "pareto"
-    skip_perfect_score: bool = True
-    use_merge: bool = False
-    max_merge_invocations: int = Field(default=5, ge=0)
-    add_format_failure_as_feedback: bool = False
-
-    @model_validator(mode="after")
-    def _check(self) -> GepaSettings:
-        chosen = [n for n in ("auto", "max_full_evals", "max_metric_calls") if getattr(self, n) is not None]
-        if len(chosen) != 1:
-            raise ValueError("max_metric_calls: set exactly one of auto, max_full_evals, max_metric_calls"
-                             + (f" (found {', '.join(chosen)})" if chosen else ""))
-        return self
-
-
-class SimbaSettings(_Settings):
-    """SIMBA: mini-batch ascent; self-reflective rules and demos from high-variance examples."""
-
-    bsize: int = Field(default=8, ge=1)
-    num_candidates: int = Field(default=4, ge=1)
-    max_steps: int = Field(default=4, ge=1)
-    max_demos: int = Field(default=2, ge=0)
-    demo_input_field_maxlen: int = Field(default=100_000, ge=1)
-    temperature_for_sampling: float = Field(default=0.2, gt=0)
-    temperature_for_candidates: float = Field(default=0.2, gt=0)
-
-
-class CoproSettings(_Settings):
-    """COPRO: coordinate ascent over proposed instructions, breadth × depth."""
-
-    breadth: int = Field(default=4, ge=2)
-    depth: int = Field(default=2, ge=1)
-    init_temperature: float = Field(default=1.0, ge=0)
-
-
-class BootstrapRSSettings(_Settings):
-    """BootstrapFewShotWithRandomSearch: bootstrapped + labelled demo sets, the best on dev kept."""
-
-    max_bootstrapped_demos: int = Field(default=2, ge=0)
-    max_labeled_demos: int = Field(default=2, ge=0)
-    max_rounds: int = Field(default=1, ge=1)
-    num_candidate_programs: int = Field(default=4, ge=1)
-    max_errors: int | None = Field(default=None, ge=1)
-    stop_at_score: float | None = None
-    metric_threshold: float | None = None
-
-
-SETTINGS: dict[str, type[_Settings]] = {
-    "mipro": MiproSettings, "gepa": GepaSettings, "simba": SimbaSettings, "copro": CoproSettings,
-    "bootstrap_rs": BootstrapRSSettings,
-}
-
+from scijudge.optimization import _registry
+from scijudge.optimization._registry import OptimizerSettings
 
 class SplitSpec(BaseModel):
     """Split ratios (by item) and the seed of the shuffle."""
@@ -168,7 +72,7 @@ class Recipe(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    optimizer: OptimizerName
+    optimizer: str
     metric: Literal["likert_abs", "likert_sq", "verdict_balanced"] = "likert_abs"
     description: str = ""
     split: SplitSpec = Field(default_factory=SplitSpec)
@@ -178,7 +82,10 @@ class Recipe(BaseModel):
 
     @model_validator(mode="after")
     def _settings(self) -> Recipe:
-        self.settings = SETTINGS[self.optimizer].model_validate(self.settings).model_dump()
+        entry = _registry.get(self.optimizer)
+        if entry is None:
+            raise ValueError(f"unknown optimizer {self.optimizer!r}; choose one of {', '.join(_registry.names())}")
+        self.settings = entry.settings.model_validate(self.settings).model_dump()
         return self
 
     @property
@@ -186,8 +93,8 @@ class Recipe(BaseModel):
         """The recipe's file stem, or the optimizer name for recipes built in code."""
         return Path(self.source).stem if self.source else self.optimizer
 
-    def typed_settings(self) -> _Settings:
-        return SETTINGS[self.optimizer].model_validate(self.settings)
+    def typed_settings(self) -> OptimizerSettings:
+        return _registry.entry_for(self.optimizer).settings.model_validate(self.settings)
 
 
 def _line_of(text: str, loc: tuple[str, ...]) -> int | None:
@@ -218,7 +125,7 @@ def _settings_error(exc: ValidationError, optimizer: str) -> tuple[str, tuple[st
     loc = tuple(str(p) for p in first["loc"] if not isinstance(p, int))
     msg = first["msg"].removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":
-        allowed = ", ".join(sorted(SETTINGS[optimizer].model_fields))
+        allowed = ", ".join(sorted(_registry.entry_for(optimizer).settings.model_fields))
         msg = f"unknown setting for optimizer {optimizer!r} (allowed: {allowed})"
     elif not loc and ":" in msg:  # model-level checks name their field first: "num_trials: ..."
         name, _, rest = msg.partition(":")
@@ -237,13 +144,13 @@ def load_recipe(path: str | Path) -> Recipe:
 def recipe_from_dict(data: dict[str, Any], *, source: str | Path | None = None, text: str = "") -> Recipe:
     """Validate recipe data (from TOML or code); errors name ``source`` and, given ``text``, the line."""
     optimizer = data.get("optimizer")
-    if optimizer is not None and optimizer not in SETTINGS:
-        raise InputError(f"unknown optimizer {optimizer!r}; choose one of {', '.join(sorted(SETTINGS))}",
+    if optimizer is not None and _registry.get(optimizer) is None:
+        raise InputError(f"unknown optimizer {optimizer!r}; choose one of {', '.join(_registry.names())}",
                          file=source, line=_line_of(text, ("optimizer",)), field="optimizer")
     settings = data.get("settings", {})
     if optimizer is not None and isinstance(settings, dict):
         try:
-            SETTINGS[optimizer].model_validate(settings)
+            _registry.entry_for(optimizer).settings.model_validate(settings)
         except ValidationError as exc:
             msg, loc = _settings_error(exc, optimizer)
             raise InputError(msg, file=source, line=_line_of(text, loc), field=".".join(loc)) from None

@@ -1,0 +1,138 @@
+"""CLI command `scijudge estimate`: mean human score per (judge, model, group) by PPI++, with conformal sets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from scijudge.errors import InputError
+
+
+def _load_judgments(runs: list[Path], judge: list[str] | None) -> Any:
+    import pandas as pd
+
+    from scijudge.commands.calibrate import _matches, _source_names
+    from scijudge.perturb import VARIANT_ID
+    from scijudge.runs import Run
+
+    frames = []
+    for path, name in zip(runs, _source_names(list(runs))):
+        if not Path(path).exists():
+            raise InputError("run store not found", file=path)
+        with Run(path, create=False) as store:
+            frame = store.to_pandas()
+        frame["source"] = name
+        frames.append(frame)
+    judgments = pd.concat(frames, ignore_index=True)
+    judgments = judgments[~judgments["item_id"].astype(str).str.match(VARIANT_ID.pattern)]  # perturbed variants
+    if judge:
+        judgments = judgments[judgments["judge"].map(lambda j: _matches(j, list(judge)))]
+    if judgments.empty:
+        raise InputError("no judgment to estimate from in the runs" + (f" for judges {list(judge)}" if judge else ""),
+                         field="judge" if judge else "run")
+    return judgments
+
+
+def _item_maps(items: Path | None, by: str | None, pair_by: str | None) -> tuple[dict | None, dict | None]:
+    if by is None and pair_by is None:
+        return None, None
+    if items is None:
+        raise InputError("--by and --pair-by read item meta: give the items file with --items", field="items")
+    from scijudge.data import load_items
+    from scijudge.estimation import item_meta_map
+
+    loaded, _ = load_items(items)
+    return (item_meta_map(loaded, by, path=items) if by else None,
+            item_meta_map(loaded, pair_by, path=items) if pair_by else None)
+
+
+def _print_tables(table: Any, coverage: Any, needed: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=160)
+    shown = Table("judge", "model", "group", "method", "estimate", "interval", "n_labeled", "n_unlabeled",
+                  "n_abstained", "n_label_only", title="Mean human score")
+    for _, r in table.iterrows():
+        interval = "—" if r["lo"] != r["lo"] else f"[{r['lo']:.3f}, {r['hi']:.3f}]"
+        estimate = "—" if r["estimate"] != r["estimate"] else f"{r['estimate']:.3f}"
+        shown.add_row(r["judge"], r["model"], str(r["group"]), r["method"], estimate, interval, str(r["n_labeled"]),
+                      str(r["n_unlabeled"]), str(r["n_abstained"]), str(r["n_label_only"]))
+    console.print(shown)
+    if not coverage.empty:
+        cov = Table("judge", "model", "sets from", "target", "held-out coverage", "mean set size", "n_calibration",
+                    title="Conformal sets of human scores")
+        for _, r in coverage.iterrows():
+            cov.add_row(r["judge"], r["model"], r["nonconformity"], f"{1 - r['alpha']:.2f}",
+                        f"{r['coverage_holdout']:.3f} ± {r['coverage_se']:.3f}", f"{r['mean_set_size']:.2f}",
+                        str(r["n_calibration"]))
+        console.print(cov)
+    if needed is not None:
+        need = Table("judge", "model", "group", "pilot labels", "labels (PPI++)", "labels (human only)",
+                     title=f"Labels needed for an interval of width {needed['target_width'].iloc[0]:g}")
+        for _, r in needed.iterrows():
+            ppi = "—" if r["labels_ppi"] != r["labels_ppi"] else f"{r['labels_ppi']:.0f}"
+            human = "—" if r["labels_human_only"] != r["labels_human_only"] else f"{r['labels_human_only']:.0f}"
+            need.add_row(r["judge"], r["model"], str(r["group"]), str(r["n_pilot"]), ppi, human)
+        console.print(need)
+
+
+def estimate_cmd(
+    run: Annotated[list[Path], typer.Option("--run", "-r", help="Run store; repeat for several runs.")],
+    labels: Annotated[Path, typer.Option("--labels", "-l", help="Human labels on a random subset of the judged items: JSONL or CSV.")],
+    by: Annotated[str | None, typer.Option("--by", help="Group by this item meta field (read from --items); without it, each run is a group.")] = None,
+    items: Annotated[Path | None, typer.Option("--items", help="Items JSONL whose meta holds the --by / --pair-by fields (the run store holds no item meta).")] = None,
+    compare: Annotated[tuple[str, str] | None, typer.Option("--compare", help="Two groups A B: also estimate A - B (paired when they share items or --pair-by keys).")] = None,
+    pair_by: Annotated[str | None, typer.Option("--pair-by", help="Item meta field that pairs items across groups (e.g. the question), for paired differences.")] = None,
+    alpha: Annotated[float, typer.Option("--alpha", help="1 - confidence of the intervals.")] = 0.05,
+    coverage: Annotated[float, typer.Option("--coverage", help="Target coverage of the conformal sets of human scores.")] = 0.9,
+    target_width: Annotated[float | None, typer.Option("--target-width", help="Print how many labels give an interval this wide (PPI++ and human only).")] = None,
+    judge: Annotated[list[str] | None, typer.Option("--judge", "-j", help="Only these judges: name, prefix or glob; repeatable.")] = None,
+    scale: Annotated[str | None, typer.Option(help="Score scale 'lo,hi,step' for every judge (default: the judge's spec or family).")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Folder for estimate.csv, conformal.csv, conformal_coverage.csv, labels_needed.csv, estimate.html.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the conformal calibration/held-out splits.")] = 0,
+) -> Any:
+    """Mean human score per (judge, model, group): PPI++ from judge scores plus a random subset of human labels,
+    beside human-only and judge-only estimates; conformal sets of human scores per judgment; labels needed.
+
+    Groups are item meta values (--by FIELD, read from --items ITEMS.jsonl) or, without --by, the runs.
+
+    Example: scijudge estimate --run gpt4o.sqlite --labels labels.jsonl --items items.jsonl --by system --compare A B --out est/
+    """
+    from scijudge.commands.calibrate import _parse_scale
+    from scijudge.estimation import conformal_units, estimate_units, labels_needed_units, match_units
+    from scijudge.labels import labels_to_frame, load_labels
+
+    if not run:
+        raise InputError("give at least one --run", field="run")
+    if not 0 < alpha < 1:
+        raise InputError(f"--alpha must be between 0 and 1, got {alpha}", field="alpha")
+    if not 0 < coverage < 1:
+        raise InputError(f"--coverage must be between 0 and 1, got {coverage}", field="coverage")
+    if target_width is not None and target_width <= 0:
+        raise InputError(f"--target-width must be > 0, got {target_width}", field="target-width")
+    label_frame = labels_to_frame(load_labels(labels))
+    judgments = _load_judgments(list(run), judge)
+    groups, pairs = _item_maps(items, by, pair_by)
+    units = match_units(judgments, label_frame, groups=groups, pairs=pairs, group_field=by or "group",
+                        scale=_parse_scale(scale))
+    table = estimate_units(units, compare=list(compare) if compare else None, alpha=alpha)
+    sets, cover = conformal_units(units, 1 - coverage, seed=seed)
+    needed = labels_needed_units(units, target_width, alpha) if target_width is not None else None
+    _print_tables(table, cover, needed)
+    if out is not None:
+        from rich.console import Console
+
+        from scijudge.estimation.report import write_estimate_html
+
+        out.mkdir(parents=True, exist_ok=True)
+        table.to_csv(out / "estimate.csv", index=False)
+        sets.to_csv(out / "conformal.csv", index=False)
+        cover.to_csv(out / "conformal_coverage.csv", index=False)
+        if needed is not None:
+            needed.to_csv(out / "labels_needed.csv", index=False)
+        write_estimate_html(table, out / "estimate.html", cover, needed)
+        Console().print(f"estimates written to {out / 'estimate.csv'} (conformal sets in conformal.csv)")
+    return table

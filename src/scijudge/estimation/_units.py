@@ -1,0 +1,120 @@
+"""Judgments matched to human consensus scores, one row per scored unit (item, part) with its group.
+
+Matching, consensus and scales are calibration's (``scijudge.metrics.calibration``), imported in one place
+so that estimates and agreement tables always see the same human score for a unit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from scijudge.errors import InputError
+from scijudge.metrics.groups import prepare_judgments
+
+ScaleTuple = tuple[float, float, float]
+UNIT_COLUMNS = ["source", "judge", "model", "group", "item_id", "part", "pair", "status", "score", "probs", "human"]
+
+
+@dataclass
+class Units:
+    """Scored units, the labelled units no judgment matched (counted, never imputed) and each judge's scale."""
+
+    frame: pd.DataFrame
+    label_only: pd.DataFrame  # judge, model, group, n_label_only
+    scales: dict[str, ScaleTuple]
+
+
+def calibration_rules() -> Any:
+    """The calibration module, whose label checks, consensus, scales, matching and probs parser we reuse."""
+    from scijudge.metrics import calibration
+
+    return calibration
+
+
+def _model_labels(df: pd.DataFrame) -> pd.Series:
+    """The model string, plus the endpoint when one model name was served by several, plus the spec hash when
+    one model ran several versions of a judge."""
+    label = df["model"]
+    if "endpoint" in df.columns:  # run stores that record the endpoint (without credentials)
+        endpoint = df["endpoint"].astype(object).where(df["endpoint"].notna(), "").astype(str)
+        served = df.assign(_e=endpoint).groupby(["judge", "model"])["_e"].transform("nunique")
+        label = label.where(served <= 1, label + " @" + endpoint)
+    versions = df.assign(_m=label).groupby(["judge", "_m"])["spec_hash"].transform("nunique")
+    return label.where(versions <= 1, label + " #" + df["spec_hash"].str.slice(0, 8))
+
+
+def _lookup(item_ids: pd.Series, mapping: Mapping[str, str], field: str, sources: pd.Series) -> pd.Series:
+    values = item_ids.map(mapping)
+    missing = values.isna()
+    if missing.any():
+        item = item_ids[missing].iloc[0]
+        raise InputError(f"item {item!r} was judged but is not in the items file, so it has no {field!r}",
+                         file=sources[missing].iloc[0] or None, field="item_id")
+    return values.astype(str)
+
+
+def match_units(judgments: pd.DataFrame, labels: pd.DataFrame, *, groups: Mapping[str, str] | None = None,
+                pairs: Mapping[str, str] | None = None, group_field: str = "group",
+                scale: ScaleTuple | Mapping[str, ScaleTuple] | None = None) -> Units:
+    """Join run-store rows with human consensus scores; group by ``groups[item_id]`` or, without it, by run."""
+    rules = calibration_rules()
+    df = prepare_judgments(judgments)
+    df = df.assign(model=_model_labels(df))  # the current judgment per (run, judge, model, item, part) counts
+    df = df.drop_duplicates(["source", "judge", "model", "spec_hash", "item_id", "part"], keep="last")
+    df["group"] = df["source"] if groups is None else _lookup(df["item_id"], groups, group_field, df["source"])
+    df["pair"] = df["item_id"] if pairs is None else _lookup(df["item_id"], pairs, "pair field", df["source"])
+    lab = rules._prepare_labels(labels)
+    judges = sorted(set(df["judge"]))
+    scales = rules._resolve_scales(df, judges, scale)
+    rules._validate_scores(df, lab[lab["judge"].isin(judges)], scales)
+    consensus, _, _ = rules._consensus(lab, scales)
+    df = df.reset_index(drop=True)
+    df["_row"] = np.arange(len(df))
+    matched = rules._attach(df, consensus)
+    df["human"] = np.nan
+    df.loc[matched["_row"].to_numpy(), "human"] = matched["h_score"].to_numpy()
+    label_only = _label_only(df, consensus, groups)
+    return Units(df[UNIT_COLUMNS].copy(), label_only, scales)
+
+
+def _label_only(df: pd.DataFrame, consensus: pd.DataFrame, groups: Mapping[str, str] | None) -> pd.DataFrame:
+    """Per (judge, model, group): human-labelled units of that judge (and group) that no judgment matched.
+
+    The labelled units of the judge (and group) minus those matched to a judgment of that model; the
+    pairwise orders AB/BA of one item share a part-less label, so they count once.
+    """
+    keys = consensus[["item_id", "judge", "part"]].drop_duplicates()
+    on = ["judge"]
+    if groups is not None:
+        keys = keys.assign(group=keys["item_id"].map(groups))
+        on.append("group")
+    labelled = keys.groupby(on, sort=False).size().rename("n_labels").reset_index()
+    matched = df[df["human"].notna()]
+    label_part = matched["part"].where(~matched["part"].isin(["AB", "BA"]), "")
+    matched = matched.assign(part=label_part).drop_duplicates(["judge", "model", "group", "item_id", "part"])
+    counts = matched.groupby(["judge", "model", "group"], sort=False).size().rename("n_matched")
+    combos = df[["judge", "model", "group"]].drop_duplicates().merge(labelled, on=on, how="left")
+    combos = combos.merge(counts.reset_index(), on=["judge", "model", "group"], how="left").fillna(
+        {"n_labels": 0, "n_matched": 0})
+    combos["n_label_only"] = (combos["n_labels"] - combos["n_matched"]).astype(int)
+    return combos[["judge", "model", "group", "n_label_only"]].sort_values(["judge", "model", "group"])
+
+
+def item_meta_map(items: Any, field: str, *, path: Any = None) -> dict[str, str]:
+    """``item id -> str(meta[field])`` from loaded items; an item without the field is an error naming its line."""
+    mapping: dict[str, str] = {}
+    for item in items:
+        meta = item.meta if hasattr(item, "meta") else dict(item.get("meta") or {})
+        item_id = item.id if hasattr(item, "id") else str(item["id"])
+        if field not in meta or meta[field] is None:
+            origin = getattr(item, "_origin", None)
+            raise InputError(f"item {item_id!r} has no meta field {field!r} to group or pair by",
+                             file=origin[0] if origin else path, line=origin[1] if origin else None,
+                             field=f"meta.{field}")
+        mapping[item_id] = str(meta[field])
+    return mapping

@@ -1,0 +1,79 @@
+"""The estimates section of a report: PPI++ vs human-only vs judge-only with intervals, per group, as HTML."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+_METHOD_STYLE = {"ppi": ("PPI++", "#1f77b4", "o"), "human-only": ("human only", "#2ca02c", "s"),
+                 "judge-only": ("judge only", "#d62728", "^")}
+MAX_PLOTTED_ROWS = 40
+
+
+def estimate_plot(table: pd.DataFrame) -> str | None:
+    """One line per (judge, model, group): the three estimates with their intervals (a base64 PNG)."""
+    from scijudge.report import _plt, _png  # the calibration report's matplotlib setup and PNG embedding
+
+    shown = table.dropna(subset=["estimate"])
+    keys = list(dict.fromkeys(zip(shown["judge"], shown["model"], shown["group"])))[:MAX_PLOTTED_ROWS]
+    if not keys:
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7.5, 0.45 * len(keys) + 1.2))
+    for offset, (method, (name, colour, marker)) in enumerate(_METHOD_STYLE.items()):
+        rows = shown[shown["method"] == method].set_index(["judge", "model", "group"])
+        ys, xs, los, his = [], [], [], []
+        for y, key in enumerate(keys):
+            if key in rows.index:
+                row = rows.loc[key]
+                ys.append(y + (offset - 1) * 0.22)
+                xs.append(row["estimate"])
+                los.append(row["estimate"] - row["lo"])
+                his.append(row["hi"] - row["estimate"])
+        ax.errorbar(xs, ys, xerr=[los, his], fmt=marker, color=colour, label=name, capsize=2)
+    ax.set_yticks(np.arange(len(keys)), [f"{g} · {m} · {j.split('.')[-1]}" for j, m, g in keys], fontsize=8)
+    ax.invert_yaxis()
+    level = int(round((1 - float(shown["alpha"].iloc[0])) * 100))
+    ax.set_xlabel(f"mean human score (difference rows: A − B), {level}% interval")
+    ax.legend(fontsize=8, loc="best")
+    return _png(fig)
+
+
+def estimate_section_html(table: pd.DataFrame, coverage: pd.DataFrame | None = None,
+                          needed: pd.DataFrame | None = None) -> str:
+    """HTML for the estimates: a plot, the table, conformal coverage and labels needed when given."""
+    from scijudge.report import _img, _table
+
+    parts = ["<h2>Estimates of the mean human score</h2>",
+             "<p class='note'>PPI++ corrects the judge's scores on all scored items with the human labels on a "
+             "random subset; human-only uses the labels alone, judge-only the judge alone (biased when the judge "
+             "is). Abstentions (<code>n_abstained</code>) and labelled items without a judgment "
+             "(<code>n_label_only</code>) are counted, never imputed.</p>",
+             _img(estimate_plot(table), "estimates with intervals")]
+    cols = ["judge", "model", "group", "method", "estimate", "lo", "hi", "n_labeled", "n_unlabeled", "n_abstained",
+            "n_label_only", "lam", "paired"]
+    parts.append(_table(table[[c for c in cols if c in table]]))
+    if coverage is not None and not coverage.empty:
+        parts.append("<h3>Conformal sets of human scores</h3><p class='note'>Split-conformal on the labelled items; "
+                     "coverage measured on held-out labelled items over random splits.</p>")
+        parts.append(_table(coverage))
+    if needed is not None and not needed.empty:
+        parts.append("<h3>Labels needed for the target interval width</h3>")
+        parts.append(_table(needed))
+    return "\n".join(parts)
+
+
+def write_estimate_html(table: pd.DataFrame, path: str | Path, coverage: pd.DataFrame | None = None,
+                        needed: pd.DataFrame | None = None, title: str = "scijudge estimates") -> Path:
+    """A self-contained page with the estimates section (inline CSS and PNG)."""
+    from scijudge.report import _CSS
+
+    path = Path(path)
+    page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>"
+            + estimate_section_html(table, coverage, needed) + "</body></html>")
+    path.write_text(page, encoding="utf-8")
+    return path

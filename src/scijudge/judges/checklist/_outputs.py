@@ -1,0 +1,112 @@
+"""Typed outputs of the checklist judge: the verdict of one criterion and one chunk's evidence."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, field_validator
+
+from scijudge.outputs import JudgeOutput, RunFields, coerce_number
+
+SCORES: dict[str, float] = {"satisfied": 1.0, "partially": 0.5, "not_satisfied": 0.0}
+_VERDICT_WORDS = {
+    "satisfied": "satisfied", "yes": "satisfied", "met": "satisfied",
+    "partially": "partially", "partially satisfied": "partially", "partial": "partially",
+    "not satisfied": "not_satisfied", "unsatisfied": "not_satisfied", "no": "not_satisfied", "not met": "not_satisfied",
+}
+
+
+
+def _read_verdict(value: Any, allowed: tuple[str, ...]) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"verdict must be one of {', '.join(allowed)}")  # noqa: TRY004 - pydantic wants ValueError
+    key = " ".join(value.replace("_", " ").replace("-", " ").strip().strip(".").casefold().split())
+    verdict = _VERDICT_WORDS.get(key)
+    if verdict not in allowed:
+        raise ValueError(f"verdict must be one of {', '.join(allowed)}, got {value!r}")
+    return verdict
+
+
+class CriterionVerdict(JudgeOutput):
+    """Whether a report meets one criterion (binary), how sure the judge is, and the evidence for it."""
+
+    ALLOWED: ClassVar[tuple[str, ...]] = ("satisfied", "not_satisfied")
+
+    reasoning: str = Field(description="How the report does or does not meet the criterion, citing what it says.")
+    evidence_quotes: list[str] = Field(
+        default_factory=list,
+        description="Short passages copied word for word from the report that the verdict rests on; empty if none.")
+    missing_elements: list[str] = Field(
+        default_factory=list, description="What the report would need to add or fix to meet the criterion fully.")
+    verdict: Literal["satisfied", "not_satisfied"] = Field(
+        description="'satisfied' if the report does what the criterion describes, else 'not_satisfied'.")
+    confidence: float = Field(ge=0.0, le=1.0, description="Probability from 0 to 1 that the verdict is right.")
+
+    @field_validator("verdict", mode="before")
+    @classmethod
+    def _verdict(cls, value: Any) -> str:
+        return _read_verdict(value, cls.ALLOWED)
+
+    @field_validator("confidence", mode="before")
+    @classmethod
+    def _confidence(cls, value: Any) -> float:
+        number = coerce_number(value)
+        if not 0.0 <= number <= 1.0:
+            raise ValueError(f"confidence must be between 0 and 1, got {number:g}")
+        return number
+
+    @field_validator("evidence_quotes", "missing_elements", mode="before")
+    @classmethod
+    def _strings(cls, value: Any) -> list[str]:
+        if value is None:
+            return []
+        if isinstance(value, str):
+            return [value] if value.strip() else []
+        return value
+
+    @property
+    def score(self) -> float:
+        """1 satisfied, 0.5 partially, 0 not satisfied."""
+        return SCORES[self.verdict]
+
+    def run_fields(self) -> RunFields:
+        return RunFields(score=self.score, verdict=self.verdict, confidence=self.confidence, rationale=self.reasoning)
+
+
+class TernaryCriterionVerdict(CriterionVerdict):
+    """As ``CriterionVerdict``, with ``partially`` (score 0.5) for criteria met only in part."""
+
+    ALLOWED: ClassVar[tuple[str, ...]] = ("satisfied", "partially", "not_satisfied")
+
+    verdict: Literal["satisfied", "partially", "not_satisfied"] = Field(  # type: ignore[assignment]
+        description="'satisfied' if the report fully does what the criterion describes, 'partially' if only in "
+                    "part, else 'not_satisfied'.")
+
+
+class ChunkEvidence(JudgeOutput):
+    """What one part of a long report shows about one criterion (no verdict: that comes after all parts)."""
+
+    quotes: list[str] = Field(
+        default_factory=list,
+        description="Passages copied word for word from this part that bear on the criterion; empty if none.")
+    notes: str = Field(description="What this part shows about the criterion, including what it lacks.")
+    bearing: Literal["supports", "contradicts", "mixed", "none"] = Field(
+        description="Whether this part shows the report doing what the criterion describes ('supports'), "
+                    "shows the opposite ('contradicts'), both ('mixed'), or says nothing about it ('none').")
+
+    @field_validator("quotes", mode="before")
+    @classmethod
+    def _quotes(cls, value: Any) -> list[str]:
+        if value is None:
+            return []
+        if isinstance(value, str):
+            return [value] if value.strip() else []
+        return value
+
+    @field_validator("bearing", mode="before")
+    @classmethod
+    def _bearing(cls, value: Any) -> str:
+        return str(value).strip().casefold() if isinstance(value, str) else value
+
+
+# --- token counting and chunking ---------------------------------------------------------------------

@@ -1,0 +1,134 @@
+"""The one look at the test split: judge it with the base and optimized judges, compare both with the humans."""
+
+from __future__ import annotations
+
+import math
+import numbers
+import statistics
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from scijudge.data import Item
+from scijudge.judges.base import Judge, JudgeResult
+from scijudge.labels import HumanLabel, labels_to_frame
+from scijudge.optimization._budget import BudgetStop
+from scijudge.optimization._families import criterion_score, judge_for
+from scijudge.optimization._judge_metrics import CRITERION, ITEM, PART, JudgeMetric, example_key
+
+
+def judge_examples(judges: dict[str, Judge], examples: list[Any], items: dict[str, Item],
+                   threads: int) -> tuple[list[dict[str, Any]], set[str]]:
+    """Judge each test example with every judge (interleaved, so a budget stop costs both alike)."""
+    tasks = [(role, ex) for ex in examples for role in judges]
+
+    def run(task: tuple[str, Any]) -> tuple[str, Any, JudgeResult | None]:
+        role, ex = task
+        try:
+            return role, ex, judges[role].judge_item(items[ex[ITEM]], ex[PART])
+        except BudgetStop:
+            return role, ex, None
+
+    with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+        done = list(pool.map(run, tasks))
+    skipped = {example_key(ex) for _, ex, res in done if res is None}
+    rows = []
+    for role, ex, res in done:
+        if res is None or example_key(ex) in skipped:
+            continue
+        row = res.model_dump(mode="json")
+        row.update(key=res.key, role=role, source=role)
+        criterion = ex.get(CRITERION)
+        if criterion and row["status"] == "ok":  # a per-criterion label is compared with that criterion's score
+            row["score"] = criterion_score(row.get("result") or {}, criterion)
+        rows.append(row)
+    return rows, skipped
+
+
+def summaries(rows: list[dict[str, Any]], test_examples: list[Any], test_labels: list[HumanLabel],
+               metric: JudgeMetric, kind: str, seed: int, n_boot: int) -> tuple[dict[str, Any], dict[str, Any], Any]:
+    """Before/after statistics on the test split: the calibration report plus the recipe metric."""
+    import dspy
+    import pandas as pd
+
+    from scijudge.metrics.calibration import calibrate
+
+    frame = pd.DataFrame(rows)
+    out: dict[str, dict[str, Any]] = {}
+    calibration = None
+    if len(frame):
+        labels = labels_to_frame(test_labels)
+        keep = set(frame["item_id"])
+        labels = labels[labels["item_id"].isin(keep)]
+        calibration = calibrate(frame.drop(columns=["role"]), labels, n_boot=n_boot, seed=seed)
+    by_key = {example_key(ex): ex for ex in test_examples}
+    for role in ("before", "after"):
+        mine = frame[frame["role"] == role] if len(frame) else frame
+        values: dict[str, Any] = {"n_units": len(mine)}
+        scores = []
+        for _, row in mine.iterrows():
+            ex = by_key[f"{row['item_id']}\x1f{row['part'] or ''}"]
+            if row["status"] != "ok":
+                judgment = None
+            else:
+                judgment = _RowJudgment(row["score"], row["verdict"])
+            scores.append(metric.score(ex, dspy.Prediction(judgment=judgment, abstained=judgment is None)))
+        values["score"] = float(statistics.fmean(scores)) if scores else float("nan")
+        if calibration is not None and len(mine):
+            table = calibration.per_rubric if kind == "score" else calibration.verdict_per_rubric
+            sel = table[table["contender"].astype(str).str.endswith(f"@{role}")] if len(table) else table
+            if len(sel):
+                rec = sel.iloc[0].to_dict()
+                for key in ("n", "coverage", "exact", "within1", "mae", "kappa_w", "spearman", "bias", "accuracy",
+                            "balanced_accuracy", "kappa", "macro_f1"):
+                    value = rec.get(key)
+                    if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value):
+                        values[key] = float(value)
+        out[role] = values
+    return out["before"], out["after"], calibration
+
+
+class _RowJudgment:
+    """A stored judgment seen through ``run_fields`` (so the recipe metric can score run-store rows)."""
+
+    def __init__(self, score: Any, verdict: Any) -> None:
+        self._score = None if score is None or (isinstance(score, float) and math.isnan(score)) else float(score)
+        self._verdict = verdict
+
+    def run_fields(self) -> Any:
+        from scijudge.outputs import RunFields
+
+        return RunFields(score=self._score, verdict=self._verdict)
+
+
+@dataclass
+class Baseline:
+    """The base judge's test judgments, made once and shared by every recipe of an experiment (same split)."""
+
+    rows: list[dict[str, Any]]
+    skipped: set[str]
+    lm_calls: int
+    variant_rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def rows_for(self, examples: list[Any], exclude: set[str]) -> list[dict[str, Any]]:
+        """The baseline rows of ``examples``, without those the optimized judge could not be tested on."""
+        keys = {example_key(ex) for ex in examples} - exclude
+        return [dict(r) for r in self.rows if f"{r['item_id']}\x1f{r['part'] or ''}" in keys]
+
+
+def judge_baseline(spec: Any, test: list[Any], items: dict[str, Item], lm: Any, threads: int,
+                   variants: list[Item] | None = None) -> Baseline:
+    """Judge the test split (and its perturbed variants, if any) once with the base judge (calls counted, no limit)."""
+    from scijudge.demos import demos_from_spec
+    from scijudge.optimization._budget import Budget, Gate, budgeted
+
+    budget = Budget()
+    judge = judge_for(spec, lm=budgeted(lm, Gate(budget, "baseline")))
+    judge.predict.demos = demos_from_spec(spec)
+    rows, skipped = judge_examples({"before": judge}, test, items, threads)
+    variant_rows: list[dict[str, Any]] = []
+    if variants:
+        from scijudge.optimization._robustness import judge_variants
+
+        variant_rows, _ = judge_variants(judge, variants, threads, "before")
+    return Baseline(rows=rows, skipped=skipped, lm_calls=budget.calls, variant_rows=variant_rows)

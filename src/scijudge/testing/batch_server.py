@@ -1,0 +1,295 @@
+"""A loopback OpenAI-compatible server that also speaks the files and batches APIs.
+
+It serves ``/v1/files`` (upload, content) and ``/v1/batches`` (create, retrieve, list, cancel) beside the
+chat endpoint of ``OpenAICompatServer``; each batch line is answered by the same handler as a direct chat
+request (and Anthropic's ``/v1/messages/batches``, each entry answered from its Messages params).
+Batches complete after ``complete_after`` seconds (or when ``hold`` is cleared), a Fault answer
+goes to the batch's error file, and ``expire`` picks batches that end as ``expired`` with only part of
+their lines answered. Tests and benchmarks count what arrived: direct chat requests, batches and lines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from scijudge.testing.openai_server import Fault, Handler, OpenAICompatServer, Reply
+
+
+class BatchServer(OpenAICompatServer):
+    """``OpenAICompatServer`` plus ``/v1/files`` and ``/v1/batches``.
+
+    Args:
+        handler: answers each request (direct or batch line), as for ``OpenAICompatServer``.
+        complete_after: seconds after creation before a batch reports ``completed``.
+        expire: called with the batch's 0-based creation index; True makes that batch end ``expired``
+            with only its first half of lines answered.
+        hold: while this event is set, no batch completes (tests kill a client during a pending batch).
+    """
+
+    def __init__(self, handler: Handler, *, complete_after: float = 0.0,
+                 expire: Callable[[int], bool] | None = None, hold: threading.Event | None = None) -> None:
+        super().__init__(handler)
+        self.complete_after = complete_after
+        self.expire = expire or (lambda index: False)
+        self.hold = hold or threading.Event()
+        self.files: dict[str, dict[str, Any]] = {}
+        self.batches: dict[str, dict[str, Any]] = {}
+        self.batch_lines: list[dict[str, Any]] = []
+        self.retrievals = 0
+
+    @property
+    def batch_count(self) -> int:
+        """How many batches were created."""
+        with self._lock:
+            return len(self.batches)
+
+    def _serve(self, ready: threading.Event) -> None:
+        from aiohttp import web
+
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        asyncio.set_event_loop(loop)
+        app = web.Application(client_max_size=1024 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/v1/files", self._upload)
+        app.router.add_get("/v1/files/{id}/content", self._content)
+        app.router.add_get("/v1/files/{id}", self._file)
+        app.router.add_post("/v1/batches", self._create)
+        app.router.add_get("/v1/batches", self._list)
+        app.router.add_get("/v1/batches/{id}", self._retrieve)
+        app.router.add_post("/v1/batches/{id}/cancel", self._cancel)
+        app.router.add_post("/v1/messages/batches", self._anthropic_create)
+        app.router.add_get("/v1/messages/batches", self._anthropic_list)
+        app.router.add_get("/v1/messages/batches/{id}", self._anthropic_retrieve)
+        app.router.add_get("/v1/messages/batches/{id}/results", self._anthropic_results)
+        self._runner = web.AppRunner(app, access_log=None)
+        loop.run_until_complete(self._runner.setup())
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, backlog=1024)
+        loop.run_until_complete(site.start())
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        ready.set()
+        loop.run_forever()
+
+    # --- files -----------------------------------------------------------------------------------
+    def _new_file(self, content: bytes, filename: str, purpose: str) -> dict[str, Any]:
+        meta = {"id": f"file-{uuid.uuid4().hex[:16]}", "object": "file", "bytes": len(content),
+                "created_at": int(time.time()), "filename": filename, "purpose": purpose, "status": "processed"}
+        with self._lock:
+            self.files[meta["id"]] = {"meta": meta, "content": content}
+        return meta
+
+    async def _upload(self, request: Any) -> Any:
+        from aiohttp import web
+
+        form = await request.post()
+        upload = form["file"]
+        content = upload.file.read() if hasattr(upload, "file") else str(upload).encode()
+        return web.json_response(self._new_file(content, getattr(upload, "filename", "input.jsonl"),
+                                                str(form.get("purpose", "batch"))))
+
+    async def _file(self, request: Any) -> Any:
+        from aiohttp import web
+
+        found = self.files.get(request.match_info["id"])
+        if found is None:
+            return web.json_response({"error": {"message": "no such file", "type": "invalid_request_error"}},
+                                     status=404)
+        return web.json_response(found["meta"])
+
+    async def _content(self, request: Any) -> Any:
+        from aiohttp import web
+
+        found = self.files.get(request.match_info["id"])
+        if found is None:
+            return web.json_response({"error": {"message": "no such file", "type": "invalid_request_error"}},
+                                     status=404)
+        return web.Response(body=found["content"], content_type="application/octet-stream")
+
+    # --- batches ---------------------------------------------------------------------------------
+    async def _create(self, request: Any) -> Any:
+        from aiohttp import web
+
+        body = await request.json()
+        source = self.files.get(body.get("input_file_id", ""))
+        if source is None:
+            return web.json_response({"error": {"message": "input file not found", "type": "invalid_request_error"}},
+                                     status=400)
+        lines = [json.loads(line) for line in source["content"].decode().splitlines() if line.strip()]
+        with self._lock:
+            index = len(self.batches)
+            batch = {"id": f"batch_{uuid.uuid4().hex[:16]}", "object": "batch", "endpoint": body["endpoint"],
+                     "input_file_id": body["input_file_id"], "completion_window": body.get("completion_window", "24h"),
+                     "status": "in_progress", "created_at": int(time.time()), "metadata": body.get("metadata") or {},
+                     "output_file_id": None, "error_file_id": None, "errors": None,
+                     "request_counts": {"total": len(lines), "completed": 0, "failed": 0}}
+            self.batches[batch["id"]] = {"batch": batch, "lines": lines, "index": index, "t0": time.monotonic()}
+            self.batch_lines.extend(lines)
+        return web.json_response(batch)
+
+    async def _retrieve(self, request: Any) -> Any:
+        from aiohttp import web
+
+        found = self.batches.get(request.match_info["id"])
+        if found is None:
+            return web.json_response({"error": {"message": "no such batch", "type": "invalid_request_error"}},
+                                     status=404)
+        with self._lock:
+            self.retrievals += 1
+        batch = found["batch"]
+        due = time.monotonic() - found["t0"] >= self.complete_after and not self.hold.is_set()
+        if batch["status"] == "in_progress" and due:
+            self._finish(found)
+        return web.json_response(batch)
+
+    async def _list(self, request: Any) -> Any:
+        from aiohttp import web
+
+        data = [found["batch"] for found in self.batches.values() if not found.get("anthropic")]
+        return web.json_response({"object": "list", "data": data[::-1], "has_more": False})
+
+    async def _cancel(self, request: Any) -> Any:
+        from aiohttp import web
+
+        found = self.batches.get(request.match_info["id"])
+        if found is None:
+            return web.json_response({"error": {"message": "no such batch"}}, status=404)
+        found["batch"]["status"] = "cancelled"
+        return web.json_response(found["batch"])
+
+    def _finish(self, found: dict[str, Any]) -> None:
+        """Answer the batch's lines through the handler and write its output and error files."""
+        batch, lines = found["batch"], found["lines"]
+        expired = self.expire(found["index"])
+        answered = lines[: len(lines) // 2] if expired else lines
+        outputs, errors = [], []
+        for line in answered:
+            outcome = self.handler(line["body"])
+            if isinstance(outcome, str):
+                outcome = Reply(outcome)
+            record = {"id": f"batch_req_{uuid.uuid4().hex[:12]}", "custom_id": line["custom_id"], "error": None}
+            if isinstance(outcome, Fault):
+                record["response"] = {"status_code": outcome.status, "request_id": uuid.uuid4().hex,
+                                      "body": {"error": {"message": outcome.message, "type": outcome.error_type}}}
+                errors.append(record)
+            else:
+                record["response"] = {"status_code": 200, "request_id": uuid.uuid4().hex,
+                                      "body": _completion(line["body"], outcome)}
+                outputs.append(record)
+        if outputs:
+            batch["output_file_id"] = self._new_file(_jsonl(outputs), "output.jsonl", "batch_output")["id"]
+        if errors:
+            batch["error_file_id"] = self._new_file(_jsonl(errors), "errors.jsonl", "batch_output")["id"]
+        batch["request_counts"] = {"total": len(lines), "completed": len(outputs), "failed": len(errors)}
+        batch["status"] = "expired" if expired else "completed"
+        batch["completed_at" if not expired else "expired_at"] = int(time.time())
+
+
+    # --- Anthropic message batches -------------------------------------------------------------------
+    async def _anthropic_create(self, request: Any) -> Any:
+        from aiohttp import web
+
+        body = await request.json()
+        lines = body["requests"]
+        with self._lock:
+            index = len(self.batches)
+            batch = {"id": f"msgbatch_{uuid.uuid4().hex[:16]}", "type": "message_batch",
+                     "processing_status": "in_progress", "created_at": _iso(time.time()), "ended_at": None,
+                     "results_url": None, "request_counts": {"processing": len(lines), "succeeded": 0,
+                                                             "errored": 0, "canceled": 0, "expired": 0}}
+            self.batches[batch["id"]] = {"batch": batch, "lines": lines, "index": index, "t0": time.monotonic(),
+                                         "anthropic": True}
+            self.batch_lines.extend(lines)
+        return web.json_response(batch)
+
+    async def _anthropic_list(self, request: Any) -> Any:
+        from aiohttp import web
+
+        data = [found["batch"] for found in self.batches.values() if found.get("anthropic")]
+        return web.json_response({"data": data[::-1], "has_more": False})
+
+    async def _anthropic_retrieve(self, request: Any) -> Any:
+        from aiohttp import web
+
+        found = self.batches.get(request.match_info["id"])
+        if found is None:
+            return web.json_response({"type": "error", "error": {"type": "not_found_error", "message": "no batch"}},
+                                     status=404)
+        with self._lock:
+            self.retrievals += 1
+        batch = found["batch"]
+        due = time.monotonic() - found["t0"] >= self.complete_after and not self.hold.is_set()
+        if batch["processing_status"] == "in_progress" and due:
+            self._anthropic_finish(found)
+        return web.json_response(batch)
+
+    async def _anthropic_results(self, request: Any) -> Any:
+        from aiohttp import web
+
+        found = self.batches[request.match_info["id"]]
+        return web.Response(body=found["results"], content_type="application/binary")
+
+    def _anthropic_finish(self, found: dict[str, Any]) -> None:
+        """Answer the entries through the handler (given each entry's Messages params)."""
+        batch, lines = found["batch"], found["lines"]
+        expired = self.expire(found["index"])
+        counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
+        results = []
+        for position, line in enumerate(lines):
+            if expired and position >= len(lines) // 2:
+                results.append({"custom_id": line["custom_id"], "result": {"type": "expired"}})
+                counts["expired"] += 1
+                continue
+            outcome = self.handler(line["params"])
+            if isinstance(outcome, str):
+                outcome = Reply(outcome)
+            if isinstance(outcome, Fault):
+                kind = "invalid_request_error" if outcome.status in (400, 422) else "api_error"
+                result = {"type": "errored", "error": {"type": "error",
+                                                        "error": {"type": kind, "message": outcome.message}}}
+                counts["errored"] += 1
+            else:
+                result = {"type": "succeeded", "message": {
+                    "id": f"msg_{uuid.uuid4().hex[:12]}", "type": "message", "role": "assistant",
+                    "model": line["params"].get("model", "judge"), "content": [{"type": "text", "text": outcome.content}],
+                    "stop_reason": "max_tokens" if outcome.finish_reason == "length" else "end_turn",
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": outcome.prompt_tokens, "output_tokens": outcome.completion_tokens}}}
+                counts["succeeded"] += 1
+            results.append({"custom_id": line["custom_id"], "result": result})
+        found["results"] = _jsonl(results)
+        batch["request_counts"] = counts
+        batch["processing_status"] = "ended"
+        batch["ended_at"] = _iso(time.time())
+        batch["results_url"] = f"{self.url}/messages/batches/{batch['id']}/results"
+
+
+def _iso(seconds: float) -> str:
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(seconds, timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def _jsonl(records: list[dict[str, Any]]) -> bytes:
+    return "".join(json.dumps(r) + "\n" for r in records).encode()
+
+
+def _completion(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+    """A chat.completion object, as the chat endpoint would have answered."""
+    choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": reply.content},
+                              "finish_reason": reply.finish_reason}
+    if reply.logprobs is not None:
+        choice["logprobs"] = {"content": reply.logprobs}
+    return {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": int(time.time()),
+            "model": body.get("model", "judge"), "choices": [choice],
+            "usage": {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
+                      "total_tokens": reply.prompt_tokens + reply.completion_tokens}}
+
+
+__all__ = ["BatchServer"]

@@ -1,0 +1,84 @@
+"""Shared vocabulary, one copy each: a judge's scale, verdict normalisation and human consensus.
+
+Judging (output types), calibration and optimization must agree on these rules; they all import them
+from here instead of keeping their own copies.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+
+
+class ScaleTuple(NamedTuple):
+    """A numeric scale: lowest value, highest value, step between allowed values."""
+
+    lo: float
+    hi: float
+    step: float
+
+    def levels(self) -> list[float]:
+        """Every allowed value, lowest first."""
+        count = int(round((self.hi - self.lo) / self.step))
+        return [self.lo + i * self.step for i in range(count + 1)]
+
+    @property
+    def integral(self) -> bool:
+        """True when every level is a whole number (ratings are then integers)."""
+        return all(float(v).is_integer() for v in (self.lo, self.hi, self.step))
+
+    def text(self) -> str:
+        """``1..5`` or ``0..4 step 0.5``."""
+        return f"{self.lo:g}..{self.hi:g}" + (f" step {self.step:g}" if self.step != 1 else "")
+
+
+DEFAULT_SCALE = ScaleTuple(1.0, 5.0, 1.0)
+
+
+def scale_of(spec: Any) -> ScaleTuple:
+    """The rating scale a spec declares (``[scale]``), or the 1..5 default: what the model is asked for."""
+    scale = getattr(spec, "scale", None)
+    if scale is None:
+        return DEFAULT_SCALE
+    return ScaleTuple(float(scale.min), float(scale.max), float(scale.step))
+
+
+def score_scale_of(spec: Any) -> ScaleTuple:
+    """The scale of the run store's ``score`` column for this spec: the rating scale, or for a pairwise
+    judge the difference rating_a - rating_b (from lo-hi to hi-lo)."""
+    lo, hi, step = scale_of(spec)
+    if getattr(spec, "family", None) == "pairwise":
+        return ScaleTuple(lo - hi, hi - lo, step)
+    return ScaleTuple(lo, hi, step)
+
+
+def snap(value: float, scale: ScaleTuple) -> float:
+    """The nearest allowed value of the scale (half-way ties go to the even step, as ``round`` does)."""
+    lo, hi, step = scale
+    return min(hi, max(lo, lo + round((value - lo) / step) * step))
+
+
+def norm_verdict(value: Any) -> str | None:
+    """Verdicts compare case- and space-insensitively: ``" Satisfied "`` and ``"satisfied"`` are one verdict."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return " ".join(str(value).split()).lower()
+
+
+def consensus_score(scores: Iterable[float], scale: ScaleTuple) -> float | None:
+    """Human consensus of scores: their median snapped to the scale (None when there are none)."""
+    values = [float(s) for s in scores if s is not None and not math.isnan(float(s))]
+    if not values:
+        return None
+    return snap(statistics.median(values), scale)
+
+
+def majority_verdict(verdicts: Iterable[Any]) -> str | None:
+    """Human consensus of verdicts: the most common normalised verdict; a tie for first has no consensus."""
+    counts = Counter(v for v in (norm_verdict(x) for x in verdicts) if v is not None).most_common(2)
+    if not counts or (len(counts) == 2 and counts[0][1] == counts[1][1]):
+        return None
+    return counts[0][0]
