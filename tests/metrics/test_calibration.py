@@ -352,3 +352,26 @@ def test_continuous_scale_keeps_raw_values_and_rounds_only_for_the_grid() -> Non
     assert row["exact"] == pytest.approx(np.mean(grid(j) == grid(h)))
     assert result.continuous == ["m.overall"] and "continuous" in row["scale"]
     assert row["mae_lo"] <= row["mae"] <= row["mae_hi"]
+
+
+def test_scale_comes_from_the_spec_matching_the_stored_hash_not_the_name() -> None:
+    from scijudge.specs import Scale, get_spec
+
+    shipped = get_spec(RUBRICS[0])
+    mine = shipped.model_copy(update={"scale": Scale(min=0, max=10, step=1)})  # a user's edit: same name
+    assert mine.spec_hash() != shipped.spec_hash()
+    rows = [dict(_row(f"q{i}", RUBRICS[0], "m", float(v)), spec_hash=mine.spec_hash())
+            for i, v in enumerate([8, 2, 10, 5, 0, 7])]
+    labels = pd.DataFrame({"item_id": [f"q{i}" for i in range(6)], "judge": RUBRICS[0],
+                           "score": [7.0, 3.0, 9.0, 5.0, 1.0, 7.0]})
+    result = calibrate(pd.DataFrame(rows), labels, n_boot=0, specs=[mine])
+    assert result.scales[RUBRICS[0]] == (0.0, 10.0, 1.0)
+    assert result.per_rubric.iloc[0]["mae"] == pytest.approx(np.mean(np.abs(np.array([8, 2, 10, 5, 0, 7]) -
+                                                                        np.array([7, 3, 9, 5, 1, 7]))))
+    # without the spec, the shipped spec of that name is NOT used (its hash differs): family default, clear error
+    with pytest.raises(InputError, match="outside the scale 1..5 step 1"):
+        calibrate(pd.DataFrame(rows), labels, n_boot=0)
+    # rows recorded with the shipped spec's hash take the shipped scale without being told
+    shipped_rows = [dict(r, spec_hash=shipped.spec_hash(), score=s) for r, s in zip(rows, [4.0, 1.0, 5.0, 3.0, 1.0, 4.0])]
+    shipped_labels = labels.assign(score=[4.0, 2.0, 5.0, 3.0, 1.0, 4.0])
+    assert calibrate(pd.DataFrame(shipped_rows), shipped_labels, n_boot=0).scales[RUBRICS[0]] == (1.0, 5.0, 1.0)

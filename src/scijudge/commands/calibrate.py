@@ -50,15 +50,21 @@ def _matches(judge: str, patterns: list[str]) -> bool:
     return any(judge == p or judge.startswith(p + ".") or fnmatch.fnmatch(judge, p) for p in patterns)
 
 
+_SCALE_HELP = ("Scale 'lo,hi,step' (or 'lo,hi,step,continuous') for every judge, or 'JUDGE=lo,hi,step[,continuous]'; "
+               "repeatable (default: the run's stored scale, the spec matching the stored hash, or the family's).")
+_SPEC_HELP = "A judge spec file (TOML) the runs used, for its scale (matched by the stored spec hash); repeatable."
+
+
 def calibrate_cmd(
     labels: Annotated[Path, typer.Option("--labels", "-l", help="Human labels: JSONL or CSV (item_id, judge, part, score|verdict, annotator).")],
     run: Annotated[list[Path], typer.Option("--run", "-r", help="Run store to compare; repeat for several runs.")],
     judge: Annotated[list[str] | None, typer.Option("--judge", "-j", help="Only these judges: name, prefix (yescieval.qa) or glob; repeatable.")] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Folder for report.html, report.json and CSV tables.")] = None,
-    scale: Annotated[list[str] | None, typer.Option(help="Scale 'lo,hi,step' (or 'lo,hi,step,continuous') for every judge, or 'JUDGE=lo,hi,step[,continuous]'; repeatable (default: the run's stored scale, the spec matching the stored hash, or the family's).")] = None,
+    scale: Annotated[list[str] | None, typer.Option(help=_SCALE_HELP)] = None,
     n_boot: Annotated[int, typer.Option(help="Bootstrap resamples of items (0: no intervals).")] = 1000,
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap resampling.")] = 0,
     allow_extra_labels: Annotated[bool, typer.Option(help="Accept labels for items no run judged (ignored).")] = False,
+    spec: Annotated[list[Path] | None, typer.Option("--spec", help=_SPEC_HELP)] = None,
 ) -> Any:
     """Compare judges with human labels: agreement, bias, intervals, paired tests, robustness and a report.
 
@@ -93,8 +99,11 @@ def calibrate_cmd(
             raise InputError(f"no judgment in the runs is by a judge matching {list(judge)}", field="judge")
     is_variant = judgments["item_id"].astype(str).str.match(VARIANT_ID.pattern)
     scales = _scale_mapping(scale, sorted(judgments["judge"].unique()), stored_scales)
+    from scijudge.specs import load_spec_file
+
+    specs = [load_spec_file(path) for path in spec or []]
     result = calibrate(judgments[~is_variant], label_frame, scale=scales, n_boot=n_boot, seed=seed,
-                       allow_extra_labels=allow_extra_labels)
+                       allow_extra_labels=allow_extra_labels, specs=specs)
     robust = robustness(judgments, n_boot=n_boot, seed=seed) if is_variant.any() else None
     from rich.console import Console
 

@@ -12,11 +12,17 @@ from scijudge.errors import InputError
 _SHOWN_ERRORS = 20
 
 
+_FILE_HELP = ("JSONL or CSV: item_id, judge, model, score|verdict [, part, rationale, confidence, endpoint, "
+              "variant_of, level].")
+_MAP_HELP = "Rename a source column: SOURCE=FIELD (e.g. rating=score); repeatable."
+_STRICT_HELP = "Write nothing if any row is bad (default: write the good rows, list the bad)."
+
+
 def import_judgments_cmd(
-    file: Annotated[Path, typer.Argument(help="JSONL or CSV: item_id, judge, model, score|verdict [, part, rationale, confidence, endpoint, variant_of, level].")],
+    file: Annotated[Path, typer.Argument(help=_FILE_HELP)],
     run: Annotated[Path, typer.Option("--run", "-r", help="Run store (SQLite) to write into; created if needed.")],
-    map_: Annotated[list[str] | None, typer.Option("--map", help="Rename a source column: SOURCE=FIELD (e.g. rating=score); repeatable.")] = None,
-    strict: Annotated[bool, typer.Option(help="Write nothing if any row is bad (default: write the good rows, list the bad).")] = False,
+    map_: Annotated[list[str] | None, typer.Option("--map", help=_MAP_HELP)] = None,
+    strict: Annotated[bool, typer.Option(help=_STRICT_HELP)] = False,
 ) -> int:
     """Import judgments made by any tool (released rating files, logs) so they can be calibrated and stress-tested.
 

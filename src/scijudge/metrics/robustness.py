@@ -77,7 +77,7 @@ def label_variants(judgments: pd.DataFrame) -> pd.DataFrame:
     rubric_of = {j: _rubric_of(j) for j in df["judge"].unique()}
     targets = ~by_id | injection | (parsed["rubric"] == df["judge"].map(rubric_of))
     df["targets_judge"] = targets.to_numpy()
-    df["unchanged"] = (imported["changed"] == False).to_numpy()  # None (unknown) is not unchanged
+    df["unchanged"] = imported["changed"].eq(False).to_numpy()  # None (unknown) is not unchanged
     return df
 
 

@@ -82,7 +82,8 @@ def _validate_scores(df: pd.DataFrame, lab: pd.DataFrame, scales: dict[str, Scal
         bad = ~check(sel["score"].to_numpy(), sc)
         if bad.any():
             row = sel[bad].iloc[0]
-            raise _label_error(row, f"score {row['score']:g} is outside the scale {_scale_text(sc, judge in continuous)} of judge "
+            where = _scale_text(sc, judge in continuous)
+            raise _label_error(row, f"score {row['score']:g} is outside the scale {where} of judge "
                                     f"{judge!r}", "score")
         rows = df[(df["judge"] == judge) & (df["status"] == "ok") & df["score"].notna()]
         bad = ~check(rows["score"].to_numpy(), sc)

@@ -148,7 +148,8 @@ def _ordinal_groups(matched: pd.DataFrame, cons: pd.DataFrame, ctx: _Context) ->
             pairs = pairs.assign(score_raw=pairs["score"], h_raw=pairs["h_score"],
                                  score=to_grid(pairs["score"].to_numpy(float), sc),
                                  h_score=to_grid(pairs["h_score"].to_numpy(float), sc))
-        grp = _Group(contender=contender, judge=judge, track="ordinal", pool=_scale_text(sc, is_cont), model=str(g["model"].iloc[0]),
+        grp = _Group(contender=contender, judge=judge, track="ordinal", pool=_scale_text(sc, is_cont),
+                     model=str(g["model"].iloc[0]),
                      spec_hash=",".join(sorted(g["spec_hash"].unique())), family=str(g["family"].iloc[0]),
                      categories=values, pairs=pairs, counts=_coverage(g, cons, judge, usable))
         if len(pairs):

@@ -24,7 +24,10 @@ FAMILY_SCALES: dict[str, ScaleTuple] = {
 
 
 def _norm_verdict(value: Any) -> str | None:
-    return None if value is None else str(value).strip().lower()
+    """Verdicts compare case- and space-insensitively (``scijudge.vocab.norm_verdict``, the one rule)."""
+    from scijudge.vocab import norm_verdict
+
+    return norm_verdict(value)
 
 
 CONTINUOUS = "continuous"
@@ -106,13 +109,13 @@ def _specs_by_hash(specs: Any) -> dict[str, Any]:
 
 
 def _spec_scale(spec: Any, family: str) -> ScaleTuple | None:
-    """A spec's scale (pairwise: the range of rating differences); None when it has none."""
-    sc = getattr(spec, "scale", None)
-    if sc is None:
+    """The run-store score scale of a spec (``scijudge.vocab.score_scale_of``: pairwise gives the range of
+    rating differences); None when the spec declares no scale."""
+    if getattr(spec, "scale", None) is None:
         return None
-    if family == "pairwise":
-        return (float(sc.min - sc.max), float(sc.max - sc.min), float(sc.step))
-    return (float(sc.min), float(sc.max), float(sc.step))
+    from scijudge.vocab import score_scale_of
+
+    return tuple(float(x) for x in score_scale_of(spec))  # type: ignore[return-value]
 
 
 def in_range(values: np.ndarray, sc: ScaleTuple) -> np.ndarray:
