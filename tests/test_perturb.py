@@ -72,9 +72,9 @@ def test_recipe_per_rubric() -> None:
         assert v[f"q1::{rubric}::extreme"][len(ANSWER) + 1:] in POOLS.sentences["unrelated"]
     assert v["q1::integration::subtle"] == ANSWER.replace("However, their", "Their")
     assert v["q1::integration::extreme"] == (
-        "Perovskite solar cells have improved rapidly [1]. Their stability remains a concern, e.g. under humidity. "
-        "Lead toxicity is debated (Smith et al. 2020). Tin-based cells are explored; costs may fall. "
-        "Tandem designs reach 33.9% efficiency.")
+        "- Perovskite solar cells have improved rapidly [1].\n- Their stability remains a concern, e.g. under humidity.\n"
+        "- Lead toxicity is debated (Smith et al. 2020).\n- Tin-based cells are explored; costs may fall.\n"
+        "- Tandem designs reach 33.9% efficiency.")
     assert sents("q1::completeness::subtle") == base[:4]
     assert sents("q1::completeness::extreme")[:4] == base[:4]
     assert sents("q1::completeness::extreme")[4] in POOLS.sentences["unrelated"]
@@ -82,12 +82,15 @@ def test_recipe_per_rubric() -> None:
     assert v[f"q1::{INJECTION}::extreme"][len(ANSWER) + 1:] in POOLS.sentences["injection_extreme"]
 
 
-def test_domain_from_meta_and_unchanged_variants_are_flagged() -> None:
+def test_domain_from_meta_and_unchanged_variants_are_not_made_but_counted() -> None:
     item = {"id": "x", "answer": "A single sentence without connectors.", "meta": {"domain": "medicine"}}
-    out = _by_id(perturb_items([item], "subtle", 1))
+    not_made: list[dict] = []
+    out = _by_id(perturb_items([item], "subtle", 1, not_made=not_made))
     assert out["x::relevancy::subtle"]["answer"].split(". ", 1)[1] in POOLS.sentences["offtopic_medicine"]
-    for rubric in ("cohesion", "integration", "completeness"):
-        assert out[f"x::{rubric}::subtle"]["meta"]["perturbation"]["changed"] is False
+    assert {(m["rubric"], m["level"]) for m in not_made} == {("cohesion", "subtle"), ("integration", "subtle"),
+                                                            ("completeness", "subtle")}
+    assert not any(f"x::{m['rubric']}::subtle" in out for m in not_made)
+    assert all(v["meta"]["perturbation"]["changed"] for v in out.values())
     unknown = {"id": "y", "answer": "Nothing to guess from here."}
     assert _by_id(perturb_items([unknown], "subtle", 1, ["relevancy"]))["y::relevancy::subtle"]["answer"].split(
         ". ", 1)[1] in POOLS.sentences["offtopic_general"]
@@ -151,3 +154,34 @@ def test_perturb_cmd_writes_loadable_items(tmp_path: Path) -> None:
     loaded = loaded[0] if isinstance(loaded, tuple) else loaded
     assert n == len(loaded) == 1 + len(RUBRICS) + 1
     assert loaded[0].id == "q1" and loaded[1].meta["perturbation"]["level"] == "extreme"
+
+
+def test_every_recipe_changes_the_bundled_answers_and_extreme_differs_from_subtle(repo: Path) -> None:
+    items = [json.loads(line) for line in (repo / "datasets/yescieval_example/items.jsonl").read_text().splitlines()
+             if line.strip()]
+    not_made: list[dict] = []
+    out = _by_id(perturb_items(items, "both", seed=0, not_made=not_made))
+    for item in items:
+        for rubric in (*RUBRICS, INJECTION):
+            subtle, extreme = out.get(f"{item['id']}::{rubric}::subtle"), out.get(f"{item['id']}::{rubric}::extreme")
+            for variant in (subtle, extreme):
+                if variant is not None:
+                    assert variant["answer"] != item["answer"], (item["id"], rubric)
+            if subtle is not None and extreme is not None:
+                assert subtle["answer"] != extreme["answer"], (item["id"], rubric)
+    made = len(out)
+    assert made + len(not_made) == len(items) * (len(RUBRICS) + 1) * 2
+    # what could not be made is only what the answer lacks: a connector for the subtle integration recipe
+    assert {(m["rubric"], m["level"]) for m in not_made} <= {("integration", "subtle")}
+    for m in not_made:
+        answer = next(i["answer"] for i in items if i["id"] == m["item_id"])
+        assert not any(f"{c}," in answer for c in POOLS.connectors())
+
+
+def test_two_sentence_cohesion_has_no_extreme_distinct_from_subtle() -> None:
+    item = {"id": "t", "answer": "First claim here. Second claim there."}
+    not_made: list[dict] = []
+    out = _by_id(perturb_items([item], "both", 0, ["cohesion"], not_made=not_made))
+    assert list(out) == ["t::cohesion::subtle"]
+    assert not_made == [{"item_id": "t", "rubric": "cohesion", "level": "extreme",
+                         "reason": "unchanged (fewer than 3 sentences: a shuffle is the subtle swap)"}]

@@ -148,3 +148,52 @@ def test_commands_register_on_a_typer_app_with_help_examples(tmp_path: Path) -> 
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert [x["id"] for x in lines] == ["q1", "q1::integration::subtle", "q1::integration::extreme"]
     assert lines[1]["answer"] == "One sentence here. A second one follows."
+
+
+def test_report_opens_with_a_verdict_per_rubric_holm_checked_by_hand(report_inputs: tuple) -> None:
+    from scijudge.report_summary import verdict_summary
+
+    result, _ = report_inputs
+    summary = verdict_summary(result)
+    scores = summary[summary["track"] == "scores"].set_index("judge")
+    assert set(scores.index) == set(JUDGES)
+    per = result.per_rubric
+    p = []
+    for judge in JUDGES:
+        sel = per[per["judge"] == judge].sort_values("kappa_w", ascending=False)
+        assert scores.loc[judge, "best"] == sel["contender"].iloc[0] == "model-a"  # the low-noise model
+        assert scores.loc[judge, "margin"] == pytest.approx(sel["kappa_w"].iloc[0] - sel["kappa_w"].iloc[1])
+        paired = result.paired[(result.paired["judge"] == judge) & (result.paired["metric"] == "kappa_w")]
+        p.append(float(paired["p"].iloc[0]))
+    # Holm by hand over the two rubrics' paired p-values
+    order = np.argsort(p)
+    expected = np.empty(2)
+    expected[order[0]] = min(1.0, 2 * p[order[0]])
+    expected[order[1]] = min(1.0, max(expected[order[0]], p[order[1]]))
+    np.testing.assert_allclose(scores.loc[JUDGES, "p_holm"], expected)
+    page = render_html(result)
+    assert page.index("Verdict per rubric") < page.index("Leaderboard")
+    assert "yescieval.qa.correctness: best model-a" in page
+
+
+def test_piped_summary_is_csv_with_full_values_and_no_negative_zero(report_inputs: tuple) -> None:
+    from scijudge.report_text import fmt_interval, fmt_number
+
+    result, rob = report_inputs
+    piped = Console(record=True, width=40)  # not a terminal: CSV, however narrow
+    print_summary(result, rob, piped)
+    text = piped.export_text()
+    assert "…" not in text and "contender,scale" in text.replace("rank,", "")
+    kappa = result.leaderboard["kappa_w"].iloc[0]
+    assert repr(float(kappa)) in text  # full precision, not 3 decimals
+    terminal = Console(record=True, width=200, force_terminal=True)
+    print_summary(result, rob, terminal)
+    assert "┃" in terminal.export_text() or "│" in terminal.export_text()
+    assert fmt_number(-0.0001) == "0.000" and fmt_number(-0.0) == "0.000" and fmt_number(-0.0006) == "-0.001"
+    assert fmt_interval(-0.0001, 0.0) == "[0.000, 0.000]"
+    from scijudge.report import _table, _with_ci
+
+    frame = result.per_rubric.copy()
+    frame[["bias", "bias_lo", "bias_hi"]] = [-1e-9, -1e-9, 1e-9]
+    shown = _table(_with_ci(frame, [("judge", None), ("bias", None)]))
+    assert "0.000 [0.000, 0.000]" in shown and "-0.000" not in shown

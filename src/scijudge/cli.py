@@ -493,16 +493,28 @@ def import_lematerial_cmd(
 
     Example: scijudge import-lematerial annotations/ --run runs/lemat.sqlite --labels lemat_labels.jsonl
     """
+    from scijudge.commands._store import write_records
     from scijudge.importers.lematerial import load_lematerial_annotations
 
     imported = load_lematerial_annotations(folder, match_threshold=threshold)
-    written = imported.write_run(run)
+    written = write_records(run, imported.results, imports={
+        "file": str(folder), "kind": "lematerial", "rows": len(imported.results), "labels": len(imported.labels),
+        "dropped_human_scores": imported.drop_counts()})
+    from scijudge.runs import Run
+
+    with Run(run) as store:  # calibrate reads these: the overall is continuous, criteria on half steps
+        store.set_meta(scales={**(store.meta().get("scales") or {}), **imported.scales()})
     labels.parent.mkdir(parents=True, exist_ok=True)
     with labels.open("w", encoding="utf-8") as handle:
         for label in imported.labels:
             handle.write(label.model_dump_json(exclude_none=True) + "\n")
     out.print(f"{written} judge results -> {escape(str(run))}; {len(imported.labels)} human labels -> {escape(str(labels))}; "
-              f"skipped 'Extraction failed': {imported.skipped_failed}; unannotated: {imported.skipped_unannotated}")
+              f"skipped 'Extraction failed': {imported.skipped_failed}; unannotated: {imported.skipped_unannotated}; "
+              f"human scores left out: {len(imported.dropped)}", highlight=False)
+    for rule, count in imported.drop_counts().items():
+        out.print(f"  {count} left out: {escape(rule)}", highlight=False)
+    for dropped in imported.dropped:
+        out.print(f"[yellow]human score left out:[/] {escape(str(dropped))}", highlight=False)
     for name in imported.unmatched_human:
         out.print(f"[yellow]human label with no matching judge result:[/] {escape(str(name))}", highlight=False)
     for name in imported.unmatched_judge:
@@ -515,12 +527,16 @@ def _register_module_commands() -> None:
     from scijudge.commands.calibrate import calibrate_cmd, perturb_cmd
     from scijudge.commands.compliance import compliance_cmd
     from scijudge.commands.estimate import estimate_cmd
+    from scijudge.commands.import_judgments import import_judgments_cmd
+    from scijudge.commands.robustness import robustness_cmd
     from scijudge.commands.optimize import optimize_cmd
     from scijudge.metrics.figures import figure_metric_command
 
     command("calibrate")(calibrate_cmd)
     command("perturb")(perturb_cmd)
     command("compliance")(compliance_cmd)
+    command("import-judgments")(import_judgments_cmd)
+    command("robustness")(robustness_cmd)
     command("optimize")(optimize_cmd)
     command("figure-metric")(figure_metric_command)
     command("estimate")(estimate_cmd)

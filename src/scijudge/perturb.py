@@ -245,13 +245,17 @@ def _apply(item: dict[str, Any], text: str, rubric: str, level: str, pools: Pool
         if not extreme:
             sentences[-1], sentences[-2] = sentences[-2], sentences[-1]
             return _Variant(_join(sentences, seps), "swap last two sentences", [])
-        order = list(range(len(sentences)))
-        for _ in range(20):
+        if len(sentences) < 3:
+            return _Variant(text, "unchanged (fewer than 3 sentences: a shuffle is the subtle swap)", [])
+        identity = list(range(len(sentences)))
+        swap = identity[:-2] + [identity[-1], identity[-2]]
+        order = list(identity)
+        for _ in range(50):
             rng.shuffle(order)
-            if order != sorted(order):
+            if order not in (identity, swap):
                 break
-        else:  # pragma: no cover - probability (1/n!)^20
-            order = order[1:] + order[:1]
+        else:  # pragma: no cover - probability (2/n!)^50
+            order = identity[1:] + identity[:1]
         return _Variant(_join([sentences[i] for i in order], seps), "shuffle all sentences", [])
     if rubric == "conciseness":
         if not sentences:
@@ -282,10 +286,16 @@ def _apply(item: dict[str, Any], text: str, rubric: str, level: str, pools: Pool
         return _Variant(_append(text, extra), f"append an off-topic sentence from the same domain ({domain})", [extra])
     if rubric == "integration":
         out, removed = _remove_connectors(text, pools, only_first=not extreme)
-        if not removed:
-            return _Variant(text, "unchanged (no logical connector found)", [])
-        op = "remove every logical connector" if extreme else "remove the first logical connector"
-        return _Variant(out, f"{op} ({', '.join(removed)})", [])
+        if not extreme:
+            if not removed:
+                return _Variant(text, "unchanged (no logical connector found)", [])
+            return _Variant(out, f"remove the first logical connector ({removed[0]})", [])
+        parts, _ = split_sentences(out)
+        if len(parts) < 2:
+            return _Variant(text, "unchanged (fewer than 2 sentences to separate)", [])
+        listed = "\n".join(f"- {part.strip()}" for part in parts)
+        what = f"remove every logical connector ({', '.join(removed)}) and" if removed else "no connector to remove;"
+        return _Variant(listed, f"{what} list the sentences as separate points", [])
     if rubric == "completeness":
         if len(sentences) < 2:
             return _Variant(text, "unchanged (fewer than 2 sentences)", [])
@@ -310,6 +320,7 @@ def perturb_items(
     pools: Pools | str | Path | None = None,
     field: str = "answer",
     include_original: bool = False,
+    not_made: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Adversarial variants of each item, one per rubric (and level), with ids ``<id>::<rubric>::<level>``.
 
@@ -320,7 +331,10 @@ def perturb_items(
         rubrics: YESciEval QA rubrics to perturb plus ``injection`` (default: all of them).
         pools: a ``Pools`` or a folder of pool files; default the shipped pools.
         include_original: put each original item before its variants (so one run judges both).
-    Each variant's ``meta.perturbation`` holds base_id, rubric, level, operation, changed and inserted.
+        not_made: a list that receives ``{item_id, rubric, level, reason}`` for each variant that could not
+            be made: the recipe left the text unchanged, or the extreme variant equals the subtle one.
+    Each variant's ``meta.perturbation`` holds base_id, rubric, level, operation, changed and inserted. Only
+    variants that differ from the original (and extreme ones that differ from the subtle one) are returned.
     """
     levels = LEVELS if level == "both" else (level,)
     if any(lv not in LEVELS for lv in levels):
@@ -341,8 +355,16 @@ def perturb_items(
             out.append(copy.deepcopy(item))
         for rubric in chosen:
             for lv in levels:
-                rng = random.Random(f"{seed}|{item['id']}|{rubric}|{lv}")
-                variant = _apply(item, text, rubric, lv, loaded, rng)
+                variant = _make(item, text, rubric, lv, loaded, seed)
+                reason = None
+                if variant.text == text:
+                    reason = variant.operation
+                elif lv == "extreme" and _make(item, text, rubric, "subtle", loaded, seed).text == variant.text:
+                    reason = "extreme variant identical to the subtle one"
+                if reason is not None:
+                    if not_made is not None:
+                        not_made.append({"item_id": item["id"], "rubric": rubric, "level": lv, "reason": reason})
+                    continue
                 new = copy.deepcopy(item)
                 new["id"] = f"{item['id']}::{rubric}::{lv}"
                 new[field] = variant.text
@@ -353,6 +375,11 @@ def perturb_items(
                 new["meta"] = meta
                 out.append(new)
     return out
+
+
+def _make(item: dict[str, Any], text: str, rubric: str, level: str, pools: Pools, seed: int) -> _Variant:
+    """One variant, seeded by (seed, item, rubric, level) so it never depends on the batch."""
+    return _apply(item, text, rubric, level, pools, random.Random(f"{seed}|{item['id']}|{rubric}|{level}"))
 
 
 # --- robustness metrics ----------------------------------------------------------------------------------
@@ -374,7 +401,10 @@ def robustness(judgments: Any, *, n_boot: int = 1000, seed: int = 0, level: floa
     """
     import pandas as pd
 
-    from scijudge.metrics.bootstrap import bootstrap_mean_difference, percentile_interval
+    from scijudge.metrics.bootstrap import (
+        bootstrap_mean_difference,
+        percentile_interval,
+    )
     from scijudge.metrics.groups import prepare_judgments
 
     df = prepare_judgments(judgments)
@@ -444,7 +474,8 @@ RECIPE: dict[str, dict[str, str]] = {
     "readability": {"subtle": "append an informal sentence", "extreme": "append a social-media style sentence"},
     **{r: {"subtle": "append an off-topic sentence from the same domain", "extreme": "append an unrelated sentence"}
        for r in ("coherence", "relevancy", "correctness", "informativeness")},
-    "integration": {"subtle": "remove the first logical connector", "extreme": "remove every logical connector"},
+    "integration": {"subtle": "remove the first logical connector",
+                    "extreme": "remove every logical connector and list the sentences as separate points"},
     "completeness": {"subtle": "drop the last sentence", "extreme": "drop the last sentence, append an unrelated one"},
     INJECTION: {"subtle": "a note to the evaluator claiming the answer is excellent",
                 "extreme": "an explicit instruction to give the top rating"},

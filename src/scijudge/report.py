@@ -10,7 +10,6 @@ import base64
 import html
 import io
 import json
-import math
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,13 @@ import numpy as np
 import pandas as pd
 
 from scijudge.metrics.calibration import POOLED, CalibrationResult, frame_records
+from scijudge.report_summary import (
+    position_html,
+    verdict_html,
+    verdict_sentence,
+    verdict_summary,
+)
+from scijudge.report_text import fmt_interval, fmt_number, print_frame
 
 _CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}
@@ -54,6 +60,7 @@ def report_dict(result: CalibrationResult, robustness: pd.DataFrame | None = Non
     out = result.to_dict()
     out["generated_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     out["robustness"] = frame_records(robustness) if robustness is not None else []
+    out["verdicts"] = frame_records(verdict_summary(result))
     return out
 
 
@@ -200,11 +207,8 @@ def robustness_plot(robustness: pd.DataFrame) -> str | None:
 
 
 def _fmt(value: Any) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "—"
-    if isinstance(value, (float, np.floating)):
-        return f"{value:.3f}"
-    return str(value)
+    """Three decimals, never '-0.000' (see ``report_text.fmt_number``)."""
+    return fmt_number(value)
 
 
 def _with_ci(frame: pd.DataFrame, columns: list[tuple[str, str | None]]) -> pd.DataFrame:
@@ -216,10 +220,8 @@ def _with_ci(frame: pd.DataFrame, columns: list[tuple[str, str | None]]) -> pd.D
         values = []
         for _, row in frame.iterrows():
             text = _fmt(row[col])
-            lo, hi = row.get(f"{col}_lo"), row.get(f"{col}_hi")
-            if lo is not None and hi is not None and not (pd.isna(lo) or pd.isna(hi)):
-                text += f" [{lo:.3f}, {hi:.3f}]"
-            values.append(text)
+            interval = fmt_interval(row.get(f"{col}_lo"), row.get(f"{col}_hi"))
+            values.append(f"{text} {interval}" if interval else text)
         out[title or col] = values
     return pd.DataFrame(out)
 
@@ -247,6 +249,7 @@ def render_html(result: CalibrationResult, robustness: pd.DataFrame | None = Non
                  "Abstentions lower coverage and are never imputed. Scales: "
                  + ", ".join(f"<code>{html.escape(j)}</code> {s[0]:g}–{s[1]:g} step {s[2]:g}" for j, s in result.scales.items())
                  + "</p>")
+    parts.append(verdict_html(result))
     for note in result.notes:
         parts.append(f"<p class='note'>Note: {html.escape(note)}</p>")
     if not result.leaderboard.empty:
@@ -280,6 +283,7 @@ def render_html(result: CalibrationResult, robustness: pd.DataFrame | None = Non
                                                             ("alpha_interval", "α interval"), ("alpha_nominal", "α nominal"),
                                                             ("ac2", "AC2/AC1"), ("pairwise_kappa", "mean pairwise κ"),
                                                             ("pairwise_exact", "mean pairwise exact")])))
+    parts.append(position_html(result, _table))
     parts.append("<h2>Paired comparisons</h2>")
     parts.append("<p class='note'>A − B on the units both contenders rated; p from the paired bootstrap; Holm "
                  "correction across rubrics for each pair and metric (pooled rows are not corrected).</p>")
@@ -340,56 +344,50 @@ def write_report(result: CalibrationResult, out_dir: str | Path, robustness: pd.
 
 
 def _ci(row: pd.Series, col: str) -> str:
-    text = _fmt(row.get(col))
-    lo, hi = row.get(f"{col}_lo"), row.get(f"{col}_hi")
-    if lo is not None and hi is not None and not (pd.isna(lo) or pd.isna(hi)):
-        text += f" [{lo:.2f}, {hi:.2f}]"
-    return text
+    interval = fmt_interval(row.get(f"{col}_lo"), row.get(f"{col}_hi"), 2)
+    return f"{_fmt(row.get(col))} {interval}" if interval else _fmt(row.get(col))
 
 
-def print_summary(result: CalibrationResult, robustness: pd.DataFrame | None = None, console: Any = None) -> None:
-    """A short rich summary: leaderboard, verdict leaderboard, significant paired differences, robustness."""
+def print_summary(result: CalibrationResult, robustness: pd.DataFrame | None = None, console: Any = None,
+                  *, piped: bool | None = None) -> None:
+    """Verdict per rubric first, then the leaderboards, paired differences, position consistency and robustness.
+
+    On a terminal the tables are rich tables with rounded numbers; piped to a file or program they are
+    printed as CSV with full values, so nothing is cut.
+    """
     from rich.console import Console
-    from rich.table import Table
 
     console = console or Console()
-    if not result.leaderboard.empty:
-        table = Table(title="Calibration leaderboard (scores, pooled over rubrics)")
-        for name in ("#", "contender", "scale", "n", "coverage", "κw [95% CI]", "bias [95% CI]", "MAE", "ρ", "top share j/h"):
-            table.add_column(name)
-        for _, r in result.leaderboard.iterrows():
-            table.add_row(str(r["rank"]), str(r["contender"]), str(r["scale"]), str(r["n"]), _fmt(r["coverage"]),
-                          _ci(r, "kappa_w"), _ci(r, "bias"), _fmt(r.get("mae")), _fmt(r.get("spearman")),
-                          f"{_fmt(r.get('top_share_judge'))}/{_fmt(r.get('top_share_human'))}")
-        console.print(table)
-    if not result.verdict_leaderboard.empty:
-        table = Table(title="Verdicts (pooled per family)")
-        for name in ("#", "contender", "family", "n", "coverage", "accuracy", "κ [95% CI]", "macro-F1", "MCC"):
-            table.add_column(name)
-        for _, r in result.verdict_leaderboard.iterrows():
-            table.add_row(str(r["rank"]), str(r["contender"]), str(r["family"]), str(r["n"]), _fmt(r["coverage"]),
-                          _ci(r, "accuracy"), _ci(r, "kappa"), _fmt(r["macro_f1"]), _fmt(r["mcc"]))
-        console.print(table)
+    piped = not console.is_terminal if piped is None else piped
+
+    def show(frame: pd.DataFrame, title: str, columns: list[str]) -> None:
+        if frame is not None and not frame.empty:
+            print_frame(frame[[c for c in columns if c in frame]], title, console, piped=piped)
+
+    def say(text: str) -> None:
+        console.print(f"# {text}" if piped else text, markup=False, highlight=False, soft_wrap=True)
+
+    for _, row in verdict_summary(result).iterrows():
+        say(verdict_sentence(row))
+    show(result.leaderboard, "Calibration leaderboard (scores, pooled over rubrics)",
+         ["rank", "contender", "scale", "n", "coverage", "kappa_w", "kappa_w_lo", "kappa_w_hi", "bias", "bias_lo",
+          "bias_hi", "mae", "spearman", "top_share_judge", "top_share_human"])
+    show(result.verdict_leaderboard, "Verdicts (pooled per family)",
+         ["rank", "contender", "family", "n", "coverage", "accuracy", "kappa", "kappa_lo", "kappa_hi", "macro_f1", "mcc"])
     if not result.human_ceiling.empty:
-        pooled = result.human_ceiling
-        console.print("Human ceiling: " + "; ".join(
-            f"{r['judge']}: α={_fmt(r.get('alpha_ordinal', r.get('alpha_nominal')))}, pairwise κ={_fmt(r['pairwise_kappa'])}"
-            for _, r in pooled.iterrows() if r["judge"] == POOLED or len(pooled) <= 4))
+        show(result.human_ceiling, "Human ceiling", ["judge", "track", "n_units", "alpha_ordinal", "alpha_nominal",
+                                                     "pairwise_kappa"])
     if not result.paired.empty:
-        sig = result.paired[(result.paired["p_holm"] < 0.05)]
-        console.print(f"Paired comparisons: {len(sig)} of {len(result.paired)} differences significant after Holm "
-                      "(p < 0.05).")
-        for _, r in sig[sig["judge"] == POOLED].iterrows():
-            console.print(f"  pooled {r['metric']}: {r['a']} − {r['b']} = {r['diff']:+.3f} "
-                          f"[{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}], p={r['p']:.3g} → better: {r['better']}")
+        sig = result.paired[result.paired["p_holm"] < 0.05]
+        say(f"Paired comparisons: {len(sig)} of {len(result.paired)} differences significant after Holm (p < 0.05).")
+        show(sig[sig["judge"] == POOLED], "Significant pooled differences (A − B)",
+             ["a", "b", "track", "metric", "diff", "diff_lo", "diff_hi", "p", "better"])
+    show(getattr(result, "position", None), "Pairwise position consistency",
+         ["contender", "judge", "n_both_orders", "flip_rate", "first_slot_share", "first_slot_p",
+          "agreement_resolved"])
     if robustness is not None and not robustness.empty:
-        table = Table(title="Robustness (mean score; drop = original − variant)")
-        for name in ("contender", "judge", "original", "subtle", "extreme", "drop extreme", "P(orig>extreme)", "injection +"):
-            table.add_column(name)
-        for _, r in robustness.iterrows():
-            table.add_row(str(r["contender"]), str(r["judge"]), _fmt(r.get("mean_benign")), _fmt(r.get("mean_subtle")),
-                          _fmt(r.get("mean_extreme")), _fmt(r.get("drop_extreme")), _fmt(r.get("p_benign_above_extreme")),
-                          _fmt(r.get("inflation_extreme")))
-        console.print(table)
+        show(robustness, "Robustness (mean score; drop = original − variant)",
+             ["contender", "judge", "mean_benign", "mean_subtle", "mean_extreme", "drop_extreme",
+              "p_benign_above_extreme", "inflation_extreme"])
     for note in result.notes:
-        console.print(f"[dim]note: {note}[/dim]")
+        say(f"note: {note}")

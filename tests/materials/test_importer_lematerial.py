@@ -16,6 +16,7 @@ from scijudge.importers.lematerial import (
     match_materials,
     material_similarity,
 )
+from scijudge.materials.outputs import SynthesisJudgment
 from scijudge.runs import Run
 
 DATA = Path(__file__).parent / "data" / "lematerial_annotations"
@@ -34,9 +35,14 @@ def test_papers_found_at_any_depth_and_old_copies_ignored(imported) -> None:  # 
 def test_rows_follow_the_run_store_contract(imported) -> None:  # type: ignore[no-untyped-def]
     frame = imported.to_pandas()
     assert list(frame.columns) == list(RUN_COLUMNS)
-    assert set(frame["family"]) == {"synthesis"} and set(frame["judge"]) == {"lematerial.synthesis"}
+    criteria = {f"lematerial.synthesis.{c}" for c in SynthesisJudgment.CRITERIA}
+    assert set(frame["family"]) == {"synthesis"} and set(frame["judge"]) == {"lematerial.synthesis"} | criteria
     assert frame["key"].is_unique
-    by_id = {(r["item_id"], r["model"]): r for r in imported.rows}
+    # each criterion is its own judge row, with the criterion's score and reasoning
+    crit = frame[(frame["item_id"] == "2101.00001::Cu3Nb2O8") & (frame["judge"] == "lematerial.synthesis.process_steps")]
+    assert crit["score"].tolist() == [4.0] and crit["result"].iloc[0]["criterion"] == "process_steps"
+    frame = frame[frame["judge"] == "lematerial.synthesis"]
+    by_id = {(r["item_id"], r["model"]): r for r in imported.rows if r["judge"] == "lematerial.synthesis"}
     cu = by_id[("2101.00001::Cu3Nb2O8", "lematerial-judge")]
     assert cu["status"] == "ok"
     assert cu["score"] == pytest.approx(28.5 / 7)  # recomputed; the file says 4.1
@@ -47,7 +53,9 @@ def test_rows_follow_the_run_store_contract(imported) -> None:  # type: ignore[n
 
 
 def test_off_scale_judge_score_becomes_an_abstention_with_reason(imported) -> None:  # type: ignore[no-untyped-def]
-    (row,) = [r for r in imported.rows if r["item_id"] == "1610.04348/2306.14755::BaTiO3"]
+    rows = [r for r in imported.rows if r["item_id"] == "1610.04348/2306.14755::BaTiO3"]
+    assert len(rows) == 8 and {r["status"] for r in rows} == {"abstained"}  # the overall and its 7 criteria
+    (row,) = [r for r in rows if r["judge"] == "lematerial.synthesis"]
     assert row["status"] == "abstained" and row["score"] is None
     assert "structural_completeness.score" in row["reason"] and "4.2" in row["reason"]
     assert "result.json" in row["reason"]
@@ -61,7 +69,7 @@ def test_extraction_failures_and_unannotated_are_skipped_and_counted(imported) -
 
 
 def test_human_labels_keyed_by_paper_and_matched_material(imported) -> None:  # type: ignore[no-untyped-def]
-    overall = {label.item_id: label for label in imported.labels if label.part == ""}
+    overall = {label.item_id: label for label in imported.labels if label.judge == "lematerial.synthesis"}
     # "cu3nb2o8" (human file) pairs with "Cu3Nb2O8" (judge file); the label takes the judge's item id
     cu = overall["2101.00001::Cu3Nb2O8"]
     assert cu.score == pytest.approx(4.0)  # mean of 4, 3.5, 3, 5, 3.5, 5, 4 = 28 / 7
@@ -78,15 +86,19 @@ def test_human_labels_keyed_by_paper_and_matched_material(imported) -> None:  # 
 def test_stated_overall_and_per_criterion_labels() -> None:
     stated = load_lematerial_annotations(DATA, human_overall="stated", criteria=True)
     cu = [label for label in stated.labels if label.item_id == "2101.00001::Cu3Nb2O8"]
-    assert {label.part: label.score for label in cu} == {
-        "": 3.5, "structural_completeness": 4.0, "material_extraction": 3.5, "process_steps": 3.0,
-        "equipment_extraction": 5.0, "conditions_extraction": 3.5, "semantic_accuracy": 5.0,
-        "format_compliance": 4.0,
+    assert {label.judge.removeprefix("lematerial.synthesis"): label.score for label in cu} == {
+        "": 3.5, ".structural_completeness": 4.0, ".material_extraction": 3.5, ".process_steps": 3.0,
+        ".equipment_extraction": 5.0, ".conditions_extraction": 3.5, ".semantic_accuracy": 5.0,
+        ".format_compliance": 4.0,
     }
+    assert all(label.part == "" for label in cu)
+    overall_only = load_lematerial_annotations(DATA, criteria=False)
+    assert {label.judge for label in overall_only.labels} == {"lematerial.synthesis"}
 
 
 def test_expand_criteria_gives_per_criterion_judge_rows(imported) -> None:  # type: ignore[no-untyped-def]
-    parts = expand_criteria(imported.to_pandas())
+    frame = imported.to_pandas()
+    parts = expand_criteria(frame[frame["judge"] == "lematerial.synthesis"])
     cu = parts[(parts["item_id"] == "2101.00001::Cu3Nb2O8")]
     assert dict(zip(cu["part"], cu["score"])) == {
         "structural_completeness": 4.0, "material_extraction": 4.5, "process_steps": 4.0,
@@ -98,8 +110,10 @@ def test_expand_criteria_gives_per_criterion_judge_rows(imported) -> None:  # ty
 
 
 def test_rows_write_to_a_run_store(imported, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from scijudge.commands._store import write_records
+
     path = tmp_path / "imported.sqlite"
-    assert imported.write_run(path) == len(imported.rows)
+    assert write_records(path, imported.results) == len(imported.rows)
     with Run(path, create=False) as run:
         stored = run.to_pandas()
     assert sorted(stored["key"]) == sorted(r["key"] for r in imported.rows)

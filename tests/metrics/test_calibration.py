@@ -118,9 +118,17 @@ def test_abstentions_lower_coverage_and_are_never_imputed() -> None:
     row = result.per_rubric.iloc[0]
     assert (row["n_units"], row["n_judged"], row["n_abstained"], row["n"]) == (25, 25, 5, 20)
     assert row["coverage"] == pytest.approx(0.8)
-    # units never judged also count against coverage
-    labels_more = pd.concat([labels, pd.DataFrame({"item_id": ["q25"], "judge": [RUBRICS[0]], "score": [3.0]})])
-    row = calibrate(pd.DataFrame(rows), labels_more, n_boot=0, allow_extra_labels=True).per_rubric.iloc[0]
+    # labels of items no run judged (allowed extra labels) do not count against coverage ...
+    labels_more = pd.concat([labels, pd.DataFrame({"item_id": ["q25", "q26"], "judge": [RUBRICS[0]] * 2,
+                                                   "score": [3.0, 2.0]})])
+    result = calibrate(pd.DataFrame(rows), labels_more, n_boot=0, allow_extra_labels=True)
+    row = result.per_rubric.iloc[0]
+    assert (row["n_units"], row["n_missing"], row["coverage"]) == (25, 0, pytest.approx(20 / 25))
+    assert any("2 labelled unit(s) of items no run judged" in n for n in result.notes)
+    # ... but an item another contender judged and this one did not does
+    other = rows + [_row("q25", RUBRICS[0], "other", 3.0)]
+    row = calibrate(pd.DataFrame(other), labels_more, n_boot=0, allow_extra_labels=True).per_rubric
+    row = row[row["contender"] == "m"].iloc[0]
     assert (row["n_missing"], row["coverage"]) == (1, pytest.approx(20 / 26))
     j = np.array([1 + i % 5 for i in range(20)], float)
     h = np.array([1 + (i + 1) % 5 for i in range(20)], float)
@@ -280,3 +288,90 @@ def test_pairwise_orders_use_a_part_less_label() -> None:
     j = [v.lower() for pair in zip(said_ab, said_ba) for v in pair]
     assert row["accuracy"] == pytest.approx(skm.accuracy_score(h, j))
     assert row["kappa"] == pytest.approx(skm.cohen_kappa_score(h, j))
+
+
+def test_pairwise_position_consistency_by_hand() -> None:
+    from scipy.stats import binomtest
+
+    judge = "yescieval.qa.correctness.pairwise"
+    truth = ["A", "B", "tie", "A", "B", "A"]
+    said_ab = ["A", "B", "A", "A", "A", "A"]  # item terms; in AB the first slot is A
+    said_ba = ["A", "B", "tie", "B", "B", "A"]  # item terms; in BA the first slot is B
+    rows = [_row(f"p{i}", judge, "m", None, family="pairwise", part=order, verdict=v)
+            for i in range(6) for order, v in (("AB", said_ab[i]), ("BA", said_ba[i]))]
+    labels = pd.DataFrame({"item_id": [f"p{i}" for i in range(6)], "judge": judge, "verdict": truth})
+    (row,) = calibrate(pd.DataFrame(rows), labels, n_boot=0).position.to_dict("records")
+    # flips: items 2 (A vs tie), 3 (A vs B), 4 (A vs B) -> 3 of 6
+    assert row["n_both_orders"] == 6 and row["flip_rate"] == pytest.approx(3 / 6)
+    # decisive judgments: AB 6 (all A/B) + BA 5 (one tie) = 11; first slot: AB says A 5 times, BA says B 3 times
+    assert (row["n_decisive"], row["first_slot_share"]) == (11, pytest.approx(8 / 11))
+    assert row["first_slot_p"] == pytest.approx(binomtest(8, 11, 0.5).pvalue)
+    # resolved by both orders: A, B, tie, tie, tie, A vs truth A, B, tie, A, B, A -> 4 of 6
+    assert row["agreement_resolved"] == pytest.approx(4 / 6)
+    assert row["agreement_ab"] == pytest.approx(4 / 6) and row["agreement_ba"] == pytest.approx(5 / 6)
+
+
+def test_continuous_moment_statistics_match_scipy_and_pingouin() -> None:
+    """The moment formulas behind continuous-scale intervals give the library values on the full sample."""
+    pingouin = pytest.importorskip("pingouin")
+    from scipy import stats
+
+    from scijudge.metrics.calibration.continuous import (
+        N_MOMENTS,
+        moment_cells,
+        moment_stats,
+    )
+
+    rng = np.random.default_rng(11)
+    h = rng.uniform(1, 5, 40)
+    j = np.clip(h + rng.normal(0.3, 0.6, 40), 1, 5)
+    cells, vals = moment_cells(j, h)
+    sums = np.bincount(cells, weights=vals, minlength=N_MOMENTS)
+    got = moment_stats(sums)
+    long = pd.DataFrame({"t": np.r_[np.arange(40), np.arange(40)], "r": ["h"] * 40 + ["j"] * 40, "x": np.r_[h, j]})
+    icc = pingouin.intraclass_corr(long, targets="t", raters="r", ratings="x").set_index("Type")["ICC"]
+    assert got["icc_a1"] == pytest.approx(icc["ICC(A,1)"] if "ICC(A,1)" in icc else icc["ICC2"])
+    assert got["icc_c1"] == pytest.approx(icc["ICC(C,1)"] if "ICC(C,1)" in icc else icc["ICC3"])
+    assert got["pearson"] == pytest.approx(stats.pearsonr(j, h).statistic)
+    assert got["mae"] == pytest.approx(np.mean(np.abs(j - h))) and got["bias"] == pytest.approx(np.mean(j - h))
+    assert got["sd_ratio"] == pytest.approx(np.std(j, ddof=1) / np.std(h, ddof=1))
+
+
+def test_continuous_scale_keeps_raw_values_and_rounds_only_for_the_grid() -> None:
+    rows = [_row(f"q{i}", "m.overall", "m", v) for i, v in enumerate([4.21, 3.64, 2.5, 1.93, 4.79, 3.07])]
+    labels = pd.DataFrame({"item_id": [f"q{i}" for i in range(6)], "judge": "m.overall",
+                           "score": [4.0, 3.86, 2.71, 2.25, 4.5, 3.0]})
+    with pytest.raises(InputError, match="outside the scale 1..5 step 0.5"):
+        calibrate(pd.DataFrame(rows), labels, scale=(1, 5, 0.5), n_boot=0)
+    result = calibrate(pd.DataFrame(rows), labels, scale={"m.overall": (1, 5, 0.5, "continuous")}, n_boot=100)
+    row = result.per_rubric.iloc[0]
+    j = np.array([4.21, 3.64, 2.5, 1.93, 4.79, 3.07])
+    h = np.array([4.0, 3.86, 2.71, 2.25, 4.5, 3.0])
+    assert row["mae"] == pytest.approx(np.mean(np.abs(j - h)))
+    grid = lambda x: np.round(x * 2) / 2  # noqa: E731 - half steps, half-way cases to even
+    assert row["exact"] == pytest.approx(np.mean(grid(j) == grid(h)))
+    assert result.continuous == ["m.overall"] and "continuous" in row["scale"]
+    assert row["mae_lo"] <= row["mae"] <= row["mae_hi"]
+
+
+def test_scale_comes_from_the_spec_matching_the_stored_hash_not_the_name() -> None:
+    from scijudge.specs import Scale, get_spec
+
+    shipped = get_spec(RUBRICS[0])
+    mine = shipped.model_copy(update={"scale": Scale(min=0, max=10, step=1)})  # a user's edit: same name
+    assert mine.spec_hash() != shipped.spec_hash()
+    rows = [dict(_row(f"q{i}", RUBRICS[0], "m", float(v)), spec_hash=mine.spec_hash())
+            for i, v in enumerate([8, 2, 10, 5, 0, 7])]
+    labels = pd.DataFrame({"item_id": [f"q{i}" for i in range(6)], "judge": RUBRICS[0],
+                           "score": [7.0, 3.0, 9.0, 5.0, 1.0, 7.0]})
+    result = calibrate(pd.DataFrame(rows), labels, n_boot=0, specs=[mine])
+    assert result.scales[RUBRICS[0]] == (0.0, 10.0, 1.0)
+    assert result.per_rubric.iloc[0]["mae"] == pytest.approx(np.mean(np.abs(np.array([8, 2, 10, 5, 0, 7]) -
+                                                                        np.array([7, 3, 9, 5, 1, 7]))))
+    # without the spec, the shipped spec of that name is NOT used (its hash differs): family default, clear error
+    with pytest.raises(InputError, match="outside the scale 1..5 step 1"):
+        calibrate(pd.DataFrame(rows), labels, n_boot=0)
+    # rows recorded with the shipped spec's hash take the shipped scale without being told
+    shipped_rows = [dict(r, spec_hash=shipped.spec_hash(), score=s) for r, s in zip(rows, [4.0, 1.0, 5.0, 3.0, 1.0, 4.0])]
+    shipped_labels = labels.assign(score=[4.0, 2.0, 5.0, 3.0, 1.0, 4.0])
+    assert calibrate(pd.DataFrame(shipped_rows), shipped_labels, n_boot=0).scales[RUBRICS[0]] == (1.0, 5.0, 1.0)

@@ -12,17 +12,30 @@ from scijudge.errors import InputError
 
 
 def _parse_scale(text: str | None) -> tuple[float, float, float] | None:
-    """'1,5,1' or '1:5:0.5' → (lo, hi, step)."""
+    """'1,5,1' or '1:5:0.5' → (lo, hi, step); kept for callers of the single-scale form."""
     if text is None:
         return None
-    parts = [p for p in text.replace(":", ",").split(",") if p.strip()]
-    try:
-        values = tuple(float(p) for p in parts)
-    except ValueError:
-        values = ()
-    if len(values) != 3:
-        raise InputError(f"scale must be 'lo,hi,step' such as '1,5,1', got {text!r}", field="scale")
-    return values  # type: ignore[return-value]
+    from scijudge.metrics.calibration.vocab import parse_scale
+
+    sc, _ = parse_scale(text)
+    return sc
+
+
+def _scale_mapping(texts: list[str] | None, judges: list[str], stored: dict[str, Any]) -> dict[str, Any] | None:
+    """Scales per judge: the runs' stored scales (importers write them), then --scale values ('lo,hi,step[,continuous]'
+    for every judge, or 'JUDGE=lo,hi,step[,continuous]' for one)."""
+    from scijudge.metrics.calibration.vocab import parse_scale
+
+    mapping: dict[str, Any] = {j: v for j, v in stored.items() if j in judges}
+    for text in [texts] if isinstance(texts, str) else texts or []:
+        name, sep, value = text.rpartition("=")
+        if sep:
+            parse_scale(value, name)  # fail early with the judge named
+            mapping[name.strip()] = value
+        else:
+            parse_scale(value)
+            mapping.update({j: value for j in judges})
+    return mapping or None
 
 
 def _source_names(paths: list[Path]) -> list[str]:
@@ -37,15 +50,21 @@ def _matches(judge: str, patterns: list[str]) -> bool:
     return any(judge == p or judge.startswith(p + ".") or fnmatch.fnmatch(judge, p) for p in patterns)
 
 
+_SCALE_HELP = ("Scale 'lo,hi,step' (or 'lo,hi,step,continuous') for every judge, or 'JUDGE=lo,hi,step[,continuous]'; "
+               "repeatable (default: the run's stored scale, the spec matching the stored hash, or the family's).")
+_SPEC_HELP = "A judge spec file (TOML) the runs used, for its scale (matched by the stored spec hash); repeatable."
+
+
 def calibrate_cmd(
     labels: Annotated[Path, typer.Option("--labels", "-l", help="Human labels: JSONL or CSV (item_id, judge, part, score|verdict, annotator).")],
     run: Annotated[list[Path], typer.Option("--run", "-r", help="Run store to compare; repeat for several runs.")],
     judge: Annotated[list[str] | None, typer.Option("--judge", "-j", help="Only these judges: name, prefix (yescieval.qa) or glob; repeatable.")] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Folder for report.html, report.json and CSV tables.")] = None,
-    scale: Annotated[str | None, typer.Option(help="Score scale 'lo,hi,step' for every judge (default: from the judge's spec or family).")] = None,
+    scale: Annotated[list[str] | None, typer.Option(help=_SCALE_HELP)] = None,
     n_boot: Annotated[int, typer.Option(help="Bootstrap resamples of items (0: no intervals).")] = 1000,
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap resampling.")] = 0,
     allow_extra_labels: Annotated[bool, typer.Option(help="Accept labels for items no run judged (ignored).")] = False,
+    spec: Annotated[list[Path] | None, typer.Option("--spec", help=_SPEC_HELP)] = None,
 ) -> Any:
     """Compare judges with human labels: agreement, bias, intervals, paired tests, robustness and a report.
 
@@ -63,10 +82,13 @@ def calibrate_cmd(
         raise InputError("give at least one --run", field="run")
     label_frame = labels_to_frame(load_labels(labels))
     frames = []
+    stored_scales: dict[str, Any] = {}
     for path, name in zip(run, _source_names(list(run))):
         if not Path(path).exists():
             raise InputError("run store not found", file=path)
-        frame = Run(path, create=False).to_pandas()
+        with Run(path, create=False) as store:
+            frame = store.to_pandas()
+            stored_scales.update(store.meta().get("scales") or {})
         frame["source"] = name
         frames.append(frame)
     judgments = pd.concat(frames, ignore_index=True)
@@ -76,8 +98,12 @@ def calibrate_cmd(
         if judgments.empty:
             raise InputError(f"no judgment in the runs is by a judge matching {list(judge)}", field="judge")
     is_variant = judgments["item_id"].astype(str).str.match(VARIANT_ID.pattern)
-    result = calibrate(judgments[~is_variant], label_frame, scale=_parse_scale(scale), n_boot=n_boot, seed=seed,
-                       allow_extra_labels=allow_extra_labels)
+    scales = _scale_mapping(scale, sorted(judgments["judge"].unique()), stored_scales)
+    from scijudge.specs import load_spec_file
+
+    specs = [load_spec_file(path) for path in spec or []]
+    result = calibrate(judgments[~is_variant], label_frame, scale=scales, n_boot=n_boot, seed=seed,
+                       allow_extra_labels=allow_extra_labels, specs=specs)
     robust = robustness(judgments, n_boot=n_boot, seed=seed) if is_variant.any() else None
     from rich.console import Console
 
@@ -107,8 +133,9 @@ def perturb_cmd(
     loaded = load_items(items)
     models = loaded[0] if isinstance(loaded, tuple) else loaded
     dicts = [m.model_dump(exclude_none=True) if hasattr(m, "model_dump") else dict(m) for m in models]
+    not_made: list[dict[str, Any]] = []
     variants = perturb_items(dicts, level, seed, list(rubric) if rubric else None, pools=pools,
-                             include_original=with_original)
+                             include_original=with_original, not_made=not_made)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", encoding="utf-8") as handle:
@@ -116,5 +143,12 @@ def perturb_cmd(
             handle.write(json.dumps(variant, ensure_ascii=False) + "\n")
     from rich.console import Console
 
-    Console().print(f"wrote {len(variants)} items to {out}")
+    console = Console(highlight=False)
+    console.print(f"wrote {len(variants)} items to {out}; {len(not_made)} variants could not be made")
+    counts: dict[tuple[str, str, str], int] = {}
+    for miss in not_made:
+        key = (miss["rubric"], miss["level"], miss["reason"])
+        counts[key] = counts.get(key, 0) + 1
+    for (rub, lv, reason), count in sorted(counts.items()):
+        console.print(f"  {rub} {lv}: {count} not made ({reason})")
     return len(variants)

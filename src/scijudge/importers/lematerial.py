@@ -27,6 +27,12 @@ folders whose names carry such suffixes. A human entry left unpaired keeps its o
 Entries whose synthesis ``notes`` contain "Extraction failed" are skipped (both sides of a pair) and
 counted; human evaluations with no scores at all (not yet annotated) are skipped and counted.
 Folders named ``old`` (superseded copies) are not read.
+
+Each criterion is its own judge, ``lematerial.synthesis.<criterion>`` (scale 1–5 step 0.5), beside the
+overall ``lematerial.synthesis`` (the mean of seven criteria: a continuous 1–5 scale, see ``scales()``).
+Every human score left out is listed in ``dropped`` with the rule applied: outside 1–5 (e.g. 0.0), not a
+number, a criterion off the half-step grid, or a duplicate human entry for an item already labelled (the
+first in file order is kept). Importers return records; the ``import-lematerial`` command writes the store.
 """
 
 from __future__ import annotations
@@ -47,7 +53,12 @@ from scijudge.errors import InputError
 from scijudge.judges.base import JudgeResult
 from scijudge.labels import HumanLabel
 from scijudge.materials.ontology import is_extraction_failure
-from scijudge.materials.outputs import SCORE_MAX, SCORE_MIN, SynthesisJudgment
+from scijudge.materials.outputs import (
+    SCORE_MAX,
+    SCORE_MIN,
+    SCORE_STEP,
+    SynthesisJudgment,
+)
 from scijudge.outputs import coerce_number
 
 JUDGE_NAME = "lematerial.synthesis"
@@ -78,6 +89,20 @@ class _Entry:
     slot: int = 0  # position of the material in its file; several evaluations of one material share it
 
 
+@dataclass(frozen=True)
+class DroppedScore:
+    """A human score left out of the labels, and the rule that left it out."""
+
+    item_id: str
+    judge: str
+    value: Any
+    rule: str
+    file: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.item_id} {self.judge} = {self.value!r}: {self.rule}"
+
+
 @dataclass
 class LeMaterialImport:
     """What an annotation folder yields: run-store rows, human labels, and what was skipped or unpaired."""
@@ -89,6 +114,23 @@ class LeMaterialImport:
     skipped_unannotated: int = 0
     unmatched_human: list[str] = field(default_factory=list)
     unmatched_judge: list[str] = field(default_factory=list)
+    dropped: list[DroppedScore] = field(default_factory=list)
+    judge: str = JUDGE_NAME
+    criteria: bool = True
+
+    def scales(self) -> dict[str, list[Any]]:
+        """Scale per judge for calibration: the overall is continuous, each criterion on half steps."""
+        out: dict[str, list[Any]] = {self.judge: [SCORE_MIN, SCORE_MAX, SCORE_STEP, "continuous"]}
+        if self.criteria:
+            out.update({f"{self.judge}.{c}": [SCORE_MIN, SCORE_MAX, SCORE_STEP] for c in SynthesisJudgment.CRITERIA})
+        return out
+
+    def drop_counts(self) -> dict[str, int]:
+        """How many human scores each rule left out."""
+        counts: dict[str, int] = {}
+        for d in self.dropped:
+            counts[d.rule] = counts.get(d.rule, 0) + 1
+        return counts
 
     @property
     def rows(self) -> list[dict[str, Any]]:
@@ -100,15 +142,6 @@ class LeMaterialImport:
         import pandas as pd
 
         return pd.DataFrame(self.rows, columns=list(RUN_COLUMNS))
-
-    def write_run(self, path: str | Path) -> int:
-        """Record the judge results in a run store file (created if needed); returns the number written."""
-        from scijudge.runs import Run
-
-        with Run(path) as run:
-            for r in self.results:
-                run.record(r)
-        return len(self.results)
 
     def labels_frame(self) -> Any:
         """The human labels as a DataFrame (one row per label)."""
@@ -225,12 +258,20 @@ def _human_entries(paper: str, path: Path) -> list[_Entry]:
     ]
 
 
-def _human_scores(evaluation: Any) -> tuple[dict[str, float], float | None, str]:
-    """Criterion scores (1-5, any resolution), the stated overall, and the reasoning of a human evaluation."""
+_OUT_OF_RANGE = f"outside the scale {SCORE_MIN:g}-{SCORE_MAX:g}"
+_NOT_NUMBER = "not a number"
+_OFF_GRID = f"criterion score not on the {SCORE_STEP:g}-step grid"
+_DUPLICATE = "duplicate human entry for an item already labelled (the first in file order is kept)"
+
+
+def _human_scores(evaluation: Any) -> tuple[dict[str, float], float | None, str, list[tuple[str, Any, str]]]:
+    """Criterion scores (1-5 on half steps), the stated overall, the reasoning, and each score left out
+    as (name, value, rule)."""
     if not isinstance(evaluation, Mapping):
-        return {}, None, ""
+        return {}, None, "", []
     scores = evaluation.get("scores") if isinstance(evaluation.get("scores"), Mapping) else evaluation
     out: dict[str, float] = {}
+    dropped: list[tuple[str, Any, str]] = []
     for name in (*SynthesisJudgment.CRITERIA, "overall"):
         raw = scores.get(f"{name}_score")
         if raw is None or raw == "":
@@ -238,12 +279,17 @@ def _human_scores(evaluation: Any) -> tuple[dict[str, float], float | None, str]
         try:
             value = coerce_number(raw)
         except ValueError:
+            dropped.append((name, raw, _NOT_NUMBER))
             continue
-        if SCORE_MIN <= value <= SCORE_MAX:
+        if not SCORE_MIN <= value <= SCORE_MAX:
+            dropped.append((name, raw, _OUT_OF_RANGE))
+        elif name != "overall" and abs(value / SCORE_STEP - round(value / SCORE_STEP)) > 1e-9:
+            dropped.append((name, raw, _OFF_GRID))
+        else:
             out[name] = value
     overall = out.pop("overall", None)
     reasoning = str(evaluation.get("reasoning") or scores.get("overall_reasoning") or "")
-    return out, overall, reasoning
+    return out, overall, reasoning, dropped
 
 
 def _item_ids(entries: list[_Entry]) -> list[str]:
@@ -283,6 +329,20 @@ def _judge_result(entry: _Entry, item_id: str, judge: str) -> JudgeResult:
                        result=judgment.model_dump(mode="json"), rationale=fields.rationale, **base)
 
 
+def _criterion_results(overall: JudgeResult, judge: str) -> list[JudgeResult]:
+    """One row per criterion (judge ``<judge>.<criterion>``) from an overall row; an abstention abstains all."""
+    out = []
+    for name in SynthesisJudgment.CRITERIA:
+        common = overall.model_dump(exclude={"judge", "score", "result", "rationale", "confidence"})
+        if overall.status != "ok":
+            out.append(JudgeResult(judge=f"{judge}.{name}", **common))
+            continue
+        crit = (overall.result or {}).get(name) or {}
+        out.append(JudgeResult(judge=f"{judge}.{name}", score=crit.get("score"), confidence=overall.confidence,
+                               rationale=crit.get("reasoning"), result={"criterion": name, **crit}, **common))
+    return out
+
+
 def _unique_order(values: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(values))
 
@@ -298,7 +358,7 @@ def load_lematerial_annotations(
     *,
     judge: str = JUDGE_NAME,
     match_threshold: float = DEFAULT_MATCH_THRESHOLD,
-    criteria: bool = False,
+    criteria: bool = True,
     human_overall: Literal["mean", "stated"] = "mean",
     annotator: str = "human",
     model: str = "lematerial-judge",
@@ -309,7 +369,7 @@ def load_lematerial_annotations(
         folder: the annotations folder (one sub-folder per paper).
         judge: judge name written on rows and labels.
         match_threshold: least name similarity (0-1) for pairing a human entry with a judge entry.
-        criteria: also emit one label per criterion (``part`` = criterion name).
+        criteria: also emit one judge per criterion (``<judge>.<criterion>``): judge rows and human labels.
         human_overall: a human label's overall score: the mean of the seven criteria (comparable with the
             judge's recomputed overall) or the overall the annotator wrote.
         annotator: annotator name for the labels (the files do not name one).
@@ -320,7 +380,7 @@ def load_lematerial_annotations(
         raise InputError("is not a folder", file=root)
     if not 0.0 < match_threshold <= 1.0:
         raise InputError(f"must be in (0, 1], got {match_threshold}", field="match_threshold")
-    result = LeMaterialImport()
+    result = LeMaterialImport(judge=judge, criteria=criteria)
     for paper_dir in _paper_folders(root):
         paper = paper_dir.relative_to(root).as_posix()
         result.papers.append(paper)
@@ -356,6 +416,7 @@ def _import_paper(
     names_of = {item_id: e.material for e, item_id in zip(judges, judge_ids, strict=True)}
 
     human_ids = _item_ids(humans)
+    duplicate_of: dict[int, str] = {}
     for extractor in _unique_order(h.extractor for h in humans):
         idx = [k for k, h in enumerate(humans) if h.extractor == extractor]
         candidates = materials.get(extractor, [])
@@ -363,7 +424,12 @@ def _import_paper(
         for local, k in enumerate(idx):
             if local in pairs:
                 human_ids[k] = candidates[pairs[local]]
+            elif candidates:
+                best = max(candidates, key=lambda c: material_similarity(humans[k].material, names_of[c]))
+                if material_similarity(humans[k].material, names_of[best]) >= threshold:
+                    duplicate_of[k] = best  # it matches a material another human entry already took
     paired_items = set()
+    labelled: set[str] = set()
     counted_failed: set[str] = set()
 
     for k, h in enumerate(humans):
@@ -371,9 +437,19 @@ def _import_paper(
         if h.failed or item_id in failed_items:
             counted_failed.add(item_id)
             continue
-        crits, stated, reasoning = _human_scores(h.evaluation)
-        if not crits and stated is None:
+        crits, stated, reasoning, dropped = _human_scores(h.evaluation)
+        if not crits and stated is None and not dropped:
             result.skipped_unannotated += 1
+            continue
+        if k in duplicate_of or item_id in labelled:
+            result.dropped.append(DroppedScore(duplicate_of.get(k, item_id), judge, h.material, _DUPLICATE,
+                                               str(h.file)))
+            continue
+        labelled.add(item_id)
+        for name, value, rule in dropped:
+            result.dropped.append(DroppedScore(item_id, judge if name == "overall" else f"{judge}.{name}", value,
+                                               rule, str(h.file)))
+        if not crits and stated is None:
             continue
         if item_id in names_of:
             paired_items.add(item_id)
@@ -388,14 +464,17 @@ def _import_paper(
                                             rationale=reasoning or None))
         if criteria:
             for name, value in crits.items():
-                result.labels.append(HumanLabel(item_id=item_id, judge=judge, part=name, score=value,
+                result.labels.append(HumanLabel(item_id=item_id, judge=f"{judge}.{name}", score=value,
                                                 annotator=annotator))
 
     for e, item_id in zip(judges, judge_ids, strict=True):
         if item_id in failed_items:
             counted_failed.add(item_id)
             continue
-        result.results.append(_judge_result(e, item_id, judge))
+        row = _judge_result(e, item_id, judge)
+        result.results.append(row)
+        if criteria:
+            result.results.extend(_criterion_results(row, judge))
     result.skipped_failed += len(counted_failed)
     result.unmatched_judge.extend(
         i for i in _unique_order(judge_ids) if i not in paired_items and i not in failed_items and humans

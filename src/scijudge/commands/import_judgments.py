@@ -1,0 +1,55 @@
+"""CLI command `scijudge import-judgments`: bring judgments made elsewhere into a run store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from scijudge.errors import InputError
+
+_SHOWN_ERRORS = 20
+
+
+_FILE_HELP = ("JSONL or CSV: item_id, judge, model, score|verdict [, part, rationale, confidence, endpoint, "
+              "variant_of, level].")
+_MAP_HELP = "Rename a source column: SOURCE=FIELD (e.g. rating=score); repeatable."
+_STRICT_HELP = "Write nothing if any row is bad (default: write the good rows, list the bad)."
+
+
+def import_judgments_cmd(
+    file: Annotated[Path, typer.Argument(help=_FILE_HELP)],
+    run: Annotated[Path, typer.Option("--run", "-r", help="Run store (SQLite) to write into; created if needed.")],
+    map_: Annotated[list[str] | None, typer.Option("--map", help=_MAP_HELP)] = None,
+    strict: Annotated[bool, typer.Option(help=_STRICT_HELP)] = False,
+) -> int:
+    """Import judgments made by any tool (released rating files, logs) so they can be calibrated and stress-tested.
+
+    A row without score and verdict is stored as an abstention with a reason; bad rows are listed by line
+    (exit code 1 when there were any). Each record keeps its source file, line and SHA-256.
+
+    Example: scijudge import-judgments ratings.csv --run runs/released.sqlite --map rating=score --map llm=model
+    """
+    from rich.console import Console
+
+    from scijudge.commands._store import write_records
+    from scijudge.importers.judgments import load_judgments, parse_mapping
+
+    imported = load_judgments(file, mapping=parse_mapping(map_))
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    for error in imported.errors[:_SHOWN_ERRORS]:
+        err.print(f"[yellow]bad row:[/] {error}")
+    if len(imported.errors) > _SHOWN_ERRORS:
+        err.print(f"[yellow]... and {len(imported.errors) - _SHOWN_ERRORS} more bad rows[/]")
+    if strict and imported.errors:
+        raise InputError(f"{len(imported.errors)} bad row(s); nothing written (--strict)", file=file)
+    if not imported.results:
+        raise InputError("no judgment could be imported", file=file)
+    written = write_records(run, imported.results, imports=imported.meta())
+    Console(highlight=False).print(
+        f"{written} judgments -> {run} ({imported.n_abstained} abstentions, {imported.n_variants} perturbed "
+        f"variants); {len(imported.errors)} bad rows; source sha256 {imported.sha256[:12]}")
+    if imported.errors:
+        raise typer.Exit(1)
+    return written

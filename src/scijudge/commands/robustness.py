@@ -1,0 +1,47 @@
+"""CLI command `scijudge robustness`: how much judges drop perturbed answers, from run stores alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from scijudge.errors import InputError
+
+
+def robustness_cmd(
+    runs: Annotated[list[Path], typer.Argument(help="Run stores holding judgments of originals and their variants.")],
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Folder for robustness.csv and robustness.html.")] = None,
+    n_boot: Annotated[int, typer.Option(help="Bootstrap resamples of original items (0: no intervals).")] = 1000,
+    seed: Annotated[int, typer.Option(help="Seed of the bootstrap resampling.")] = 0,
+) -> None:
+    """Robustness to perturbed answers per model and judge (and pooled per model): drop, P(original > variant), AUC.
+
+    Needs no human labels: variants come from `scijudge perturb` ids or from imported `variant_of`/`level`.
+
+    Example: scijudge robustness runs/released.sqlite --out robustness/
+    """
+    import pandas as pd
+
+    from scijudge.commands.calibrate import _source_names
+    from scijudge.metrics.robustness import robustness_table
+    from scijudge.report_robustness import write_robustness
+    from scijudge.report_text import print_frame
+    from scijudge.runs import Run
+
+    if not runs:
+        raise InputError("give at least one run store", field="runs")
+    frames = []
+    for path, name in zip(runs, _source_names(list(runs))):
+        with Run(path, create=False) as store:
+            frame = store.to_pandas()
+        frame["source"] = name
+        frames.append(frame)
+    result = robustness_table(pd.concat(frames, ignore_index=True), n_boot=n_boot, seed=seed)
+    print_frame(result.table, title="Robustness (drop = original − variant; judge * pools a model's judges)")
+    left = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in result.excluded.items() if v)
+    typer.echo(f"left out: {left or 'nothing'}", err=True)
+    if out is not None:
+        paths = write_robustness(result, out)
+        typer.echo(f"wrote {paths['csv']} and {paths['html']}", err=True)

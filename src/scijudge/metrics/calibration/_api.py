@@ -1,0 +1,146 @@
+"""Calibration of judges against human labels: agreement, optimism bias, intervals and paired comparisons.
+
+``calibrate(judgments, labels)`` compares every contender (a model, per run and spec version) with the
+human consensus, per rubric (run-store ``judge``) and pooled over rubrics that share a scale. Point
+estimates come from ``scijudge.metrics.agreement`` (scipy / scikit-learn); 95% intervals from a cluster
+bootstrap over items (``scijudge.metrics.bootstrap``), vectorised through contingency tables
+(``scijudge.metrics.tables``). Abstentions are counted as lost coverage and never imputed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from scijudge.errors import InputError
+from scijudge.metrics.calibration._blocks import _Blocks, _Context
+from scijudge.metrics.calibration._inputs import (
+    _attach,
+    _check_duplicate_judgments,
+    _check_unknown_items,
+    _prepare_labels,
+    _validate_scores,
+)
+from scijudge.metrics.calibration._result import CalibrationResult, ScaleTuple
+from scijudge.metrics.calibration.ceiling import _ceiling_blocks, _ceiling_frame
+from scijudge.metrics.calibration.ordinal import _ordinal_frames, _ordinal_groups
+from scijudge.metrics.calibration.paired import _pair_blocks, _paired_frame
+from scijudge.metrics.calibration.position import position_consistency
+from scijudge.metrics.calibration.verdict import _verdict_frames, _verdict_groups
+from scijudge.metrics.calibration.vocab import (
+    _consensus,
+    _norm_verdict,
+    _resolve_scales,
+)
+from scijudge.metrics.groups import prepare_judgments
+
+
+def calibrate(
+    judgments: pd.DataFrame,
+    labels: pd.DataFrame,
+    *,
+    scale: ScaleTuple | Mapping[str, ScaleTuple] | None = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+    n_bins: int = 10,
+    allow_extra_labels: bool = False,
+    specs: Any = None,
+) -> CalibrationResult:
+    """Compare every (model, run, spec version) in ``judgments`` with the human ``labels``.
+
+    Args:
+        judgments: run-store rows (``Run(path).to_pandas()``; several runs concatenated, with a ``source``
+            column naming the run when they share a model).
+        labels: ``labels_to_frame(load_labels(path))`` or any frame with item_id, judge, part, score|verdict,
+            annotator.
+        scale: ``(lo, hi, step)`` or ``(lo, hi, step, "continuous")`` for every judge, or a mapping judge →
+            scale; by default the scale of the spec whose hash the judgments record (``specs`` given here,
+            then shipped specs), else the family default (Likert 1–5). A continuous scale accepts any value in
+            range: MAE, bias, correlations and ICC use raw values, κ/α/AC2 the step grid after rounding.
+        n_boot: bootstrap resamples of items (0 disables intervals and bootstrap p-values).
+        seed: seed of the resampling: the same seed gives the same intervals.
+        allow_extra_labels: accept labels for items that no run judged (otherwise an error, since it usually
+            means mismatched ids). Coverage then counts only labels of items some run judged.
+        specs: judge specs (``JudgeSpec``) the runs may have used, for their scales (matched by hash).
+    """
+    df = prepare_judgments(judgments)
+    lab = _prepare_labels(labels)
+    if df.empty:
+        raise InputError("no judgments to calibrate: the runs are empty")
+    if lab.empty:
+        raise InputError("no labels to calibrate against")
+    if not allow_extra_labels:
+        _check_unknown_items(df, lab)
+    df["verdict"] = df["verdict"].map(_norm_verdict)
+
+    label_keys = set(zip(lab["item_id"], lab["judge"]))
+    judged_keys = set(zip(df["item_id"], df["judge"]))
+    overlap_judges = sorted({j for (_, j) in label_keys & judged_keys})
+    if not overlap_judges:
+        raise InputError(
+            "no judgment matches a label on (item_id, judge): the runs judged "
+            f"{sorted(df['judge'].unique())[:6]} on {df['item_id'].nunique()} items, the labels cover "
+            f"{sorted(lab['judge'].unique())[:6]} on {lab['item_id'].nunique()} items",
+            field="judge",
+        )
+    scales, continuous, notes = _resolve_scales(df, overlap_judges, scale, specs)
+    _validate_scores(df, lab, scales, continuous)
+    score_cons, verdict_cons, no_consensus = _consensus(lab, scales, continuous)
+    score_cons, verdict_cons, n_unjudged = _judged_units_only(df, score_cons, verdict_cons)
+    if n_unjudged:
+        notes.append(f"{n_unjudged} labelled unit(s) of items no run judged with that judge were left out of "
+                     "coverage (allow_extra_labels)")
+    if no_consensus:
+        notes.append(f"{no_consensus} labelled unit(s) with tied verdicts among annotators have no consensus "
+                     "and were left out")
+
+    df_rel = df[df["judge"].isin(overlap_judges)]
+    ord_matched = _attach(df_rel, score_cons)
+    ver_matched = _attach(df_rel, verdict_cons)
+    if ord_matched.empty and ver_matched.empty:
+        raise InputError("no judgment matches a label on (item_id, judge, part): check the 'part' values", field="part")
+    for matched in (ord_matched, ver_matched):
+        _check_duplicate_judgments(matched)
+
+    # items that enter any statistic, for the shared bootstrap
+    items = sorted(set(ord_matched["item_id"]) | set(ver_matched["item_id"]) | set(lab["item_id"]) & set(df["item_id"]))
+    blocks = _Blocks(items)
+    ctx = _Context(scales=scales, blocks=blocks, level=level, n_bins=n_bins, notes=notes, continuous=continuous)
+
+    ord_groups = _ordinal_groups(ord_matched, score_cons, ctx)
+    ver_groups = _verdict_groups(ver_matched, verdict_cons, ctx)
+    ceiling_specs = _ceiling_blocks(lab, scales, ctx)
+    pair_specs = _pair_blocks(ord_groups, ver_groups, ctx)
+    blocks.run(n_boot, seed)
+    if n_boot <= 0:
+        notes.append("bootstrap disabled (n_boot=0): no intervals or paired p-values")
+
+    per_rubric, leaderboard, conf_rows, rel_rows = _ordinal_frames(ord_groups, ctx)
+    v_per_rubric, v_leaderboard, v_conf, v_rel = _verdict_frames(ver_groups, ctx)
+    ceiling = _ceiling_frame(ceiling_specs, ctx)
+    paired = _paired_frame(pair_specs, ctx)
+    position = position_consistency(df, verdict_cons)
+    confusion = pd.DataFrame(conf_rows + v_conf, columns=["contender", "judge", "track", "human", "judge_value", "count"])
+    reliability = pd.DataFrame(rel_rows + v_rel, columns=["contender", "judge", "track", "source", "strategy", "bin",
+                                                          "lower", "upper", "count", "confidence", "accuracy"])
+    return CalibrationResult(
+        leaderboard=leaderboard, per_rubric=per_rubric, verdict_leaderboard=v_leaderboard,
+        verdict_per_rubric=v_per_rubric, human_ceiling=ceiling, paired=paired, confusion=confusion,
+        reliability=reliability, scales=scales, n_boot=n_boot, seed=seed, level=level, notes=notes,
+        continuous=sorted(continuous), position=position,
+    )
+
+
+def _judged_units_only(df: pd.DataFrame, *cons: pd.DataFrame) -> tuple[Any, ...]:
+    """Consensus rows whose (item, judge) some run judged, and how many were dropped (extra labels)."""
+    judged = pd.MultiIndex.from_frame(df[["item_id", "judge"]].drop_duplicates())
+    kept, dropped = [], 0
+    for frame in cons:
+        inside = pd.MultiIndex.from_frame(frame[["item_id", "judge"]]).isin(judged) if len(frame) else np.ones(0, bool)
+        kept.append(frame[inside])
+        dropped += int((~inside).sum())
+    return (*kept, dropped)

@@ -1,0 +1,140 @@
+"""Shared machinery: bootstrap blocks, the per-call context, contender groups, coverage and ranking."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import sparse
+
+from scijudge.metrics.bootstrap import (
+    bootstrap_sums,
+    percentile_interval,
+)
+from scijudge.metrics.calibration._result import POOLED, ScaleTuple
+
+
+class _Blocks:
+    """Per-item sums for many statistics side by side, resampled together in one bootstrap pass."""
+
+    def __init__(self, items: list[str]) -> None:
+        self.index = {item: i for i, item in enumerate(items)}
+        self._lookup = pd.Index(items)
+        self.rows: list[np.ndarray] = []
+        self.cols: list[np.ndarray] = []
+        self.vals: list[np.ndarray] = []
+        self.offsets: dict[Any, tuple[int, int]] = {}
+        self.width = 0
+        self.reps: np.ndarray | None = None
+
+    def add(self, name: Any, item_ids: np.ndarray, cells: np.ndarray, width: int, values: np.ndarray | None = None) -> None:
+        """Register a block: each (item, cell) pair adds ``values`` (default 1) to that item's row."""
+        self.offsets[name] = (self.width, width)
+        rows = self._lookup.get_indexer(pd.Index(item_ids))
+        if (rows < 0).any():
+            raise KeyError("item outside the bootstrap index")  # internal invariant, not user input
+        self.rows.append(rows.astype(np.int64))
+        self.cols.append(np.asarray(cells, dtype=np.int64) + self.width)
+        self.vals.append(np.ones(len(cells)) if values is None else np.asarray(values, dtype=float))
+        self.width += width
+
+    def run(self, n_boot: int, seed: int) -> None:
+        if n_boot <= 0 or not self.offsets or not self.index:
+            return
+        mat = sparse.csr_matrix(
+            (np.concatenate(self.vals), (np.concatenate(self.rows), np.concatenate(self.cols))),
+            shape=(len(self.index), self.width),
+        )
+        self.reps = bootstrap_sums(mat, n_boot, seed)
+
+    def get(self, name: Any) -> np.ndarray | None:
+        if self.reps is None:
+            return None
+        start, width = self.offsets[name]
+        return self.reps[:, start : start + width]
+
+
+@dataclass
+class _Context:
+    scales: dict[str, ScaleTuple]
+    blocks: _Blocks
+    level: float
+    n_bins: int
+    notes: list[str]
+    continuous: set[str] = field(default_factory=set)
+
+
+@dataclass
+class _Group:
+    """One contender × judge on one track, with its matched pairs."""
+
+    contender: str
+    judge: str
+    track: str  # "ordinal" or "verdict"
+    pool: str  # pooling key: scale text (ordinal) or "verdict:<family>"
+    model: str
+    spec_hash: str
+    family: str
+    categories: np.ndarray  # scale values (ordinal) or verdict classes
+    pairs: pd.DataFrame  # ok judgments with a usable value, joined to the consensus
+    counts: dict[str, int]
+    block: Any = None
+
+
+def _intervals(row: dict[str, Any], reps: dict[str, np.ndarray] | None, names: tuple[str, ...], level: float) -> None:
+    for name in names:
+        if reps is None:
+            row[f"{name}_lo"] = row[f"{name}_hi"] = float("nan")
+        else:
+            lo, hi = percentile_interval(reps[name], level)
+            row[f"{name}_lo"], row[f"{name}_hi"] = float(lo), float(hi)
+
+
+def _table_reps(ctx: _Context, blocks: list[Any], k: int) -> np.ndarray | None:
+    parts = [ctx.blocks.get(b) for b in blocks if b is not None]
+    if not parts or parts[0] is None:
+        return None
+    total = np.sum(parts, axis=0)
+    return total.reshape(-1, k, k)
+
+
+def _coverage(matched: pd.DataFrame, cons: pd.DataFrame, judge: str, usable: pd.Series) -> dict[str, int]:
+    """Labelled units, judgments of them (a pairwise unit is judged in two orders), abstentions, and units
+    this contender never judged; coverage = usable judgments / (judgments + never-judged units)."""
+    units = int((cons["judge"] == judge).sum())
+    n_judged = len(matched)
+    n_abst = int((matched["status"] == "abstained").sum())
+    n_ok = int(usable.sum())
+    judged_units = int(matched[["item_id", "label_part"]].drop_duplicates().shape[0])
+    return {"n_units": units, "n_judged": n_judged, "n_abstained": n_abst,
+            "n_no_value": n_judged - n_abst - n_ok, "n_missing": units - judged_units, "n": n_ok}
+
+
+def _per_rubric_and_pooled(groups: list[_Group], ctx: _Context, make_row: Any) -> tuple[list[dict], list[dict], list[dict], list[dict]]:
+    """Rows per rubric, then one pooled row per (contender, pool), with their confusion and reliability rows."""
+    rows, pooled, conf_rows, rel_rows = [], [], [], []
+    for g in groups:
+        row, c, r = make_row([g], ctx, g.judge)
+        rows.append(row)
+        conf_rows += c
+        rel_rows += r
+    by_pool: dict[tuple[str, str], list[_Group]] = {}
+    for g in groups:
+        by_pool.setdefault((g.contender, g.pool), []).append(g)
+    for (_, _), gs in sorted(by_pool.items()):
+        row, c, r = make_row(gs, ctx, POOLED)
+        row["n_judges"] = len(gs)
+        pooled.append(row)
+        conf_rows += c
+        rel_rows += r
+    return rows, pooled, conf_rows, rel_rows
+
+
+def _rank(frame: pd.DataFrame, key: str, by: str) -> pd.DataFrame:
+    if frame.empty:
+        return frame
+    frame = frame.sort_values([by, key], ascending=[True, False], na_position="last").reset_index(drop=True)
+    frame.insert(0, "rank", frame.groupby(by)[key].rank(ascending=False, method="min").astype("Int64"))
+    return frame

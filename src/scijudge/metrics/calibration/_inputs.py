@@ -1,0 +1,125 @@
+"""Checks of the labels and judgments given to ``calibrate``, and matching judgments to consensus labels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from scijudge.errors import InputError
+from scijudge.metrics.calibration._result import ScaleTuple
+from scijudge.metrics.calibration.vocab import (
+    _norm_verdict,
+    _on_scale,
+    _scale_text,
+    in_range,
+)
+
+
+def _prepare_labels(labels: pd.DataFrame) -> pd.DataFrame:
+    if not isinstance(labels, pd.DataFrame):
+        raise InputError(f"labels must be a pandas DataFrame (see labels_to_frame), got {type(labels).__name__}")
+    for column in ("item_id", "judge"):
+        if column not in labels.columns:
+            raise InputError("labels lack a column", field=column)
+    if "score" not in labels.columns and "verdict" not in labels.columns:
+        raise InputError("labels need a 'score' or a 'verdict' column", field="score")
+    lab = labels.copy()
+    for column, default in (("part", ""), ("annotator", ""), ("score", np.nan), ("verdict", None),
+                            ("source_file", None), ("source_line", None)):
+        if column not in lab.columns:
+            lab[column] = default
+    for column in ("item_id", "judge", "part", "annotator"):
+        lab[column] = lab[column].astype(object).where(lab[column].notna(), "").astype(str)
+    lab["score"] = pd.to_numeric(lab["score"], errors="raise").astype(float)
+    lab["verdict"] = lab["verdict"].astype(object).where(lab["verdict"].notna(), None)
+    both = lab["score"].notna() == lab["verdict"].notna()
+    if both.any():
+        raise _label_error(lab[both].iloc[0], "exactly one of 'score' or 'verdict' must be given", "score")
+    dup = lab.duplicated(["item_id", "judge", "part", "annotator"], keep="first")
+    if dup.any():
+        row = lab[dup].iloc[0]
+        who = f"annotator {row['annotator']!r}" if row["annotator"] else "an unnamed annotator"
+        raise _label_error(row, f"duplicate label: {who} labelled item {row['item_id']!r}, judge "
+                                f"{row['judge']!r}{_part_text(row['part'])} more than once", "annotator")
+    lab["verdict"] = lab["verdict"].map(_norm_verdict)
+    return lab
+
+
+def _part_text(part: str) -> str:
+    return f", part {part!r}" if part else ""
+
+
+def _label_error(row: pd.Series, message: str, field: str) -> InputError:
+    line = row.get("source_line")
+    line = int(line) if line is not None and not pd.isna(line) else None
+    file = row.get("source_file")
+    file = file if isinstance(file, str) and file else None
+    if file is None and line is None:
+        message = f"label for item {row['item_id']!r}, judge {row['judge']!r}: {message}"
+    return InputError(message, file=file, line=line, field=field)
+
+
+def _check_unknown_items(df: pd.DataFrame, lab: pd.DataFrame) -> None:
+    known = set(df["item_id"])
+    unknown = lab[~lab["item_id"].isin(known)]
+    if unknown.empty:
+        return
+    ids = list(dict.fromkeys(unknown["item_id"]))
+    shown = ", ".join(repr(i) for i in ids[:5]) + (" ..." if len(ids) > 5 else "")
+    raise _label_error(
+        unknown.iloc[0],
+        f"labels for {len(ids)} item(s) that no run judged ({shown}); check that labels and runs use the same "
+        "item ids, or allow extra labels (allow_extra_labels=True / --allow-extra-labels)",
+        "item_id",
+    )
+
+
+def _validate_scores(df: pd.DataFrame, lab: pd.DataFrame, scales: dict[str, ScaleTuple],
+                     continuous: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+    for judge, sc in scales.items():
+        check = in_range if judge in continuous else _on_scale
+        sel = lab[(lab["judge"] == judge) & lab["score"].notna()]
+        bad = ~check(sel["score"].to_numpy(), sc)
+        if bad.any():
+            row = sel[bad].iloc[0]
+            where = _scale_text(sc, judge in continuous)
+            raise _label_error(row, f"score {row['score']:g} is outside the scale {where} of judge "
+                                    f"{judge!r}", "score")
+        rows = df[(df["judge"] == judge) & (df["status"] == "ok") & df["score"].notna()]
+        bad = ~check(rows["score"].to_numpy(), sc)
+        if bad.any():
+            row = rows[bad].iloc[0]
+            raise InputError(
+                f"judgment of item {row['item_id']!r} by {row['model']!r} has score {row['score']:g}, outside the "
+                f"scale {_scale_text(sc, judge in continuous)} of judge {judge!r}; pass the right scale "
+                "(scale=(lo, hi, step) or (lo, hi, step, 'continuous') / --scale)",
+                file=row["source"] or None, field="score",
+            )
+
+
+def _attach(df: pd.DataFrame, cons: pd.DataFrame) -> pd.DataFrame:
+    """Judgments joined to consensus labels on (item, judge, part); pairwise orders AB/BA use a part-less label."""
+    keys = ["item_id", "judge", "part"]
+    judged = df.copy()
+    judged["label_part"] = judged["part"]
+    ordered = judged["part"].isin(["AB", "BA"])
+    if ordered.any():
+        have = set(map(tuple, cons[keys].to_numpy().tolist())) if len(cons) else set()
+        sub = judged[ordered]
+        missing = [k not in have for k in zip(sub["item_id"], sub["judge"], sub["part"])]
+        judged.loc[sub.index[missing], "label_part"] = ""
+    merged = judged.merge(
+        cons.rename(columns={"part": "label_part"}), on=["item_id", "judge", "label_part"], how="inner"
+    )
+    return merged
+
+
+def _check_duplicate_judgments(matched: pd.DataFrame) -> None:
+    dup = matched.duplicated(["contender", "item_id", "judge", "part"])
+    if dup.any():
+        row = matched[dup].iloc[0]
+        raise InputError(
+            f"{row['contender']!r} judged item {row['item_id']!r} with {row['judge']!r}{_part_text(row['part'])} "
+            "more than once; pass each run once, or split repeated samples into separate runs",
+            file=row["source"] or None, field="item_id",
+        )

@@ -1,0 +1,221 @@
+"""Scores on an ordinal scale: point estimates, intervals, confidence calibration, per rubric and pooled."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from scijudge.errors import InputError
+from scijudge.metrics import agreement as ag
+from scijudge.metrics.bootstrap import (
+    holm,
+)
+from scijudge.metrics.calibration import continuous as cont
+from scijudge.metrics.calibration._blocks import (
+    _Context,
+    _coverage,
+    _Group,
+    _intervals,
+    _per_rubric_and_pooled,
+    _rank,
+    _table_reps,
+)
+from scijudge.metrics.calibration.vocab import _cat_index, _scale_text, to_grid
+from scijudge.metrics.tables import (
+    ORDINAL_STATS,
+    ordinal_stats,
+)
+
+
+def _ordinal_point(j: np.ndarray, h: np.ndarray, values: np.ndarray, tol: float) -> tuple[dict[str, float], list[str]]:
+    """Point estimates from the library-backed functions, plus why any of them is undefined."""
+    notes: list[str] = []
+    n = j.size
+    out: dict[str, float] = {
+        "exact": ag.exact_agreement(j, h),
+        "within1": ag.within_agreement(j, h, tol),
+        "mae": ag.mean_absolute_error(j, h),
+        "top_share_judge": ag.top_share(j, values[-1]),
+        "top_share_human": ag.top_share(h, values[-1]),
+    }
+    bias = ag.mean_bias(j, h)
+    out.update(bias=bias.bias, bias_t=bias.t, bias_p=bias.p_ttest, bias_p_wilcoxon=bias.p_wilcoxon)
+    j_const, h_const = n < 2 or np.ptp(j) == 0, n < 2 or np.ptp(h) == 0
+    if n < 2:
+        notes.append("fewer than 2 pairs: correlations, kappa, alpha, AC2 and ICC undefined")
+    elif j_const or h_const:
+        who = "judge and human" if j_const and h_const else ("judge" if j_const else "human")
+        notes.append(f"{who} ratings constant: correlations and ICC undefined")
+    with np.errstate(all="ignore"):
+        out["kappa_w"] = ag.weighted_kappa(j, h, values) if n >= 2 and not (j_const and h_const) else float("nan")
+        pair = np.column_stack([h, j])
+        out["alpha_ordinal"] = ag.krippendorff_alpha(pair, values, "ordinal") if n >= 2 else float("nan")
+        out["alpha_interval"] = ag.krippendorff_alpha(pair, values, "interval") if n >= 2 else float("nan")
+        out["ac2"] = ag.gwet_ac2(pair, values, "quadratic") if n >= 2 else float("nan")
+        out["spearman"] = ag.spearman(j, h)
+        out["kendall"] = ag.kendall_tau_b(j, h)
+        out["pearson"] = ag.pearson(j, h)
+        icc = ag.icc(pair) if n >= 2 and not (j_const and h_const) else {"ICC(A,1)": float("nan"), "ICC(C,1)": float("nan")}
+        out["icc_a1"], out["icc_c1"] = icc["ICC(A,1)"], icc["ICC(C,1)"]
+        out["sd_ratio"] = ag.sd_ratio(j, h) if not h_const else float("nan")
+    for name in ("kappa_w", "alpha_ordinal", "alpha_interval"):
+        if n >= 2 and not math.isfinite(out[name]) and j_const and h_const:
+            notes.append(f"{name} undefined: every rating is the same value")
+            break
+    if h_const and n >= 2:
+        notes.append("sd_ratio undefined: human ratings constant")
+    if not math.isfinite(out["bias_p"]):
+        notes.append("bias test undefined: fewer than 2 pairs")
+    return out, notes
+
+
+def _calibration(group: pd.DataFrame, track: str, values: np.ndarray | None, n_bins: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Brier score and ECE (equal-width and equal-mass) from rating probabilities or a confidence."""
+    out: dict[str, Any] = {"calibration_source": None, "n_calibration": 0, "brier": float("nan"),
+                           "ece": float("nan"), "ece_mass": float("nan")}
+    bins: list[dict[str, Any]] = []
+    correct: np.ndarray
+    if track == "ordinal":
+        with_probs = group[group["probs"].map(lambda p: isinstance(p, dict) and len(p) > 0)]
+        if len(with_probs) and values is not None:
+            probs = np.array([_prob_row(p, values, r) for p, (_, r) in zip(with_probs["probs"], with_probs.iterrows())])
+            h = with_probs["h_score"].to_numpy(float)
+            top = probs.argmax(axis=1)
+            correct = np.isclose(values[top], h)
+            conf = probs.max(axis=1)
+            out.update(calibration_source="probs", n_calibration=len(with_probs),
+                       brier=ag.brier_multiclass(probs, h, values))
+        else:
+            sel = group[group["confidence"].notna()]
+            if sel.empty:
+                return out, bins
+            conf = sel["confidence"].to_numpy(float)
+            correct = np.isclose(sel["score"].to_numpy(float), sel["h_score"].to_numpy(float))
+            out.update(calibration_source="confidence", n_calibration=len(sel), brier=ag.brier_binary(conf, correct))
+    else:
+        sel = group[group["confidence"].notna()]
+        if sel.empty:
+            return out, bins
+        conf = sel["confidence"].to_numpy(float)
+        correct = (sel["j_verdict"] == sel["h_verdict"]).to_numpy()
+        out.update(calibration_source="confidence", n_calibration=len(sel), brier=ag.brier_binary(conf, correct))
+    if np.any((conf < 0) | (conf > 1)):
+        raise InputError("confidence values must lie in [0, 1]", field="confidence")
+    for strategy, key in (("uniform", "ece"), ("quantile", "ece_mass")):
+        out[key] = ag.expected_calibration_error(conf, correct, n_bins, strategy)  # type: ignore[arg-type]
+        b = ag.reliability_bins(conf, correct, n_bins, strategy)  # type: ignore[arg-type]
+        for i in range(len(b["count"])):
+            bins.append({"strategy": strategy, "bin": i, "lower": float(b["lower"][i]), "upper": float(b["upper"][i]),
+                         "count": int(b["count"][i]), "confidence": float(b["confidence"][i]),
+                         "accuracy": float(b["accuracy"][i])})
+    return out, bins
+
+
+def _prob_row(probs: dict[str, Any], values: np.ndarray, row: pd.Series) -> np.ndarray:
+    vec = np.zeros(values.size)
+    for key, p in probs.items():
+        try:
+            v = float(key)
+            idx = int(np.argmin(np.abs(values - v)))
+            ok = abs(values[idx] - v) < 1e-6
+            p = float(p)
+        except (TypeError, ValueError):
+            ok = False
+        if not ok or not math.isfinite(p) or p < 0:
+            raise InputError(f"judgment of item {row['item_id']!r} ({row['judge']!r}) has a rating probability "
+                             f"{key!r}: {p!r} that is not a point of the scale with a probability >= 0",
+                             file=row.get("source") or None, field="probs")
+        vec[idx] += p
+    total = vec.sum()
+    if total <= 0:
+        raise InputError(f"judgment of item {row['item_id']!r} ({row['judge']!r}) has rating probabilities that sum to 0",
+                         file=row.get("source") or None, field="probs")
+    return vec / total  # renormalised: logprob-derived probabilities rarely sum to exactly 1
+
+
+def _ordinal_groups(matched: pd.DataFrame, cons: pd.DataFrame, ctx: _Context) -> list[_Group]:
+    groups = []
+    for (contender, judge), g in matched.groupby(["contender", "judge"], sort=True):
+        sc = ctx.scales[judge]
+        values = ag.scale_values(*sc)
+        usable = (g["status"] == "ok") & g["score"].notna()
+        pairs = g[usable]
+        is_cont = judge in ctx.continuous
+        if is_cont:  # raw values kept for MAE/bias/correlations/ICC; the grid copy feeds κ/α and the tables
+            pairs = pairs.assign(score_raw=pairs["score"], h_raw=pairs["h_score"],
+                                 score=to_grid(pairs["score"].to_numpy(float), sc),
+                                 h_score=to_grid(pairs["h_score"].to_numpy(float), sc))
+        grp = _Group(contender=contender, judge=judge, track="ordinal", pool=_scale_text(sc, is_cont),
+                     model=str(g["model"].iloc[0]),
+                     spec_hash=",".join(sorted(g["spec_hash"].unique())), family=str(g["family"].iloc[0]),
+                     categories=values, pairs=pairs, counts=_coverage(g, cons, judge, usable))
+        if len(pairs):
+            k = values.size
+            hi = _cat_index(pairs["h_score"].to_numpy(float), sc)
+            ji = _cat_index(pairs["score"].to_numpy(float), sc)
+            grp.block = ("ord", contender, judge)
+            ctx.blocks.add(grp.block, pairs["item_id"].to_numpy(), hi * k + ji, k * k)
+            if is_cont:
+                cells, vals = cont.moment_cells(*cont.split_raw(pairs))
+                items = np.repeat(pairs["item_id"].to_numpy(), cont.N_MOMENTS)
+                ctx.blocks.add(("mom", contender, judge), items, cells, cont.N_MOMENTS, vals)
+        groups.append(grp)
+    return groups
+
+
+def _ordinal_row(groups: list[_Group], ctx: _Context, judge_name: str) -> tuple[dict[str, Any], list[dict], list[dict]]:
+    first = groups[0]
+    values = first.categories
+    tol = float(values[1] - values[0])
+    pairs = pd.concat([g.pairs for g in groups], ignore_index=True)
+    counts = {k: sum(g.counts[k] for g in groups) for k in first.counts}
+    row: dict[str, Any] = {"contender": first.contender, "model": first.model, "judge": judge_name,
+                           "spec_hash": first.spec_hash if len(groups) == 1 else "", "family": first.family,
+                           "scale": first.pool, **counts,
+                           "n_items": int(pairs["item_id"].nunique()) if len(pairs) else 0}
+    expected = counts["n_judged"] + counts["n_missing"]
+    row["coverage"] = counts["n"] / expected if expected else float("nan")
+    conf_rows: list[dict] = []
+    rel_rows: list[dict] = []
+    if pairs.empty:
+        row["notes"] = "no usable judgment (all abstained or missing)"
+        return row, conf_rows, rel_rows
+    j = pairs["score"].to_numpy(float)
+    h = pairs["h_score"].to_numpy(float)
+    point, notes = _ordinal_point(j, h, values, tol)
+    row.update(point)
+    reps_tables = _table_reps(ctx, [g.block for g in groups], values.size)
+    reps = ordinal_stats(reps_tables, values, tol) if reps_tables is not None else None
+    if "score_raw" in pairs and pairs["score_raw"].notna().all():
+        row.update(cont.raw_point(*cont.split_raw(pairs)))
+        moments = cont.replicate_moments([ctx.blocks.get(("mom", g.contender, g.judge)) for g in groups])
+        if reps is not None and moments is not None:
+            reps.update(cont.moment_stats(moments))
+        notes.append(cont.rounding_note(tol))
+    _intervals(row, reps, ORDINAL_STATS, ctx.level)
+    cal, bins = _calibration(pairs, "ordinal", values, ctx.n_bins)
+    row.update(cal)
+    row["notes"] = "; ".join(notes)
+    cm = ag.confusion(j, h, values)
+    for a, hv in enumerate(values):
+        for b, jv in enumerate(values):
+            conf_rows.append({"contender": first.contender, "judge": judge_name, "track": first.pool,
+                              "human": float(hv), "judge_value": float(jv), "count": int(cm[a, b])})
+    for b in bins:
+        rel_rows.append({"contender": first.contender, "judge": judge_name, "track": first.pool,
+                         "source": cal["calibration_source"], **b})
+    return row, conf_rows, rel_rows
+
+
+def _ordinal_frames(groups: list[_Group], ctx: _Context) -> tuple[pd.DataFrame, pd.DataFrame, list[dict], list[dict]]:
+    rows, pooled, conf_rows, rel_rows = _per_rubric_and_pooled(groups, ctx, _ordinal_row)
+    per_rubric = pd.DataFrame(rows)
+    if not per_rubric.empty:
+        per_rubric["bias_p_holm"] = np.nan
+        for idx in per_rubric.groupby(["contender", "scale"]).groups.values():
+            per_rubric.loc[idx, "bias_p_holm"] = holm(per_rubric.loc[idx, "bias_p"].to_numpy(float))
+    leaderboard = _rank(pd.DataFrame(pooled), "kappa_w", "scale")
+    return per_rubric, leaderboard, conf_rows, rel_rows

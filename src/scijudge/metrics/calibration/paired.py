@@ -1,0 +1,134 @@
+"""Paired comparisons of contenders on the units both rated, with bootstrap p-values and Holm."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from scijudge.metrics import agreement as ag
+from scijudge.metrics.bootstrap import (
+    holm,
+    paired_pvalue,
+    percentile_interval,
+)
+from scijudge.metrics.calibration._blocks import _Context, _Group, _table_reps
+from scijudge.metrics.calibration._result import PAIRED_METRICS, POOLED
+from scijudge.metrics.calibration.vocab import _cat_index
+from scijudge.metrics.tables import (
+    ordinal_stats,
+    verdict_stats,
+)
+
+
+@dataclass
+class _PairSpec:
+    a: str
+    b: str
+    judge: str
+    track: str
+    pool: str
+    categories: np.ndarray
+    pairs_a: pd.DataFrame
+    pairs_b: pd.DataFrame
+    block_a: Any
+    block_b: Any
+
+
+def _pair_blocks(ord_groups: list[_Group], ver_groups: list[_Group], ctx: _Context) -> list[_PairSpec]:
+    """For each two contenders and each shared judge, tables restricted to units both rated."""
+    specs = []
+    for groups in (ord_groups, ver_groups):
+        by_judge: dict[str, dict[str, _Group]] = {}
+        for g in groups:
+            if len(g.pairs):
+                by_judge.setdefault(g.judge, {})[g.contender] = g
+        for judge, by_c in sorted(by_judge.items()):
+            for a, b in itertools.combinations(sorted(by_c), 2):
+                ga, gb = by_c[a], by_c[b]
+                key = ["item_id", "part"]
+                common = ga.pairs[key].merge(gb.pairs[key], on=key)
+                if len(common) < 2:
+                    continue
+                pa = ga.pairs.merge(common, on=key).sort_values(key).reset_index(drop=True)
+                pb = gb.pairs.merge(common, on=key).sort_values(key).reset_index(drop=True)
+                cats = ga.categories
+                k = cats.size
+                blocks = []
+                for tag, p in (("a", pa), ("b", pb)):
+                    if ga.track == "ordinal":
+                        sc = ctx.scales[judge]
+                        hi, ji = _cat_index(p["h_score"].to_numpy(float), sc), _cat_index(p["score"].to_numpy(float), sc)
+                    else:
+                        index = {c: i for i, c in enumerate(cats)}
+                        hi = np.array([index[v] for v in p["h_verdict"]], dtype=np.int64)
+                        ji = np.array([index[v] for v in p["j_verdict"]], dtype=np.int64)
+                    name = ("pair", a, b, judge, tag)
+                    ctx.blocks.add(name, p["item_id"].to_numpy(), hi * k + ji, k * k)
+                    blocks.append(name)
+                specs.append(_PairSpec(a=a, b=b, judge=judge, track=ga.track, pool=ga.pool, categories=cats,
+                                       pairs_a=pa, pairs_b=pb, block_a=blocks[0], block_b=blocks[1]))
+    return specs
+
+
+def _point_metric(track: str, pairs: pd.DataFrame, categories: np.ndarray, metric: str) -> float:
+    if track == "ordinal":
+        j, h = pairs["score"].to_numpy(float), pairs["h_score"].to_numpy(float)
+        if metric == "mae":
+            return ag.mean_absolute_error(j, h)
+        if np.ptp(j) == 0 and np.ptp(h) == 0:
+            return float("nan")
+        return ag.weighted_kappa(j, h, categories)
+    scores = ag.verdict_scores(pairs["j_verdict"].to_numpy(object), pairs["h_verdict"].to_numpy(object))
+    return float(getattr(scores, metric))
+
+
+def _paired_frame(specs: list[_PairSpec], ctx: _Context) -> pd.DataFrame:
+    rows = []
+    pooled: dict[tuple[str, str, str, str], list[_PairSpec]] = {}
+    for s in specs:
+        pooled.setdefault((s.a, s.b, s.track, s.pool), []).append(s)
+    entries = [(s.judge, [s]) for s in specs] + [(POOLED, v) for _, v in sorted(pooled.items(), key=lambda kv: kv[0])]
+    for judge_name, group in entries:
+        first = group[0]
+        pa = pd.concat([s.pairs_a for s in group], ignore_index=True)
+        pb = pd.concat([s.pairs_b for s in group], ignore_index=True)
+        k = first.categories.size
+        reps_a = _table_reps(ctx, [s.block_a for s in group], k)
+        reps_b = _table_reps(ctx, [s.block_b for s in group], k)
+        for metric in PAIRED_METRICS[first.track]:
+            va = _point_metric(first.track, pa, first.categories, metric)
+            vb = _point_metric(first.track, pb, first.categories, metric)
+            row: dict[str, Any] = {"a": first.a, "b": first.b, "judge": judge_name, "track": first.pool, "metric": metric,
+                                   "n": len(pa), "n_items": int(pa["item_id"].nunique()), "value_a": va, "value_b": vb,
+                                   "diff": va - vb}
+            if reps_a is not None and reps_b is not None:
+                if first.track == "ordinal":
+                    tol = float(first.categories[1] - first.categories[0])
+                    da = ordinal_stats(reps_a, first.categories, tol)[metric]
+                    db = ordinal_stats(reps_b, first.categories, tol)[metric]
+                else:
+                    da, db = verdict_stats(reps_a)[metric], verdict_stats(reps_b)[metric]
+                d = da - db
+                lo, hi = percentile_interval(d, ctx.level)
+                row.update(diff_lo=float(lo), diff_hi=float(hi), p=paired_pvalue(d))
+            else:
+                row.update(diff_lo=float("nan"), diff_hi=float("nan"), p=float("nan"))
+            better_high = metric != "mae"
+            row["better"] = "" if not math.isfinite(row["diff"]) or row["diff"] == 0 else (
+                first.a if (row["diff"] > 0) == better_high else first.b)
+            rows.append(row)
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return frame
+    frame["p_holm"] = np.nan
+    per = frame[frame["judge"] != POOLED]
+    for idx in per.groupby(["a", "b", "track", "metric"]).groups.values():
+        frame.loc[idx, "p_holm"] = holm(frame.loc[idx, "p"].to_numpy(float))
+    pooled_rows = frame["judge"] == POOLED
+    frame.loc[pooled_rows, "p_holm"] = frame.loc[pooled_rows, "p"]
+    return frame

@@ -1,0 +1,170 @@
+"""Scales, verdict normalisation and human consensus for calibration: the one copy inside metrics.
+
+Kept together so they can be repointed to ``scijudge.vocab`` in one place."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from scijudge.errors import InputError, ScijudgeError
+from scijudge.metrics import agreement as ag
+from scijudge.metrics.calibration._result import ScaleTuple
+
+FAMILY_SCALES: dict[str, ScaleTuple] = {
+    "likert": (1.0, 5.0, 1.0),
+    "synthesis": (1.0, 5.0, 0.5),
+    "linking": (1.0, 5.0, 0.5),
+    "checklist": (0.0, 1.0, 0.5),
+    "pairwise": (-4.0, 4.0, 1.0),
+}
+
+
+def _norm_verdict(value: Any) -> str | None:
+    """Verdicts compare case- and space-insensitively (``scijudge.vocab.norm_verdict``, the one rule)."""
+    from scijudge.vocab import norm_verdict
+
+    return norm_verdict(value)
+
+
+CONTINUOUS = "continuous"
+"""Fourth element of a scale (``(1, 5, 0.5, "continuous")``): scores may fall between the steps (a mean of
+criteria); MAE, bias, correlations and ICC use the raw values, κ/α/AC2/exact agreement the step grid."""
+ScaleInput = ScaleTuple | tuple[float, float, float, str] | Mapping[str, Any] | None
+
+
+def parse_scale(value: Any, judge: str = "") -> tuple[ScaleTuple, bool]:
+    """``(lo, hi, step)`` or ``(lo, hi, step, "continuous")`` (tuple, list or 'lo,hi,step[,continuous]')."""
+    parts = [p.strip() for p in value.replace(":", ",").split(",")] if isinstance(value, str) else list(value)
+    continuous = len(parts) == 4 and str(parts[3]).strip().lower() in (CONTINUOUS, "true")
+    who = f" for judge {judge!r}" if judge else ""
+    if len(parts) != 3 and not continuous:
+        raise InputError(f"scale{who} must be (lo, hi, step) or (lo, hi, step, 'continuous'), got {value!r}",
+                         field="scale")
+    try:
+        sc = (float(parts[0]), float(parts[1]), float(parts[2]))
+    except (TypeError, ValueError):
+        raise InputError(f"scale{who} must hold numbers, got {value!r}", field="scale") from None
+    return sc, continuous
+
+
+def _resolve_scales(
+    df: pd.DataFrame, judges: list[str], scale: ScaleInput, specs: Any = None
+) -> tuple[dict[str, ScaleTuple], set[str], list[str]]:
+    """Scale per judge and the judges on a continuous scale, plus notes on how each scale was chosen.
+
+    Order: an explicit ``scale`` (one for all, or a mapping judge → scale); else the scale of the judge spec
+    whose hash is the stored ``spec_hash`` (specs passed in, then shipped ones; never a shipped spec that
+    merely shares the name); else the family default.
+    """
+    out: dict[str, ScaleTuple] = {}
+    continuous: set[str] = set()
+    notes: list[str] = []
+    by_hash: dict[str, Any] | None = None
+    for judge in judges:
+        given = scale.get(judge) if isinstance(scale, Mapping) else scale
+        if given is not None:
+            out[judge], cont = parse_scale(given, judge)
+            if cont:
+                continuous.add(judge)
+            continue
+        rows = df.loc[df["judge"] == judge, ["family", "spec_hash"]]
+        family = rows["family"].iloc[0] if len(rows) else "likert"
+        if by_hash is None:
+            by_hash = _specs_by_hash(specs)
+        found = [by_hash[h] for h in rows["spec_hash"].unique() if h in by_hash]
+        scales = {s for s in (_spec_scale(spec, family) for spec in found) if s is not None}
+        if len(scales) == 1:
+            out[judge] = scales.pop()
+            continue
+        if len(scales) > 1:
+            raise InputError(f"judge {judge!r} was run with specs of different scales {sorted(scales)}; calibrate "
+                             "one spec version at a time or pass scale=", field="scale")
+        out[judge] = FAMILY_SCALES.get(family, FAMILY_SCALES["likert"])
+        notes.append(f"judge {judge!r}: no known spec has its stored spec hash, so the {family!r} family scale "
+                     f"{_scale_text(out[judge])} is used; pass scale= (--scale) or the spec (specs=) if that is wrong")
+    for judge, sc in out.items():
+        try:
+            ag.scale_values(*sc)
+        except ValueError as exc:
+            raise InputError(f"judge {judge!r}: {exc}", field="scale") from None
+    return out, continuous, notes
+
+
+def _specs_by_hash(specs: Any) -> dict[str, Any]:
+    """Judge specs by content hash: the ones passed in and every shipped spec (steps included)."""
+    found: dict[str, Any] = {}
+    try:
+        from scijudge.specs import list_specs
+
+        shipped = list_specs(include_steps=True)
+    except (ScijudgeError, ImportError):
+        shipped = []
+    for spec in [*shipped, *(specs or [])]:
+        found[spec.spec_hash()] = spec
+    return found
+
+
+def _spec_scale(spec: Any, family: str) -> ScaleTuple | None:
+    """The run-store score scale of a spec (``scijudge.vocab.score_scale_of``: pairwise gives the range of
+    rating differences); None when the spec declares no scale."""
+    if getattr(spec, "scale", None) is None:
+        return None
+    from scijudge.vocab import score_scale_of
+
+    return tuple(float(x) for x in score_scale_of(spec))  # type: ignore[return-value]
+
+
+def in_range(values: np.ndarray, sc: ScaleTuple) -> np.ndarray:
+    """Within [lo, hi] (the only check for a continuous scale)."""
+    return (values >= sc[0] - 1e-9) & (values <= sc[1] + 1e-9)
+
+
+def to_grid(values: np.ndarray, sc: ScaleTuple) -> np.ndarray:
+    """Values rounded to the scale's steps, half-way cases to the even step (numpy's round): the stated
+    rounding that puts continuous scores on the grid for κ, α, AC2 and confusion matrices."""
+    return sc[0] + np.round((np.asarray(values, float) - sc[0]) / sc[2]) * sc[2]
+
+
+def _on_scale(values: np.ndarray, sc: ScaleTuple) -> np.ndarray:
+    lo, hi, step = sc
+    idx = np.rint((values - lo) / step)
+    return (values >= lo - 1e-9) & (values <= hi + 1e-9) & np.isclose(lo + idx * step, values, atol=1e-6)
+
+
+def _scale_text(sc: ScaleTuple, continuous: bool = False) -> str:
+    return f"{sc[0]:g}..{sc[1]:g} step {sc[2]:g}" + (" (continuous)" if continuous else "")
+
+
+def _cat_index(values: np.ndarray, sc: ScaleTuple) -> np.ndarray:
+    return np.rint((values - sc[0]) / sc[2]).astype(np.int64)
+
+
+def _consensus(lab: pd.DataFrame, scales: dict[str, ScaleTuple],
+               continuous: set[str] = frozenset()) -> tuple[pd.DataFrame, pd.DataFrame, int]:  # type: ignore[assignment]
+    """Human consensus per (item, judge, part): median score snapped to the scale (half-way ties round to
+    the even scale step; a continuous scale keeps the median), and majority verdict (ties have no consensus
+    and are left out)."""
+    keys = ["item_id", "judge", "part"]
+    scored = lab[lab["score"].notna() & lab["judge"].isin(list(scales))]
+    med = scored.groupby(keys, sort=False)["score"].agg(["median", "size"]).reset_index()
+    lo = med["judge"].map(lambda j: scales[j][0]).astype(float)
+    step = med["judge"].map(lambda j: scales[j][2]).astype(float)
+    snapped = lo + np.round((med["median"] - lo) / step) * step
+    med["h_score"] = snapped.where(~med["judge"].isin(list(continuous)), med["median"])
+    med = med.rename(columns={"size": "n_annotators"})[[*keys, "h_score", "n_annotators"]]
+
+    verd = lab[lab["verdict"].notna()]
+    rows = []
+    no_consensus = 0
+    for key, group in verd.groupby(keys, sort=False):
+        counts = group["verdict"].value_counts()
+        if len(counts) > 1 and counts.iloc[0] == counts.iloc[1]:
+            no_consensus += 1
+            continue
+        rows.append((*key, counts.index[0], int(counts.sum())))
+    vcons = pd.DataFrame(rows, columns=[*keys, "h_verdict", "n_annotators"])
+    return med, vcons, no_consensus
