@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from scijudge.judges.base import JudgeResult
+from scijudge.records import JudgeResult
 
 
 def write_records(path: str | Path, results: Iterable[JudgeResult], imports: dict[str, Any] | None = None) -> int:

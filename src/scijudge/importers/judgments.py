@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from scijudge.errors import InputError
-from scijudge.judges.base import JudgeResult
+from scijudge.records import JudgeResult
 
 IMPORTED_SPEC_HASH = "imported"
 """spec_hash of imported rows: they come from no scijudge spec, so they never share a key with one."""

@@ -50,7 +50,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from scijudge.errors import InputError
-from scijudge.judges.base import JudgeResult
+from scijudge.records import JudgeResult
 from scijudge.labels import HumanLabel
 from scijudge.materials.ontology import is_extraction_failure
 from scijudge.materials.outputs import (
