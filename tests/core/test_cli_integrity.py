@@ -128,3 +128,42 @@ def test_a_second_judge_process_on_the_same_store_refuses(loopback, tmp_path):
         holder.close()
     assert busy.returncode == 3 and "run.sqlite is being written by another process" in busy.stderr
     assert f"pid {os.getpid()}" in busy.stderr and server.count == 0
+
+
+def _rating_of(value: int) -> str:
+    return json.dumps({"judgment": {"rationale": "r", "rating": value}})
+
+
+def test_two_endpoints_behind_one_model_name_keep_their_judgments_apart(loopback, tmp_path):
+    """The same command against A then B (one model name, the response cache on): B is asked, both sets stay."""
+    env = _setup(tmp_path, 4)
+    a, b = loopback(lambda body: _rating_of(1)), loopback(lambda body: _rating_of(5))
+    args = [a for a in _judge_args("URL") if a != "--no-cache"]
+    for server in (a, b):
+        done = subprocess.run([x if x != "URL" else server.url for x in args], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+    assert a.count == 4 and b.count == 4  # B was asked: neither the cache nor the store answered for it
+    with sqlite3.connect(tmp_path / "run.sqlite") as db:
+        rows = db.execute("SELECT endpoint, score FROM judgments WHERE current = 1").fetchall()
+    by_endpoint: dict[str, list[float]] = {}
+    for endpoint, score in rows:
+        by_endpoint.setdefault(endpoint, []).append(score)
+    assert by_endpoint == {a.url: [1.0] * 4, b.url: [5.0] * 4}
+
+
+def test_an_edited_item_is_judged_again_and_the_old_judgment_kept_as_history(loopback, tmp_path):
+    env = _setup(tmp_path, 3)
+    server = loopback(lambda body: _rating_of(4))
+    first = subprocess.run(_judge_args(server.url), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    lines = (tmp_path / "items.jsonl").read_text().splitlines()
+    lines[1] = json.dumps({"id": "it001", "answer": "a rewritten answer"})
+    (tmp_path / "items.jsonl").write_text("\n".join(lines) + "\n")
+    again = subprocess.run(_judge_args(server.url), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert server.count == 4  # three first, then only the edited item
+    assert "items changed since the last run" in again.stdout + again.stderr
+    with sqlite3.connect(tmp_path / "run.sqlite") as db:
+        history = db.execute("SELECT item_id, current FROM judgments ORDER BY rowid").fetchall()
+    assert [r for r in history if r[0] == "it001"] == [("it001", 0), ("it001", 1)] and len(history) == 4
