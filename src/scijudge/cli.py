@@ -283,8 +283,8 @@ def _exit(store, code: int) -> None:  # noqa: ANN001
     try:
         store.close()
     finally:
-        waiting = [t for t in threading.enumerate()
-                   if t is not threading.current_thread() and not t.daemon and t.is_alive()]
+        waiting = [t for t in threading.enumerate()  # the runner's own request threads, still busy
+                   if t.name.startswith("scijudge") and not t.daemon and t.is_alive()]
         if waiting:  # a request still in flight would hold the interpreter's exit: abandon it
             os._exit(code)
         raise typer.Exit(code)  # nothing left running: exit normally (and usable from CliRunner)
