@@ -96,7 +96,9 @@ def _pairs(df: pd.DataFrame, excluded: dict[str, int]) -> pd.DataFrame:
     variants = variants[usable[variants.index]]
     if "input_hash" in df.columns:
         same = variants[keys].merge(originals[[*keys, "input_hash"]], on=keys, how="left")["input_hash"].to_numpy()
-        variants = variants.assign(unchanged=variants["unchanged"].to_numpy() | (same == variants["input_hash"].to_numpy()))
+        mine = variants["input_hash"].fillna("").to_numpy()
+        known = mine != ""  # imported rows carry no input hash: their text cannot be compared this way
+        variants = variants.assign(unchanged=variants["unchanged"].to_numpy() | (known & (same == mine)))
     excluded["unchanged"] = int(variants["unchanged"].sum())
     variants = variants[~variants["unchanged"]]
     pairs = variants[[*keys, "model", "level", "score"]].merge(
