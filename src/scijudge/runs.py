@@ -22,7 +22,6 @@ from scijudge.records import CURRENT_GROUP, JSON_COLUMNS, RUN_COLUMNS, JudgeResu
 from scijudge.redaction import redact, redact_data
 
 SCHEMA_VERSION = 2
-_STORED_COLUMNS = [c for c in RUN_COLUMNS]
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS judgments (
     key TEXT PRIMARY KEY, item_id TEXT NOT NULL, judge TEXT NOT NULL, part TEXT NOT NULL DEFAULT '',
@@ -101,14 +100,14 @@ class Run:
                 self._writer.release()
                 self._writer = None
 
-    def __enter__(self) -> "Run":
+    def __enter__(self) -> Run:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     # --- one writer ----------------------------------------------------------------------------
-    def claim_writer(self) -> "Run":
+    def claim_writer(self) -> Run:
         """Become the only process judging into this store; refuse clearly when another one is."""
         if self._writer is None:
             self._writer = _WriterLock(self.path)
@@ -127,7 +126,7 @@ class Run:
     def record_dump(self, data: dict[str, Any]) -> None:
         """Persist a judgment given as ``JudgeResult.model_dump(mode="json")`` (from a worker process)."""
         row = _row(_redacted(data))
-        columns = [c for c in _STORED_COLUMNS]
+        columns = list(RUN_COLUMNS)
         placeholders = ", ".join("?" for _ in columns)
         group = " AND ".join(f"{c} = ?" for c in CURRENT_GROUP)
         with self._lock:

@@ -28,6 +28,7 @@ from scijudge.records import (  # noqa: F401 - re-exported: scijudge.judges.base
     model_name,
 )
 from scijudge.structured import Abstained, ChainConfig, StructuredChain, start_record, _CURRENT
+from scijudge.vocab import scale_of
 
 _DEFAULT_CHAIN = StructuredChain()
 
@@ -207,12 +208,14 @@ class Judge(dspy.Module):
             fields = fields.model_copy(update={"verdict": "B" if fields.verdict == "A" else "A",
                                                "score": -fields.score if fields.score is not None else None})
         probs = None
-        if record.logprobs and self.spec.family == "likert":
-            from scijudge.lm.logprobs import rating_distribution
+        scale = scale_of(self.spec)
+        if record.logprobs and self.spec.family == "likert" and scale.integral:
+            # (a half-step rating such as 3.5 runs over several tokens: its first token's alternatives are no
+            # ratings, so such scales get no distribution rather than one over the whole numbers)
+            from scijudge.lm.logprobs import as_probs, rating_distribution
 
-            dist = rating_distribution(record.logprobs, field="rating",
-                                       values=tuple(int(v) for v in self.spec.scale.levels()))
-            probs = {str(k): float(v) for k, v in dist.items()} if dist else None
+            dist = rating_distribution(record.logprobs, field="rating", values=[int(v) for v in scale.levels()])
+            probs = as_probs(dist) if dist else None
         payload = output.model_dump(mode="json") if isinstance(output, BaseModel) else {"value": output}
         if probs:
             payload["expected_rating"] = math.fsum(float(k) * p for k, p in probs.items())

@@ -7,21 +7,15 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, field_validator
 
 from scijudge.outputs import JudgeOutput, RunFields, coerce_number
+from scijudge.vocab import criterion_verdict
 
 SCORES: dict[str, float] = {"satisfied": 1.0, "partially": 0.5, "not_satisfied": 0.0}
-_VERDICT_WORDS = {
-    "satisfied": "satisfied", "yes": "satisfied", "met": "satisfied",
-    "partially": "partially", "partially satisfied": "partially", "partial": "partially",
-    "not satisfied": "not_satisfied", "unsatisfied": "not_satisfied", "no": "not_satisfied", "not met": "not_satisfied",
-}
-
 
 
 def _read_verdict(value: Any, allowed: tuple[str, ...]) -> str:
     if not isinstance(value, str):
-        raise ValueError(f"verdict must be one of {', '.join(allowed)}")  # noqa: TRY004 - pydantic wants ValueError
-    key = " ".join(value.replace("_", " ").replace("-", " ").strip().strip(".").casefold().split())
-    verdict = _VERDICT_WORDS.get(key)
+        raise ValueError(f"verdict must be one of {', '.join(allowed)}")  # pydantic wants ValueError
+    verdict = criterion_verdict(value)
     if verdict not in allowed:
         raise ValueError(f"verdict must be one of {', '.join(allowed)}, got {value!r}")
     return verdict
