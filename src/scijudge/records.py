@@ -24,11 +24,16 @@ Outcome = Literal[
     "request_rejected", "not_found",
 ]
 
-RUN_COLUMNS: tuple[str, ...] = (
-    "key", "item_id", "judge", "part", "family", "spec_hash", "model", "endpoint", "input_hash", "decoding",
-    "status", "score", "verdict", "confidence", "probs", "result", "rationale", "reason", "attempts",
-    "tokens_in", "tokens_out", "cost", "latency_s", "created_at", "current",
-)
+_TEXT, _KEPT = "TEXT NOT NULL", "TEXT NOT NULL DEFAULT ''"
+COLUMN_SQL: dict[str, str] = {
+    "key": "TEXT PRIMARY KEY", "item_id": _TEXT, "judge": _TEXT, "part": _KEPT, "family": _TEXT, "spec_hash": _TEXT,
+    "model": _TEXT, "endpoint": _KEPT, "input_hash": _KEPT, "decoding": _KEPT, "status": _TEXT, "score": "REAL",
+    "verdict": "TEXT", "confidence": "REAL", "probs": "TEXT", "result": "TEXT", "rationale": "TEXT",
+    "reason": "TEXT", "attempts": "TEXT", "tokens_in": "INTEGER", "tokens_out": "INTEGER", "cost": "REAL",
+    "latency_s": "REAL", "created_at": "TEXT", "current": "INTEGER NOT NULL DEFAULT 1",
+}
+"""The run-store row schema, the one definition: each column with its SQLite type (JSON columns are TEXT)."""
+RUN_COLUMNS: tuple[str, ...] = tuple(COLUMN_SQL)
 """Columns of a run-store row (``Run.rows()``, ``Run.to_pandas()``, exports), in order."""
 JSON_COLUMNS: tuple[str, ...] = ("probs", "result", "attempts")
 CURRENT_GROUP: tuple[str, ...] = ("item_id", "judge", "part", "model", "endpoint")

@@ -196,6 +196,13 @@ def test_result_row_is_what_the_store_reads_back(tmp_path):
         stored = list(run.rows())
     assert stored == [result_row(result)]
     assert list(result_row(result)) == list(RUN_COLUMNS)
+    import sqlite3
+
+    from scijudge.metrics.groups import REQUIRED_JUDGMENT_COLUMNS
+
+    with sqlite3.connect(tmp_path / "r.sqlite") as db:  # the table is made from the one column list
+        assert [row[1] for row in db.execute("PRAGMA table_info(judgments)")] == list(RUN_COLUMNS)
+    assert set(REQUIRED_JUDGMENT_COLUMNS) <= set(RUN_COLUMNS)
 
 
 # --- rating probabilities on the spec's scale ----------------------------------------------------------------
