@@ -89,6 +89,17 @@ def criterion_verdict(value: Any) -> str | None:
     return VERDICT_SYNONYMS.get(key)
 
 
+def canonical_verdict(value: Any) -> str:
+    """A human's criterion verdict (``Satisfied`` / ``Partially Satisfied`` / ``Not Satisfied``, any case, ``_``
+    or spaces) in canonical form; anything else is a ValueError (what pydantic validators raise)."""
+    if not isinstance(value, str):
+        raise ValueError(f"verdict must be a string, got {type(value).__name__}")  # pydantic wants ValueError
+    verdict = criterion_verdict(value)
+    if verdict is None:
+        raise ValueError(f"unknown verdict {value!r}: use Satisfied, Partially Satisfied or Not Satisfied")
+    return verdict
+
+
 def consensus_score(scores: Iterable[float], scale: ScaleTuple) -> float | None:
     """Human consensus of scores: their median snapped to the scale (None when there are none)."""
     values = [float(s) for s in scores if s is not None and not math.isnan(float(s))]

@@ -35,23 +35,12 @@ from scijudge.data import Item, Skipped, iter_jsonl, read_records
 from scijudge.errors import InputError, from_validation_error
 from scijudge.labels import HumanLabel
 from scijudge.rubric_criteria import AXES, Criterion, criterion_id, normalise_text
-from scijudge.vocab import CRITERION_VERDICTS, criterion_verdict
+from scijudge.vocab import CRITERION_VERDICTS, canonical_verdict
 
 CHECKLIST_JUDGE = "researchrubrics.checklist"
 REPORT_SUFFIXES: tuple[str, ...] = (".md", ".markdown", ".txt")
 VERDICTS: tuple[str, ...] = CRITERION_VERDICTS
 _ID_PATTERN = re.compile(r"^c[0-9a-f]{10}$")
-
-
-def canonical_verdict(value: Any) -> str:
-    """``Satisfied`` / ``Partially Satisfied`` / ``Not Satisfied`` (any case, ``_`` or spaces) → the
-    canonical ``satisfied`` / ``partially`` / ``not_satisfied``; anything else is a ValueError."""
-    if not isinstance(value, str):
-        raise ValueError(f"verdict must be a string, got {type(value).__name__}")  # pydantic wants ValueError
-    verdict = criterion_verdict(value)
-    if verdict is None:
-        raise ValueError(f"unknown verdict {value!r}: use Satisfied, Partially Satisfied or Not Satisfied")
-    return verdict
 
 
 class _DuplicateCriterion(ValueError):

@@ -21,6 +21,15 @@ def _read_verdict(value: Any, allowed: tuple[str, ...]) -> str:
     return verdict
 
 
+def _string_list(value: Any) -> Any:
+    """A list of passages as models write it: null is none, one string is one passage (kept word for word)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value] if value.strip() else []
+    return value
+
+
 class CriterionVerdict(JudgeOutput):
     """Whether a report meets one criterion (binary), how sure the judge is, and the evidence for it."""
 
@@ -51,12 +60,8 @@ class CriterionVerdict(JudgeOutput):
 
     @field_validator("evidence_quotes", "missing_elements", mode="before")
     @classmethod
-    def _strings(cls, value: Any) -> list[str]:
-        if value is None:
-            return []
-        if isinstance(value, str):
-            return [value] if value.strip() else []
-        return value
+    def _strings(cls, value: Any) -> Any:
+        return _string_list(value)
 
     @property
     def score(self) -> float:
@@ -90,12 +95,8 @@ class ChunkEvidence(JudgeOutput):
 
     @field_validator("quotes", mode="before")
     @classmethod
-    def _quotes(cls, value: Any) -> list[str]:
-        if value is None:
-            return []
-        if isinstance(value, str):
-            return [value] if value.strip() else []
-        return value
+    def _quotes(cls, value: Any) -> Any:
+        return _string_list(value)
 
     @field_validator("bearing", mode="before")
     @classmethod
