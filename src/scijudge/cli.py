@@ -547,5 +547,7 @@ _register_module_commands()
 
 
 def main() -> None:  # pragma: no cover - console script entry point
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "true")
+    from scijudge._litellm_env import use_local_cost_map
+
+    use_local_cost_map()
     app()

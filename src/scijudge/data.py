@@ -151,11 +151,6 @@ def invalid_text_field(value: Any) -> tuple[str, str] | None:
     return None
 
 
-def validation_error(exc: ValidationError, *, file: Path, line: int) -> InputError:
-    """The first pydantic error as an InputError naming file, line and field (see ``from_validation_error``)."""
-    return from_validation_error(exc, file=file, line=line)
-
-
 def read_records(path: str | Path, parse: Callable[[dict[str, Any], int], R], *, id_of: Callable[[R], str],
                  id_field: str, what: str, skip_invalid: bool = False) -> tuple[list[R], list[Skipped]]:
     """Read a JSONL file of records with unique ids; one place for the rules every importer follows.
@@ -206,7 +201,7 @@ def load_items(path: str | Path, *, skip_invalid: bool = False) -> tuple[list[It
         try:
             return Item.model_validate(obj)
         except ValidationError as exc:
-            raise validation_error(exc, file=path, line=line) from exc
+            raise from_validation_error(exc, file=path, line=line) from exc
 
     return read_records(path, parse, id_of=lambda item: item.id, id_field="id", what="item",
                         skip_invalid=skip_invalid)

@@ -71,8 +71,3 @@ def demos_from_spec(spec: JudgeSpec) -> list[Any]:
         demos.append(dspy.Example(**values))
     return demos
 
-
-def apply_spec_demos(judge: Any) -> Any:
-    """Give a judge built from a spec the spec's demos (until ``Judge`` applies them itself)."""
-    judge.predict.demos = demos_from_spec(judge.spec)
-    return judge

@@ -71,6 +71,23 @@ class BudgetExceeded(ScijudgeError, RuntimeError):
     """An optimization or batch would exceed its configured LM-call or cost budget."""
 
 
+def problem_message(entry: dict) -> str:  # type: ignore[type-arg]
+    """One pydantic error entry's message as a user reads it (the one wording every boundary uses)."""
+    kind, message = entry["type"], str(entry["msg"])
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "extra_forbidden":
+        return "unknown field"
+    return message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+
+
+def validation_problem(exc: object) -> tuple[str, tuple[str | int, ...], str]:
+    """(kind, location, message) of a pydantic ValidationError's first entry, for boundaries that word some
+    kinds themselves (a recipe lists the allowed settings); the rest use ``from_validation_error``."""
+    first = exc.errors()[0]  # type: ignore[attr-defined]
+    return first["type"], tuple(first["loc"]), problem_message(first)
+
+
 def from_validation_error(exc: object, *, file: str | Path | None = None, line: int | None = None,
                           error: type[InputError] = InputError, field_prefix: str = "",
                           line_of: object = None) -> InputError:
@@ -79,15 +96,9 @@ def from_validation_error(exc: object, *, file: str | Path | None = None, line: 
     ``line_of(field)`` may map a field path to a line (TOML specs); ``field_prefix`` nests the field
     (``rubrics.2``) when the model validated only part of a record.
     """
-    first = exc.errors()[0]  # type: ignore[attr-defined]
-    field = ".".join(str(p) for p in first["loc"])
+    _, loc, message = validation_problem(exc)
+    field = ".".join(str(p) for p in loc)
     field = ".".join(p for p in (field_prefix, field) if p) or None
-    kind, message = first["type"], str(first["msg"])
-    if kind == "missing":
-        message = "required field is missing"
-    elif kind == "extra_forbidden":
-        message = "unknown field"
-    message = message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
     if line is None and callable(line_of) and field:
         line = line_of(field)
     return error(message, file=file, line=line, field=field)

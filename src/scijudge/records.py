@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
@@ -24,11 +24,16 @@ Outcome = Literal[
     "request_rejected", "not_found",
 ]
 
-RUN_COLUMNS: tuple[str, ...] = (
-    "key", "item_id", "judge", "part", "family", "spec_hash", "model", "endpoint", "input_hash", "decoding",
-    "status", "score", "verdict", "confidence", "probs", "result", "rationale", "reason", "attempts",
-    "tokens_in", "tokens_out", "cost", "latency_s", "created_at", "current",
-)
+_TEXT, _KEPT = "TEXT NOT NULL", "TEXT NOT NULL DEFAULT ''"
+COLUMN_SQL: dict[str, str] = {
+    "key": "TEXT PRIMARY KEY", "item_id": _TEXT, "judge": _TEXT, "part": _KEPT, "family": _TEXT, "spec_hash": _TEXT,
+    "model": _TEXT, "endpoint": _KEPT, "input_hash": _KEPT, "decoding": _KEPT, "status": _TEXT, "score": "REAL",
+    "verdict": "TEXT", "confidence": "REAL", "probs": "TEXT", "result": "TEXT", "rationale": "TEXT",
+    "reason": "TEXT", "attempts": "TEXT", "tokens_in": "INTEGER", "tokens_out": "INTEGER", "cost": "REAL",
+    "latency_s": "REAL", "created_at": "TEXT", "current": "INTEGER NOT NULL DEFAULT 1",
+}
+"""The run-store row schema, the one definition: each column with its SQLite type (JSON columns are TEXT)."""
+RUN_COLUMNS: tuple[str, ...] = tuple(COLUMN_SQL)
 """Columns of a run-store row (``Run.rows()``, ``Run.to_pandas()``, exports), in order."""
 JSON_COLUMNS: tuple[str, ...] = ("probs", "result", "attempts")
 CURRENT_GROUP: tuple[str, ...] = ("item_id", "judge", "part", "model", "endpoint")
@@ -77,7 +82,7 @@ class JudgeResult(BaseModel):
     tokens_out: int = 0
     cost: float | None = None
     latency_s: float = 0.0
-    created_at: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    created_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
 
     @property
     def key(self) -> str:
@@ -88,6 +93,13 @@ class JudgeResult(BaseModel):
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+
+def result_row(result: JudgeResult, *, current: bool = True) -> dict[str, Any]:
+    """A JudgeResult as a run-store row (``RUN_COLUMNS``, in order; JSON columns as Python values), as
+    ``Run.rows()`` reads it back: what importers hand over and exports contain."""
+    data = {**result.model_dump(mode="json"), "key": result.key, "current": current}
+    return {column: data[column] for column in RUN_COLUMNS}
 
 
 def judgment_key(item_id: str, judge: str, part: str, spec_hash: str, model: str, endpoint: str = "",
@@ -148,16 +160,21 @@ def endpoint_of(lm: Any) -> str:
     return safe_endpoint(base)
 
 
+def attempt_totals(attempts: list[Attempt]) -> dict[str, Any]:
+    """A judgment's tokens and cost: sums over its attempts (cost None when no attempt has a known cost)."""
+    costs = [a.cost for a in attempts if a.cost is not None]
+    return {"tokens_in": sum(a.tokens_in or 0 for a in attempts),
+            "tokens_out": sum(a.tokens_out or 0 for a in attempts), "cost": math.fsum(costs) if costs else None}
+
+
 def assemble_result(*, item_id: str, judge: str, part: str, family: str, spec_hash: str, lm: Any,
                     inputs_hash: str, decoding: str, attempts: list[Attempt], latency: float,
                     abstained_reason: str | None = None, **fields: Any) -> JudgeResult:
     """The one place a JudgeResult is assembled from a judge call: identity, totals over attempts, outcome."""
-    costs = [a.cost for a in attempts if a.cost is not None]
     base = dict(
         item_id=item_id, judge=judge, part=part, family=family, spec_hash=spec_hash, model=model_name(lm),
         endpoint=endpoint_of(lm), input_hash=inputs_hash, decoding=decoding, attempts=list(attempts),
-        latency_s=latency, tokens_in=sum(a.tokens_in or 0 for a in attempts),
-        tokens_out=sum(a.tokens_out or 0 for a in attempts), cost=math.fsum(costs) if costs else None,
+        latency_s=latency, **attempt_totals(attempts),
     )
     if abstained_reason is not None:
         return JudgeResult(status="abstained", reason=abstained_reason, **base, **fields)

@@ -18,26 +18,17 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from scijudge.errors import InputError, RunBusyError
-from scijudge.records import CURRENT_GROUP, JSON_COLUMNS, RUN_COLUMNS, JudgeResult, judgment_key, safe_endpoint
+from scijudge.records import COLUMN_SQL, CURRENT_GROUP, JSON_COLUMNS, RUN_COLUMNS, JudgeResult, judgment_key, safe_endpoint
 from scijudge.redaction import redact, redact_data
 
 SCHEMA_VERSION = 2
-_STORED_COLUMNS = [c for c in RUN_COLUMNS]
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS judgments (
-    key TEXT PRIMARY KEY, item_id TEXT NOT NULL, judge TEXT NOT NULL, part TEXT NOT NULL DEFAULT '',
-    family TEXT NOT NULL, spec_hash TEXT NOT NULL, model TEXT NOT NULL, endpoint TEXT NOT NULL DEFAULT '',
-    input_hash TEXT NOT NULL DEFAULT '', decoding TEXT NOT NULL DEFAULT '', status TEXT NOT NULL,
-    score REAL, verdict TEXT, confidence REAL, probs TEXT, result TEXT, rationale TEXT, reason TEXT,
-    attempts TEXT, tokens_in INTEGER, tokens_out INTEGER, cost REAL, latency_s REAL, created_at TEXT,
-    current INTEGER NOT NULL DEFAULT 1
-);
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS judgments ({", ".join(f"{name} {sql}" for name, sql in COLUMN_SQL.items())});
 CREATE INDEX IF NOT EXISTS judgments_item ON judgments(item_id, judge);
 CREATE INDEX IF NOT EXISTS judgments_group ON judgments(item_id, judge, part, model, endpoint, current);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 """
-_ADDED_IN_V2 = {"endpoint": "TEXT NOT NULL DEFAULT ''", "input_hash": "TEXT NOT NULL DEFAULT ''",
-                "decoding": "TEXT NOT NULL DEFAULT ''", "current": "INTEGER NOT NULL DEFAULT 1"}
+_ADDED_IN_V2 = {name: COLUMN_SQL[name] for name in ("endpoint", "input_hash", "decoding", "current")}
 
 
 class CurrentRow(NamedTuple):
@@ -101,14 +92,14 @@ class Run:
                 self._writer.release()
                 self._writer = None
 
-    def __enter__(self) -> "Run":
+    def __enter__(self) -> Run:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     # --- one writer ----------------------------------------------------------------------------
-    def claim_writer(self) -> "Run":
+    def claim_writer(self) -> Run:
         """Become the only process judging into this store; refuse clearly when another one is."""
         if self._writer is None:
             self._writer = _WriterLock(self.path)
@@ -127,7 +118,7 @@ class Run:
     def record_dump(self, data: dict[str, Any]) -> None:
         """Persist a judgment given as ``JudgeResult.model_dump(mode="json")`` (from a worker process)."""
         row = _row(_redacted(data))
-        columns = [c for c in _STORED_COLUMNS]
+        columns = list(RUN_COLUMNS)
         placeholders = ", ".join("?" for _ in columns)
         group = " AND ".join(f"{c} = ?" for c in CURRENT_GROUP)
         with self._lock:

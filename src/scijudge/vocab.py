@@ -68,6 +68,38 @@ def norm_verdict(value: Any) -> str | None:
     return " ".join(str(value).split()).lower()
 
 
+CRITERION_VERDICTS: tuple[str, ...] = ("satisfied", "partially", "not_satisfied")
+"""The canonical verdicts on one checklist criterion (``partially`` only on a ternary checklist)."""
+VERDICT_SYNONYMS: dict[str, str] = {
+    "satisfied": "satisfied", "yes": "satisfied", "met": "satisfied",
+    "partially": "partially", "partially satisfied": "partially", "partial": "partially",
+    "partly satisfied": "partially",
+    "not satisfied": "not_satisfied", "unsatisfied": "not_satisfied", "no": "not_satisfied",
+    "not met": "not_satisfied",
+}
+"""Words a judge or an annotator may use for a criterion verdict (keys as ``criterion_verdict`` reads them)."""
+
+
+def criterion_verdict(value: Any) -> str | None:
+    """A criterion verdict as written (``Partially Satisfied``, ``not_satisfied``, ``Yes.``) → its canonical
+    form (``partially``, ``not_satisfied``, ``satisfied``); None when it is no known verdict word."""
+    if not isinstance(value, str):
+        return None
+    key = " ".join(value.replace("_", " ").replace("-", " ").strip().strip(".").casefold().split())
+    return VERDICT_SYNONYMS.get(key)
+
+
+def canonical_verdict(value: Any) -> str:
+    """A human's criterion verdict (``Satisfied`` / ``Partially Satisfied`` / ``Not Satisfied``, any case, ``_``
+    or spaces) in canonical form; anything else is a ValueError (what pydantic validators raise)."""
+    if not isinstance(value, str):
+        raise ValueError(f"verdict must be a string, got {type(value).__name__}")  # pydantic wants ValueError
+    verdict = criterion_verdict(value)
+    if verdict is None:
+        raise ValueError(f"unknown verdict {value!r}: use Satisfied, Partially Satisfied or Not Satisfied")
+    return verdict
+
+
 def consensus_score(scores: Iterable[float], scale: ScaleTuple) -> float | None:
     """Human consensus of scores: their median snapped to the scale (None when there are none)."""
     values = [float(s) for s in scores if s is not None and not math.isnan(float(s))]

@@ -10,13 +10,13 @@ import pytest
 
 from scijudge.errors import InputError
 from scijudge.importers.lematerial import (
-    RUN_COLUMNS,
     expand_criteria,
     load_lematerial_annotations,
     match_materials,
     material_similarity,
 )
 from scijudge.materials.outputs import SynthesisJudgment
+from scijudge.records import RUN_COLUMNS
 from scijudge.runs import Run
 
 DATA = Path(__file__).parent / "data" / "lematerial_annotations"

@@ -44,7 +44,7 @@ def _split_option(text: str | None, seed: int | None) -> Any:
     """``--split 0.5/0.25/0.25`` and ``--seed`` as a SplitSpec (None when neither is given)."""
     from pydantic import ValidationError
 
-    from scijudge.errors import InputError
+    from scijudge.errors import InputError, validation_problem
     from scijudge.optimization._recipes import SplitSpec
 
     if text is None and seed is None:
@@ -62,7 +62,7 @@ def _split_option(text: str | None, seed: int | None) -> Any:
     try:
         return SplitSpec(**values)
     except ValidationError as exc:
-        raise InputError(exc.errors()[0]["msg"].removeprefix("Value error, "), field="--split") from None
+        raise InputError(validation_problem(exc)[2], field="--split") from None
 
 
 def _inputs(items: Path | None, tasks: Path | None, reports: Path | None, labels: Path) -> tuple[Any, Any]:

@@ -27,6 +27,7 @@ from scijudge.judges.base import judgment_key_for as task_key
 from scijudge.execution._pricing import batch_rates
 from scijudge.execution.batch_store import FINAL_STATUSES, BatchRecord, BatchStore
 from scijudge.judges.base import Judge, JudgeResult, model_name
+from scijudge.records import attempt_totals
 from scijudge.runs import Run
 from scijudge.structured import Attempt, CallRecord, InvalidAnswer, parse_answer
 
@@ -358,8 +359,5 @@ def _direct(keys: list[str], pending: dict[str, _Pending], finish: Callable[[Jud
         results = pool.map(lambda e: e.judge.judge_item(e.item, e.part), entries)
         for entry, result in zip(entries, results):
             attempts = [*entry.attempts, *result.attempts]
-            costs = [a.cost for a in attempts if a.cost is not None]
-            finish(result.model_copy(update={
-                "attempts": attempts, "tokens_in": sum(a.tokens_in or 0 for a in attempts),
-                "tokens_out": sum(a.tokens_out or 0 for a in attempts), "cost": sum(costs) if costs else None}))
+            finish(result.model_copy(update={"attempts": attempts, **attempt_totals(attempts)}))
             report.direct_fallbacks += 1

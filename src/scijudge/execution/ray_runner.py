@@ -14,12 +14,13 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from scijudge._litellm_env import LOCAL_COST_MAP
 from scijudge.data import Item
 from scijudge.errors import ModelError
 from scijudge.runner import JudgeRecipe, Progress, RunSummary
 from scijudge.runs import Run
 
-_ENV = ("PYTHONPATH", "LITELLM_LOCAL_MODEL_COST_MAP", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HOME")
+_ENV = ("PYTHONPATH", LOCAL_COST_MAP, "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HOME")
 
 
 def _require_ray() -> Any:

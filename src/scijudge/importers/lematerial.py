@@ -49,8 +49,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from scijudge.errors import InputError
-from scijudge.records import JudgeResult
+from scijudge.errors import InputError, from_validation_error
 from scijudge.labels import HumanLabel
 from scijudge.materials.ontology import is_extraction_failure
 from scijudge.materials.outputs import (
@@ -60,16 +59,12 @@ from scijudge.materials.outputs import (
     SynthesisJudgment,
 )
 from scijudge.outputs import coerce_number
+from scijudge.records import RUN_COLUMNS, JudgeResult, result_row
 
 JUDGE_NAME = "lematerial.synthesis"
 IMPORT_SPEC_HASH = "lematerial-import"
 """spec_hash of imported rows: they were not produced by a scijudge spec, so they never share a key with one."""
 DEFAULT_MATCH_THRESHOLD = 0.8
-RUN_COLUMNS = (
-    "key", "item_id", "judge", "part", "family", "spec_hash", "model", "status", "score", "verdict",
-    "confidence", "probs", "result", "rationale", "reason", "attempts", "tokens_in", "tokens_out", "cost",
-    "latency_s", "created_at",
-)
 _JUDGE_FILE = "result.json"
 _HUMAN_FILES = ("result_human.json", "results_human.json")
 _SKIPPED_DIRS = {"old"}
@@ -134,8 +129,8 @@ class LeMaterialImport:
 
     @property
     def rows(self) -> list[dict[str, Any]]:
-        """The judge results as run-store rows (plain dicts, ``key`` included)."""
-        return [{**r.model_dump(mode="json"), "key": r.key} for r in self.results]
+        """The judge results as run-store rows (``records.result_row``: the store's columns, ``key`` included)."""
+        return [result_row(r) for r in self.results]
 
     def to_pandas(self) -> Any:
         """The judge results as a DataFrame with the run store's columns."""
@@ -320,10 +315,8 @@ def _judge_result(entry: _Entry, item_id: str, judge: str) -> JudgeResult:
     try:
         judgment = SynthesisJudgment.model_validate(entry.evaluation if entry.evaluation is not None else {})
     except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in first["loc"]) or "evaluation"
-        message = str(first["msg"]).removeprefix("Value error, ")
-        return JudgeResult(status="abstained", reason=f"{entry.file}: evaluation.{where}: {message}", **base)
+        error = from_validation_error(exc, field_prefix="evaluation")
+        return JudgeResult(status="abstained", reason=f"{entry.file}: {error.field}: {error.reason}", **base)
     fields = judgment.run_fields()
     return JudgeResult(status="ok", score=fields.score, confidence=fields.confidence,
                        result=judgment.model_dump(mode="json"), rationale=fields.rationale, **base)

@@ -31,33 +31,16 @@ from pydantic import (
     model_validator,
 )
 
-from scijudge.data import Item, Skipped, iter_jsonl, read_records, validation_error
-from scijudge.errors import InputError
+from scijudge.data import Item, Skipped, iter_jsonl, read_records
+from scijudge.errors import InputError, from_validation_error
 from scijudge.labels import HumanLabel
 from scijudge.rubric_criteria import AXES, Criterion, criterion_id, normalise_text
+from scijudge.vocab import CRITERION_VERDICTS, canonical_verdict
 
 CHECKLIST_JUDGE = "researchrubrics.checklist"
 REPORT_SUFFIXES: tuple[str, ...] = (".md", ".markdown", ".txt")
-VERDICTS: tuple[str, ...] = ("satisfied", "partially", "not_satisfied")
-_VERDICT_ALIASES = {
-    "satisfied": "satisfied", "yes": "satisfied", "met": "satisfied",
-    "partially satisfied": "partially", "partially": "partially", "partial": "partially",
-    "partly satisfied": "partially",
-    "not satisfied": "not_satisfied", "unsatisfied": "not_satisfied", "no": "not_satisfied",
-    "not met": "not_satisfied",
-}
+VERDICTS: tuple[str, ...] = CRITERION_VERDICTS
 _ID_PATTERN = re.compile(r"^c[0-9a-f]{10}$")
-
-
-def canonical_verdict(value: Any) -> str:
-    """``Satisfied`` / ``Partially Satisfied`` / ``Not Satisfied`` (any case, ``_`` or spaces) → the
-    canonical ``satisfied`` / ``partially`` / ``not_satisfied``; anything else is a ValueError."""
-    if not isinstance(value, str):
-        raise ValueError(f"verdict must be a string, got {type(value).__name__}")  # noqa: TRY004 - pydantic wants ValueError
-    key = " ".join(value.replace("_", " ").replace("-", " ").strip().strip(".").casefold().split())
-    if key not in _VERDICT_ALIASES:
-        raise ValueError(f"unknown verdict {value!r}: use Satisfied, Partially Satisfied or Not Satisfied")
-    return _VERDICT_ALIASES[key]
 
 
 class _DuplicateCriterion(ValueError):
@@ -152,7 +135,7 @@ def _task_error(exc: ValidationError, *, path: Path, line: int) -> InputError:
     cause = (first.get("ctx") or {}).get("error")
     if isinstance(cause, _DuplicateCriterion):
         return InputError(str(cause), file=path, line=line, field=f"rubrics.{cause.index}.criterion")
-    error = validation_error(exc, file=path, line=line)  # (the shared helper strips "Value error, ")
+    error = from_validation_error(exc, file=path, line=line)
     if error.field is None and "negative weights" in error.reason:
         error = InputError(error.reason, file=path, line=line, field="rubrics")
     return error
@@ -393,9 +376,7 @@ def load_human_verdicts(path: str | Path, *, tasks: list[Task] | None = None,
         try:
             row = _VerdictLine.model_validate(obj)
         except ValidationError as exc:
-            error = validation_error(exc, file=path, line=line)
-            raise InputError(error.reason.removeprefix("Value error, "), file=path, line=line,
-                             field=error.field) from None
+            raise from_validation_error(exc, file=path, line=line) from None
         part = row.criterion if _ID_PATTERN.match(row.criterion) else criterion_id(row.criterion)
         if known is not None:
             if row.sample_id not in known:

@@ -28,6 +28,7 @@ from scijudge.records import (  # noqa: F401 - re-exported: scijudge.judges.base
     model_name,
 )
 from scijudge.structured import Abstained, ChainConfig, StructuredChain, start_record, _CURRENT
+from scijudge.vocab import scale_of
 
 _DEFAULT_CHAIN = StructuredChain()
 
@@ -105,21 +106,7 @@ class Judge(dspy.Module):
         return self.lm or dspy.settings.lm
 
     def forward(self, **inputs: Any) -> dspy.Prediction:
-        record, token = (_CURRENT.get(), None) if _CURRENT.get() is not None else start_record()
-        try:
-            if self.preset is not None:  # hook (issue 16): native free text first, structured retry below
-                native = self.preset.first_try(self, inputs, record)
-                if native is not None:
-                    return dspy.Prediction(judgment=native, abstained=False, reason=None, attempts=record.attempts)
-            with dspy.context(adapter=self.chain, lm=self._lm()):
-                prediction = self.predict(**inputs)
-            return dspy.Prediction(judgment=getattr(prediction, OUTPUT_FIELD), abstained=False, reason=None,
-                                   attempts=record.attempts)
-        except Abstained as exc:
-            return dspy.Prediction(judgment=None, abstained=True, reason=exc.reason, attempts=record.attempts)
-        finally:
-            if token is not None:
-                _CURRENT.reset(token)
+        return predict_judgment(self, inputs, preset=self.preset)
 
     # --- items in, typed results out ---------------------------------------------------------
     def inputs_for(self, item: Item, part: str = "") -> dict[str, Any]:
@@ -207,18 +194,40 @@ class Judge(dspy.Module):
             fields = fields.model_copy(update={"verdict": "B" if fields.verdict == "A" else "A",
                                                "score": -fields.score if fields.score is not None else None})
         probs = None
-        if record.logprobs and self.spec.family == "likert":
-            from scijudge.lm.logprobs import rating_distribution
+        scale = scale_of(self.spec)
+        if record.logprobs and self.spec.family == "likert" and scale.integral:
+            # (a half-step rating such as 3.5 runs over several tokens: its first token's alternatives are no
+            # ratings, so such scales get no distribution rather than one over the whole numbers)
+            from scijudge.lm.logprobs import as_probs, rating_distribution
 
-            dist = rating_distribution(record.logprobs, field="rating",
-                                       values=tuple(int(v) for v in self.spec.scale.levels()))
-            probs = {str(k): float(v) for k, v in dist.items()} if dist else None
+            dist = rating_distribution(record.logprobs, field="rating", values=[int(v) for v in scale.levels()])
+            probs = as_probs(dist) if dist else None
         payload = output.model_dump(mode="json") if isinstance(output, BaseModel) else {"value": output}
         if probs:
             payload["expected_rating"] = math.fsum(float(k) * p for k, p in probs.items())
         return self.result_from(item_id, part, record, latency, inputs_hash, score=fields.score,
                                 verdict=fields.verdict, confidence=fields.confidence, probs=probs, result=payload,
                                 rationale=fields.rationale)
+
+
+def predict_judgment(judge: Any, inputs: dict[str, Any], *, preset: Any = None) -> dspy.Prediction:
+    """A judge module's ``predict`` run through its chain: the typed judgment, or an abstention with its reason
+    (the one copy for ``Judge`` and ``FusedJudge``); attempts go to the current call record."""
+    record, token = (_CURRENT.get(), None) if _CURRENT.get() is not None else start_record()
+    try:
+        if preset is not None:  # hook (issue 16): native free text first, structured retry below
+            native = preset.first_try(judge, inputs, record)
+            if native is not None:
+                return dspy.Prediction(judgment=native, abstained=False, reason=None, attempts=record.attempts)
+        with dspy.context(adapter=judge.chain, lm=judge._lm()):
+            prediction = judge.predict(**inputs)
+        return dspy.Prediction(judgment=getattr(prediction, OUTPUT_FIELD), abstained=False, reason=None,
+                               attempts=record.attempts)
+    except Abstained as exc:
+        return dspy.Prediction(judgment=None, abstained=True, reason=exc.reason, attempts=record.attempts)
+    finally:
+        if token is not None:
+            _CURRENT.reset(token)
 
 
 def build_judge(spec: JudgeSpec, *, lm: Any = None, rating_probs: bool = False,

@@ -22,10 +22,10 @@ import pydantic
 
 from scijudge.data import Item
 from scijudge.errors import SpecError
-from scijudge.judges.base import Judge, JudgeResult, default_chain, judgment_key_for
+from scijudge.judges.base import Judge, JudgeResult, default_chain, judgment_key_for, predict_judgment
 from scijudge.signatures import OUTPUT_FIELD, build_signature, render_instructions
 from scijudge.specs import JudgeSpec
-from scijudge.structured import Abstained, StructuredChain, _CURRENT, start_record
+from scijudge.structured import StructuredChain, _CURRENT, start_record
 
 _HEAD = (
     "Judge the input on each of the {n} qualities below, one at a time and independently of the others: "
@@ -147,17 +147,7 @@ class FusedJudge(dspy.Module):
         return [judgment_key_for(item, r, part) for r in self.rubrics]
 
     def forward(self, **inputs: Any) -> dspy.Prediction:
-        record, token = (_CURRENT.get(), None) if _CURRENT.get() is not None else start_record()
-        try:
-            with dspy.context(adapter=self.chain, lm=self._lm()):
-                prediction = self.predict(**inputs)
-            return dspy.Prediction(judgment=getattr(prediction, OUTPUT_FIELD), abstained=False, reason=None,
-                                   attempts=record.attempts)
-        except Abstained as exc:
-            return dspy.Prediction(judgment=None, abstained=True, reason=exc.reason, attempts=record.attempts)
-        finally:
-            if token is not None:
-                _CURRENT.reset(token)
+        return predict_judgment(self, inputs)
 
     def judge_item(self, item: Item, part: str = "") -> list[JudgeResult]:
         """Judge one item on every rubric in one call: one result per rubric, sharing a call id."""

@@ -58,7 +58,9 @@ def make_lm(model: str, *, api_base: str | None = None, api_key: str | None = No
     if local_options:
         raise ModelError(f"options {sorted(local_options)} apply only to local hf: models")
     load_dotenv_once()
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "true")
+    from scijudge._litellm_env import use_local_cost_map
+
+    use_local_cost_map()
     from scijudge.redaction import register_secret, register_url_secrets
 
     register_secret(api_key)  # issue 11: redacted from everything written or printed

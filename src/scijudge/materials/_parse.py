@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from scijudge.errors import InputError
+from scijudge.errors import InputError, problem_message
 
 _MAX_LISTED_ERRORS = 5
 
@@ -66,4 +66,4 @@ def validation_to_input_error(
 
 
 def _message(err: Any) -> str:
-    return str(err["msg"]).removeprefix("Value error, ")
+    return problem_message(err)

@@ -21,6 +21,8 @@ import numpy as np
 from scipy import stats
 from sklearn import metrics as skm
 
+from scijudge.vocab import ScaleTuple
+
 ArrayLike = Sequence[float] | np.ndarray
 AlphaLevel = Literal["nominal", "ordinal", "interval", "ratio"]
 
@@ -32,7 +34,7 @@ def scale_values(lo: float, hi: float, step: float) -> np.ndarray:
     count = round((hi - lo) / step)
     if abs(lo + count * step - hi) > step * 1e-6:
         raise ValueError(f"invalid scale ({lo}, {hi}, {step}): hi - lo is not a multiple of step")
-    return lo + step * np.arange(count + 1, dtype=float)
+    return np.asarray(ScaleTuple(float(lo), float(hi), float(step)).levels(), dtype=float)  # (the one levels rule)
 
 
 def _pair(judge: ArrayLike, human: ArrayLike) -> tuple[np.ndarray, np.ndarray]:

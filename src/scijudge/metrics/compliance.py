@@ -275,7 +275,7 @@ class ChecklistAgreement(BaseModel):
 
 def _labels_frame(labels: Any) -> pd.DataFrame:
     """Human labels (HumanLabels or a frame with item_id, part, verdict[, annotator]) as a frame."""
-    from scijudge.importers.researchrubrics import canonical_verdict
+    from scijudge.vocab import canonical_verdict
 
     if isinstance(labels, pd.DataFrame):
         frame = labels.copy()

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from scijudge.data import Item, load_items
-from scijudge.demos import demo_to_spec, demos_from_spec
+from scijudge.demos import demo_to_spec
 from scijudge.errors import InputError, ModelError
 from scijudge.judges.base import Judge, model_name
 from scijudge.labels import HumanLabel, load_labels
@@ -159,7 +159,6 @@ def _compile(plan: Plan, lm: Any, prompt_lm: Any, budget: Budget, reserve: int, 
     task_lm = budgeted(lm, gate)
     proposal_lm = budgeted(prompt_lm or lm, gate, retry=retry)
     student = OptJudge(plan.spec, lm=task_lm, guard=guard, ledger=ledger, gate=gate)
-    student.predict.demos = demos_from_spec(plan.spec)
     entry = entry_for(plan.recipe.optimizer)
     inputs = CompileInputs(student=student, trainset=plan.train, devset=plan.dev, metric=metric,
                            prompt_lm=proposal_lm, seed=plan.recipe.split.seed)
@@ -282,11 +281,9 @@ def run_plan(plan: Plan, lm: Any, *, prompt_lm: Any = None, out: str | Path | No
     eval_gate = Gate(budget, "evaluation")
     judges: dict[str, Judge] = {}
     if baseline is None:
-        judges["before"] = judge_for(spec, lm=budgeted(lm, eval_gate))
-        judges["before"].predict.demos = demos_from_spec(spec)
+        judges["before"] = judge_for(spec, lm=budgeted(lm, eval_gate))  # a Judge applies its spec's demos itself
     if not same:
         judges["after"] = judge_for(new_spec, lm=budgeted(lm, eval_gate))
-        judges["after"].predict.demos = demos_from_spec(new_spec)
     threads = int(recipe.settings.get("num_threads", 1))
     items_by_id = {i.id: i for i in plan.items}
     rows, skipped = judge_examples(judges, plan.test, items_by_id, threads) if judges else ([], set())
@@ -337,8 +334,6 @@ def run_plan(plan: Plan, lm: Any, *, prompt_lm: Any = None, out: str | Path | No
     if compiled is not None:  # the optimizer's own program (not rebuilt from the spec): what save/load must match
         program.predict.signature = compiled.predict.signature.with_instructions(instructions)
         program.predict.demos = list(compiled.predict.demos)
-    else:
-        program.predict.demos = demos_from_spec(new_spec)
     program.predict.lm = None
     import pandas as pd
 

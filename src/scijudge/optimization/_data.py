@@ -12,12 +12,13 @@ from scijudge.data import Item
 from scijudge.errors import InputError
 from scijudge.labels import HumanLabel
 from scijudge.optimization._families import criteria_of, is_checklist, judge_for
-from scijudge.optimization._judge_metrics import CRITERION, HUMAN, ITEM, PART, RATIONALES, SCORES, VERDICT, VERDICTS, norm_verdict
+from scijudge.optimization._judge_metrics import CRITERION, HUMAN, ITEM, PART, RATIONALES, SCORES, VERDICT, VERDICTS
 from scijudge.optimization._recipes import Recipe, _line_of
 from scijudge.optimization._registry import minimum_sizes
 from scijudge.optimization._splits import ItemSplit, split_items
 from scijudge.signatures import OUTPUT_FIELD
-from scijudge.specs import JudgeSpec, Scale
+from scijudge.specs import JudgeSpec
+from scijudge.vocab import ScaleTuple, consensus_score, majority_verdict, norm_verdict, scale_of, snap
 
 
 @dataclass
@@ -32,18 +33,9 @@ class Data:
     notes: list[str]
 
 
-def _scale_of(spec: JudgeSpec) -> tuple[float, float, float]:
-    scale = spec.scale or Scale()
-    return float(scale.min), float(scale.max), float(scale.step)
-
-
 def _label_where(label: HumanLabel, fallback: str | None) -> dict[str, Any]:
     origin = label.origin
     return {"file": origin[0] if origin else fallback, "line": origin[1] if origin else None}
-
-
-def _snap(value: float, lo: float, hi: float, step: float) -> float:
-    return min(hi, max(lo, lo + round((value - lo) / step) * step))
 
 
 def _label_output(spec: JudgeSpec, consensus: float, rationales: list[str]) -> Any:
@@ -82,7 +74,8 @@ def build_data(spec: JudgeSpec, items: list[Item], labels: list[HumanLabel], rec
         text = Path(recipe.source).read_text(encoding="utf-8") if recipe.source and Path(recipe.source).exists() else ""
         raise InputError(f"metric {recipe.metric!r} needs {wants} labels, but the labels for judge {spec.name!r} "
                          f"are {kind}s", file=recipe.source, line=_line_of(text, ("metric",)), field="metric")
-    lo, hi, step = _scale_of(spec)
+    scale = scale_of(spec)
+    lo, hi, step = scale
     by_id = {item.id: item for item in items}
     groups: dict[tuple[str, str], list[HumanLabel]] = {}
     for lab in mine:
@@ -97,7 +90,7 @@ def build_data(spec: JudgeSpec, items: list[Item], labels: list[HumanLabel], rec
     judge = judge_for(spec)
     criteria = criteria_of(spec)
     checklist = is_checklist(spec)
-    for (item_id, part), group in groups.items():
+    for (_item_id, part), group in groups.items():
         if part and not checklist and part not in criteria:
             known = f"its criteria are {', '.join(criteria)}" if criteria else "it gives one overall judgment per item"
             raise InputError(f"label part {part!r} is not something judge {spec.name!r} judges separately ({known}); "
@@ -114,34 +107,35 @@ def build_data(spec: JudgeSpec, items: list[Item], labels: list[HumanLabel], rec
         if kind == "score":
             scores = [float(lab.score) for lab in group]
             mean = statistics.fmean(scores)
-            consensus = _snap(statistics.median(scores), lo, hi, step)
+            consensus = consensus_score(scores, scale)
             values.update({HUMAN: mean, SCORES: scores, "sj_stratum": consensus})
             label_output = _label_output(spec, consensus, rationales)
             if label_output is not None:
                 values[OUTPUT_FIELD] = label_output
         else:
             votes = [norm_verdict(lab.verdict) for lab in group]
-            counts = Counter(votes).most_common()
-            if len(counts) > 1 and counts[0][1] == counts[1][1]:
+            majority = majority_verdict(votes)
+            if majority is None:
                 ties += 1
                 continue
-            values.update({VERDICT: counts[0][0], VERDICTS: votes, "sj_stratum": counts[0][0]})
+            values.update({VERDICT: majority, VERDICTS: votes, "sj_stratum": majority})
         examples.append(dspy.Example(**values).with_inputs(*names))
     if ties:
         notes.append(f"{ties} labelled unit(s) with tied verdicts have no consensus and were left out")
     by_item: dict[str, list[Any]] = {}
     for ex in examples:
         by_item.setdefault(ex[ITEM], []).append(ex)
-    return Data(examples=examples, by_item=by_item, kind=kind, labels=mine, scale=(lo, hi, step), notes=notes)
+    return Data(examples=examples, by_item=by_item, kind=kind, labels=mine, scale=scale, notes=notes)
 
 
 def _strata(data: Data) -> dict[str, Any]:
-    """One stratum per item: its (mean) consensus score, or its most common verdict."""
+    """One stratum per item (not a consensus rule: it balances the split): the mean of its parts' consensus
+    scores snapped to the scale, or its most common verdict."""
     out: dict[str, Any] = {}
     for item_id, exs in data.by_item.items():
         values = [ex["sj_stratum"] for ex in exs]
         if data.kind == "score":
-            out[item_id] = _snap(statistics.fmean(values), *data.scale)
+            out[item_id] = snap(statistics.fmean(values), ScaleTuple(*data.scale))
         else:
             out[item_id] = Counter(values).most_common(1)[0][0]
     return out

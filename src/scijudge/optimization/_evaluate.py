@@ -119,12 +119,10 @@ class Baseline:
 def judge_baseline(spec: Any, test: list[Any], items: dict[str, Item], lm: Any, threads: int,
                    variants: list[Item] | None = None) -> Baseline:
     """Judge the test split (and its perturbed variants, if any) once with the base judge (calls counted, no limit)."""
-    from scijudge.demos import demos_from_spec
     from scijudge.optimization._budget import Budget, Gate, budgeted
 
     budget = Budget()
-    judge = judge_for(spec, lm=budgeted(lm, Gate(budget, "baseline")))
-    judge.predict.demos = demos_from_spec(spec)
+    judge = judge_for(spec, lm=budgeted(lm, Gate(budget, "baseline")))  # (with the spec's demos, as every Judge)
     rows, skipped = judge_examples({"before": judge}, test, items, threads)
     variant_rows: list[dict[str, Any]] = []
     if variants:

@@ -18,6 +18,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from scijudge.vocab import norm_verdict
+
 MetricName = Literal["likert_abs", "likert_sq", "verdict_balanced"]
 METRICS: tuple[str, ...] = ("likert_abs", "likert_sq", "verdict_balanced")
 
@@ -32,11 +34,6 @@ CRITERION = "sj_criterion"  # a multi-criterion judge's criterion the label scor
 def example_key(example: Any) -> str:
     """Identity of an example: its item and part."""
     return f"{example.get(ITEM)}\x1f{example.get(PART) or ''}"
-
-
-def norm_verdict(value: Any) -> str | None:
-    """Verdicts compare case- and space-insensitively (as the calibration report does)."""
-    return None if value is None else str(value).strip().lower()
 
 
 def judged(prediction: Any, criterion: str | None = None) -> tuple[float | None, str | None, str | None]:

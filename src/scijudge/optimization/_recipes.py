@@ -32,7 +32,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from scijudge._toml import read_toml
-from scijudge.errors import InputError
+from scijudge.errors import InputError, validation_problem
 from scijudge.optimization import _registry
 from scijudge.optimization._registry import OptimizerSettings
 
@@ -121,10 +121,9 @@ def _line_of(text: str, loc: tuple[str, ...]) -> int | None:
 
 
 def _settings_error(exc: ValidationError, optimizer: str) -> tuple[str, tuple[str, ...]]:
-    first = exc.errors()[0]
-    loc = tuple(str(p) for p in first["loc"] if not isinstance(p, int))
-    msg = first["msg"].removeprefix("Value error, ")
-    if first["type"] == "extra_forbidden":
+    kind, where, msg = validation_problem(exc)
+    loc = tuple(str(p) for p in where if not isinstance(p, int))
+    if kind == "extra_forbidden":
         allowed = ", ".join(sorted(_registry.entry_for(optimizer).settings.model_fields))
         msg = f"unknown setting for optimizer {optimizer!r} (allowed: {allowed})"
     elif not loc and ":" in msg:  # model-level checks name their field first: "num_trials: ..."
@@ -157,10 +156,9 @@ def recipe_from_dict(data: dict[str, Any], *, source: str | Path | None = None, 
     try:
         recipe = Recipe.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = tuple(str(p) for p in first["loc"] if not isinstance(p, int))
-        msg = first["msg"].removeprefix("Value error, ")
-        if first["type"] == "extra_forbidden":
+        kind, where, msg = validation_problem(exc)
+        loc = tuple(str(p) for p in where if not isinstance(p, int))
+        if kind == "extra_forbidden":
             known = sorted(Recipe.model_fields) if len(loc) == 1 else None
             if loc and loc[0] == "split":
                 known = sorted(SplitSpec.model_fields)
@@ -168,7 +166,7 @@ def recipe_from_dict(data: dict[str, Any], *, source: str | Path | None = None, 
                 known = sorted(BudgetSpec.model_fields)
             known = [k for k in (known or []) if k != "source"]
             msg = "unknown field" + (f" (expected one of: {', '.join(known)})" if known else "")
-        elif first["type"] == "literal_error" and loc == ("metric",):
+        elif kind == "literal_error" and loc == ("metric",):
             msg = f"unknown metric {data.get('metric')!r}; choose one of likert_abs, likert_sq, verdict_balanced"
         raise InputError(msg, file=source, line=_line_of(text, loc) if loc else None,
                          field=".".join(loc) or None) from None

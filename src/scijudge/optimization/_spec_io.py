@@ -78,11 +78,10 @@ def save_spec(spec: JudgeSpec, path: str | Path) -> Path:
 
 
 def load_optimized_judge(path: str | Path, *, lm: Any = None, model: str | None = None) -> Judge:
-    """A judge from a spec file, with the spec's demos applied (what the CLI's ``--judge x.toml`` should do)."""
-    from scijudge.demos import apply_spec_demos
+    """A judge from a spec file, with the spec's demos (``Judge`` applies a spec's demos when it is built)."""
     from scijudge.judges.base import load_judge
 
-    return apply_spec_demos(load_judge(Path(path), lm=lm, model=model))
+    return load_judge(Path(path), lm=lm, model=model)
 
 
 def load_program(path: str | Path, spec: JudgeSpec | str | Path, *, lm: Any = None) -> Judge:

@@ -7,24 +7,27 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, field_validator
 
 from scijudge.outputs import JudgeOutput, RunFields, coerce_number
+from scijudge.vocab import criterion_verdict
 
 SCORES: dict[str, float] = {"satisfied": 1.0, "partially": 0.5, "not_satisfied": 0.0}
-_VERDICT_WORDS = {
-    "satisfied": "satisfied", "yes": "satisfied", "met": "satisfied",
-    "partially": "partially", "partially satisfied": "partially", "partial": "partially",
-    "not satisfied": "not_satisfied", "unsatisfied": "not_satisfied", "no": "not_satisfied", "not met": "not_satisfied",
-}
-
 
 
 def _read_verdict(value: Any, allowed: tuple[str, ...]) -> str:
     if not isinstance(value, str):
-        raise ValueError(f"verdict must be one of {', '.join(allowed)}")  # noqa: TRY004 - pydantic wants ValueError
-    key = " ".join(value.replace("_", " ").replace("-", " ").strip().strip(".").casefold().split())
-    verdict = _VERDICT_WORDS.get(key)
+        raise ValueError(f"verdict must be one of {', '.join(allowed)}")  # pydantic wants ValueError
+    verdict = criterion_verdict(value)
     if verdict not in allowed:
         raise ValueError(f"verdict must be one of {', '.join(allowed)}, got {value!r}")
     return verdict
+
+
+def _string_list(value: Any) -> Any:
+    """A list of passages as models write it: null is none, one string is one passage (kept word for word)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value] if value.strip() else []
+    return value
 
 
 class CriterionVerdict(JudgeOutput):
@@ -57,12 +60,8 @@ class CriterionVerdict(JudgeOutput):
 
     @field_validator("evidence_quotes", "missing_elements", mode="before")
     @classmethod
-    def _strings(cls, value: Any) -> list[str]:
-        if value is None:
-            return []
-        if isinstance(value, str):
-            return [value] if value.strip() else []
-        return value
+    def _strings(cls, value: Any) -> Any:
+        return _string_list(value)
 
     @property
     def score(self) -> float:
@@ -96,12 +95,8 @@ class ChunkEvidence(JudgeOutput):
 
     @field_validator("quotes", mode="before")
     @classmethod
-    def _quotes(cls, value: Any) -> list[str]:
-        if value is None:
-            return []
-        if isinstance(value, str):
-            return [value] if value.strip() else []
-        return value
+    def _quotes(cls, value: Any) -> Any:
+        return _string_list(value)
 
     @field_validator("bearing", mode="before")
     @classmethod

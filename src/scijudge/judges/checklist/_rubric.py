@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from scijudge.data import Item
-from scijudge.errors import InputError
+from scijudge.errors import InputError, from_validation_error
 from scijudge.rubric_criteria import Criterion
 
 
@@ -26,10 +26,7 @@ def rubric_entries(item: Item, *, any_axis: bool = True) -> list[dict[str, Any]]
         try:
             criterion = Criterion.model_validate(raw, context={"any_axis": any_axis})
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise InputError(first["msg"].removeprefix("Value error, "), file=file, line=line,
-                             field=f"meta.rubrics.{index}" + (f".{where}" if where else "")) from None
+            raise from_validation_error(exc, file=file, line=line, field_prefix=f"meta.rubrics.{index}") from None
         entry = criterion.as_meta()
         if isinstance(raw, dict) and isinstance(raw.get("id"), str) and raw["id"]:
             entry["id"] = raw["id"]

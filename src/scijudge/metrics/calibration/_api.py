@@ -32,10 +32,10 @@ from scijudge.metrics.calibration.position import position_consistency
 from scijudge.metrics.calibration.verdict import _verdict_frames, _verdict_groups
 from scijudge.metrics.calibration.vocab import (
     _consensus,
-    _norm_verdict,
     _resolve_scales,
 )
 from scijudge.metrics.groups import prepare_judgments
+from scijudge.vocab import norm_verdict
 
 
 def calibrate(
@@ -75,7 +75,7 @@ def calibrate(
         raise InputError("no labels to calibrate against")
     if not allow_extra_labels:
         _check_unknown_items(df, lab)
-    df["verdict"] = df["verdict"].map(_norm_verdict)
+    df["verdict"] = df["verdict"].map(norm_verdict)
 
     label_keys = set(zip(lab["item_id"], lab["judge"]))
     judged_keys = set(zip(df["item_id"], df["judge"]))

@@ -8,11 +8,11 @@ import pandas as pd
 from scijudge.errors import InputError
 from scijudge.metrics.calibration._result import ScaleTuple
 from scijudge.metrics.calibration.vocab import (
-    _norm_verdict,
     _on_scale,
     _scale_text,
     in_range,
 )
+from scijudge.vocab import norm_verdict
 
 
 def _prepare_labels(labels: pd.DataFrame) -> pd.DataFrame:
@@ -41,7 +41,7 @@ def _prepare_labels(labels: pd.DataFrame) -> pd.DataFrame:
         who = f"annotator {row['annotator']!r}" if row["annotator"] else "an unnamed annotator"
         raise _label_error(row, f"duplicate label: {who} labelled item {row['item_id']!r}, judge "
                                 f"{row['judge']!r}{_part_text(row['part'])} more than once", "annotator")
-    lab["verdict"] = lab["verdict"].map(_norm_verdict)
+    lab["verdict"] = lab["verdict"].map(norm_verdict)
     return lab
 
 

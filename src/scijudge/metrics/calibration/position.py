@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import binomtest
 
-from scijudge.metrics.calibration.vocab import _norm_verdict
+from scijudge.vocab import norm_verdict
 
 ORDERS = ("AB", "BA")
 COLUMNS = ("contender", "judge", "n_items", "n_both_orders", "flip_rate", "n_decisive", "first_slot_share",
@@ -30,7 +30,7 @@ def position_consistency(judgments: pd.DataFrame, verdict_consensus: pd.DataFram
                    & (judgments["status"] == "ok") & judgments["verdict"].notna()]
     if ok.empty:
         return pd.DataFrame(columns=list(COLUMNS))
-    verdict = ok["verdict"].map(_norm_verdict)
+    verdict = ok["verdict"].map(norm_verdict)
     first = ((ok["part"] == "AB") & (verdict == "a")) | ((ok["part"] == "BA") & (verdict == "b"))
     decisive = verdict.isin(["a", "b"])
     slots = pd.DataFrame({"contender": ok["contender"], "judge": ok["judge"], "first": first & decisive,

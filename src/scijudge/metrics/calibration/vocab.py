@@ -13,6 +13,7 @@ import pandas as pd
 from scijudge.errors import InputError, ScijudgeError
 from scijudge.metrics import agreement as ag
 from scijudge.metrics.calibration._result import ScaleTuple
+from scijudge.vocab import majority_verdict
 
 FAMILY_SCALES: dict[str, ScaleTuple] = {
     "likert": (1.0, 5.0, 1.0),
@@ -21,13 +22,6 @@ FAMILY_SCALES: dict[str, ScaleTuple] = {
     "checklist": (0.0, 1.0, 0.5),
     "pairwise": (-4.0, 4.0, 1.0),
 }
-
-
-def _norm_verdict(value: Any) -> str | None:
-    """Verdicts compare case- and space-insensitively (``scijudge.vocab.norm_verdict``, the one rule)."""
-    from scijudge.vocab import norm_verdict
-
-    return norm_verdict(value)
 
 
 CONTINUOUS = "continuous"
@@ -145,9 +139,9 @@ def _cat_index(values: np.ndarray, sc: ScaleTuple) -> np.ndarray:
 
 def _consensus(lab: pd.DataFrame, scales: dict[str, ScaleTuple],
                continuous: set[str] = frozenset()) -> tuple[pd.DataFrame, pd.DataFrame, int]:  # type: ignore[assignment]
-    """Human consensus per (item, judge, part): median score snapped to the scale (half-way ties round to
-    the even scale step; a continuous scale keeps the median), and majority verdict (ties have no consensus
-    and are left out)."""
+    """Human consensus per (item, judge, part): ``scijudge.vocab.consensus_score`` (median snapped to the scale,
+    half-way ties to the even step; a continuous scale keeps the median), vectorised over groups (a test checks
+    it equals the scalar rule), and ``scijudge.vocab.majority_verdict`` (ties have no consensus, left out)."""
     keys = ["item_id", "judge", "part"]
     scored = lab[lab["score"].notna() & lab["judge"].isin(list(scales))]
     med = scored.groupby(keys, sort=False)["score"].agg(["median", "size"]).reset_index()
@@ -161,10 +155,10 @@ def _consensus(lab: pd.DataFrame, scales: dict[str, ScaleTuple],
     rows = []
     no_consensus = 0
     for key, group in verd.groupby(keys, sort=False):
-        counts = group["verdict"].value_counts()
-        if len(counts) > 1 and counts.iloc[0] == counts.iloc[1]:
+        majority = majority_verdict(group["verdict"])
+        if majority is None:
             no_consensus += 1
             continue
-        rows.append((*key, counts.index[0], int(counts.sum())))
+        rows.append((*key, majority, len(group)))
     vcons = pd.DataFrame(rows, columns=[*keys, "h_verdict", "n_annotators"])
     return med, vcons, no_consensus
