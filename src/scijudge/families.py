@@ -46,8 +46,9 @@ class Family:
             (``scijudge.output_types``).
         judge: builds the family's Judge from a spec (``build_judge`` calls it with lm, rating_probs,
             chunk_tokens and overlap_tokens; a factory ignores options that are not its own).
-        track: how calibration compares its judgments with humans: ordinal scores, categorical verdicts,
-            or continuous scores.
+        track: what its judgments are to calibration: ordinal scores on a scale's steps, categorical verdicts,
+            or continuous scores (a judge calibrated on the family's default scale is then continuous). Which
+            statistics run is still decided by the labels (scores or verdicts).
         score_scale: the run store's score scale when no spec with the stored hash is known.
         needs_scale: specs get the default ``[scale]`` when they declare none.
         parts: the parts an item is judged in (``[""]``: once; pairwise: both orders).
