@@ -12,18 +12,15 @@ import json
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from scijudge._toml import read_toml
 from scijudge.errors import SpecError, UnknownJudgeError, from_validation_error
+from scijudge.families import family_names, get_family
+from scijudge.output_types import find_output, get_output, output_hash_key
 
-Family = Literal["likert", "pairwise", "checklist", "synthesis", "linking"]
-BUILTIN_OUTPUTS = {
-    "likert": "scijudge.outputs:LikertRating",
-    "pairwise": "scijudge.outputs:PairwiseJudgment",
-}
 PAIRWISE_SUFFIX = ".pairwise"
 TRUST_ENV = "SCIJUDGE_TRUST_SPEC_CODE"
 # Input names that would shadow an attribute of DSPy's Signature (or its pydantic base) or the output field.
@@ -116,10 +113,11 @@ class JudgeSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_.\-]*$")
-    family: Family
+    family: str
     description: str
     instructions: str
-    output: str = "likert"
+    output: str = Field(default="", description="A registered output type (scijudge.output_types) or 'module:Class'; "
+                        "default: the family's.")
     inputs: list[InputSpec]
     scale: Scale | None = None
     pairwise: bool = False
@@ -132,6 +130,13 @@ class JudgeSpec(BaseModel):
     preset: str | None = Field(default=None, description="Prompt preset (scijudge.presets), e.g. 'yescieval-native'.")
     source: str | None = Field(default=None, exclude=True)
 
+    @field_validator("family")
+    @classmethod
+    def _known_family(cls, value: str) -> str:
+        if value not in family_names():
+            raise ValueError(f"unknown judge family {value!r}; registered families: {', '.join(family_names())}")
+        return value
+
     @model_validator(mode="after")
     def _check(self) -> "JudgeSpec":
         names = [i.name for i in self.inputs]
@@ -140,22 +145,27 @@ class JudgeSpec(BaseModel):
             raise ValueError(f"duplicated input names: {sorted(duplicated)}")
         if not self.inputs:
             raise ValueError("a judge needs at least one input")
-        if self.family in ("likert", "pairwise") and self.scale is None:
+        declared = get_family(self.family)
+        if not self.output:
+            self.output = declared.output
+        if declared.needs_scale and self.scale is None:
             self.scale = Scale()
         return self
 
-    @property
-    def output_path(self) -> str:
-        """Import path ``module:Class`` of the typed output."""
-        return BUILTIN_OUTPUTS.get(self.output, self.output)
-
     def output_type(self) -> type:
-        """The typed output class named by ``output``; built-in Likert and pairwise ratings follow ``[scale]``."""
-        cls = _import_object(self.output_path, source=self.source, field="output",
-                             hint=f"a built-in name {sorted(BUILTIN_OUTPUTS)} or 'module:Class'")
+        """The typed output class ``output`` names (registered name or 'module:Class'); registered rating
+        types (Likert, pairwise) follow ``[scale]``."""
+        registered = find_output(self.output)
+        if registered is not None:
+            cls = get_output(self.output, source=self.source)
+        else:
+            if ":" not in self.output:
+                get_output(self.output, source=self.source)  # raises: unknown name, listing the registered ones
+            cls = _import_object(self.output, source=self.source, field="output",
+                                 hint="a registered output name or 'module:Class'")
         if not (isinstance(cls, type) and issubclass(cls, BaseModel)):
-            raise SpecError(f"{self.output_path!r} is not a pydantic model class", file=self.source, field="output")
-        if self.output in BUILTIN_OUTPUTS and self.scale is not None:
+            raise SpecError(f"{self.output!r} is not a pydantic model class", file=self.source, field="output")
+        if registered is not None and registered.scaled and self.scale is not None:
             from scijudge.outputs import scaled_output
             from scijudge.vocab import scale_of
 
@@ -171,6 +181,7 @@ class JudgeSpec(BaseModel):
     def spec_hash(self) -> str:
         """A short content hash: what a judgment in the run store was produced with."""
         payload = self.model_dump(mode="json", exclude={"provenance"})
+        payload["output"] = output_hash_key(self.output)  # a registered name hashes like the path it replaced
         if payload.get("preset") is None:  # fields added later hash as before while unset (issue 16)
             payload.pop("preset", None)
         for spec_input in payload["inputs"]:

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from scijudge.data import Item
 from scijudge.errors import ModelError
+from scijudge.families import get_family
 from scijudge.execution._batch_openai import OpenAIBatchAPI
 from scijudge.judges.base import judgment_key_for as task_key
 from scijudge.execution._pricing import batch_rates
@@ -81,8 +82,8 @@ def check_batchable(judges: Sequence[Judge]) -> None:
     for judge in judges:
         lm = judge._lm()
         model = model_name(lm)
-        if judge.spec.family == "checklist":
-            raise ModelError(f"judge {judge.name!r}: checklist judges chunk reports and make dependent calls; "
+        if not get_family(judge.spec.family).one_call:
+            raise ModelError(f"judge {judge.name!r}: {judge.spec.family} judges make dependent calls per judgment; "
                              "batch mode serves one-call judges (likert, pairwise, materials)")
         if model.startswith("local/") or model.startswith("hf:") or lm is None:
             raise ModelError(f"judge {judge.name!r} uses {model}: batch mode is for provider APIs "

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from scijudge.data import Item
 from scijudge.errors import InputError
+from scijudge.families import Family, get_family
 from scijudge.outputs import JudgeOutput, RunFields
 from scijudge.signatures import OUTPUT_FIELD, build_signature
 from scijudge.specs import JudgeSpec, get_spec
@@ -99,6 +100,11 @@ class Judge(dspy.Module):
         return self.spec.name
 
     @property
+    def family(self) -> Family:
+        """The spec's registered family (parts, input slots, orientation of answers)."""
+        return get_family(self.spec.family, source=self.spec.source)
+
+    @property
     def input_names(self) -> list[str]:
         return [i.name for i in self.spec.inputs]
 
@@ -114,10 +120,7 @@ class Judge(dspy.Module):
         values: dict[str, Any] = {}
         for spec_input in self.spec.inputs:
             name = spec_input.name
-            source = name
-            if self.spec.family == "pairwise" and name in ("answer_a", "answer_b"):
-                first, second = ("answer", "answer_b") if part != "BA" else ("answer_b", "answer")
-                source = first if name == "answer_a" else second
+            source = name if self.family.input_source is None else self.family.input_source(name, part)
             value = item.value(source)
             for alias in spec_input.aliases:  # hook (issue 16): older input names
                 value = item.value(alias) if value is None else value
@@ -133,13 +136,9 @@ class Judge(dspy.Module):
         return values
 
     def parts(self, item: Item) -> list[str]:
-        """Pairwise judges run in both orders ("AB", "BA") so position bias shows as inconsistency.
-
-        An item without a second answer has nothing to compare: a pairwise judge does not apply to it.
-        """
-        if self.spec.family == "pairwise":
-            return ["AB", "BA"] if item.value("answer_b") else []
-        return [""]
+        """The parts the family judges an item in (pairwise: both orders, "AB" and "BA", so position bias
+        shows as inconsistency; none for an item without a second answer)."""
+        return self.family.parts(item)
 
     def decoding(self) -> dict[str, Any]:
         """The configured decoding settings that change an answer (part of a judgment's identity)."""
@@ -189,13 +188,11 @@ class Judge(dspy.Module):
             return self.result_from(item_id, part, record, latency, inputs_hash, abstained_reason=prediction.reason)
         output: JudgeOutput = prediction.judgment
         fields: RunFields = output.run_fields() if isinstance(output, JudgeOutput) else RunFields()
-        if self.spec.family == "pairwise" and part == "BA" and fields.verdict in ("A", "B"):
-            # Report the preference in the item's own terms: A is always `answer`, B is `answer_b`.
-            fields = fields.model_copy(update={"verdict": "B" if fields.verdict == "A" else "A",
-                                               "score": -fields.score if fields.score is not None else None})
+        if self.family.orient is not None:  # e.g. a pairwise BA answer, told in the item's own terms
+            fields = self.family.orient(fields, part)
         probs = None
         scale = scale_of(self.spec)
-        if record.logprobs and self.spec.family == "likert" and scale.integral:
+        if record.logprobs and self.family.rating_probs and scale.integral:
             # (a half-step rating such as 3.5 runs over several tokens: its first token's alternatives are no
             # ratings, so such scales get no distribution rather than one over the whole numbers)
             from scijudge.lm.logprobs import as_probs, rating_distribution
@@ -232,13 +229,9 @@ def predict_judgment(judge: Any, inputs: dict[str, Any], *, preset: Any = None) 
 
 def build_judge(spec: JudgeSpec, *, lm: Any = None, rating_probs: bool = False,
                 chunk_tokens: int | None = None, overlap_tokens: int | None = None) -> Judge:
-    """The right Judge class for a spec's family (checklist judges chunk long reports)."""
-    if spec.family == "checklist":
-        from scijudge.judges.checklist import ChecklistJudge
-
-        sizes = {k: v for k, v in (("chunk_tokens", chunk_tokens), ("overlap_tokens", overlap_tokens)) if v}
-        return ChecklistJudge(spec, lm=lm, **sizes)
-    return Judge(spec, lm=lm, rating_probs=rating_probs)
+    """The Judge class the spec's family registers (``scijudge.families``; checklist judges chunk long reports)."""
+    return get_family(spec.family, source=spec.source).build(spec, lm=lm, rating_probs=rating_probs,
+                                                             chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens)
 
 
 def load_judge(name_or_path: str | Path | JudgeSpec, *, lm: Any = None, model: str | None = None,

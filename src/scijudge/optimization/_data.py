@@ -10,6 +10,7 @@ from typing import Any
 
 from scijudge.data import Item
 from scijudge.errors import InputError
+from scijudge.families import get_family
 from scijudge.labels import HumanLabel
 from scijudge.optimization._families import criteria_of, is_checklist, judge_for
 from scijudge.optimization._judge_metrics import CRITERION, HUMAN, ITEM, PART, RATIONALES, SCORES, VERDICT, VERDICTS
@@ -61,8 +62,8 @@ def build_data(spec: JudgeSpec, items: list[Item], labels: list[HumanLabel], rec
         named = sorted({lab.judge for lab in labels})[:8]
         raise InputError(f"no label is for judge {spec.name!r} (the labels name {', '.join(named)})",
                          file=labels_source, field="judge")
-    if spec.family == "pairwise":
-        raise InputError(f"judge {spec.name!r} is pairwise; optimize supports judges with one judgment per item "
+    if not get_family(spec.family, source=spec.source).optimizable:
+        raise InputError(f"judge {spec.name!r} is {spec.family}; optimize supports judges with one judgment per item "
                          "and part (optimize the Likert rubric and derive its pairwise variant)", field="judge")
     kind = "score" if mine[0].score is not None else "verdict"
     for lab in mine:

@@ -12,27 +12,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from scijudge.families import get_family
 from scijudge.judges.base import Judge
 from scijudge.specs import JudgeSpec
 
 
 def is_checklist(spec: JudgeSpec) -> bool:
-    """True for specs the ChecklistJudge runs (family checklist, output a CriterionVerdict)."""
-    if spec.family != "checklist":
-        return False
-    from scijudge.judges.checklist import CriterionVerdict
+    """True for specs whose optimizer judge (``scijudge.families``) is the ChecklistJudge: parts are criterion ids."""
+    from scijudge.judges.checklist import ChecklistJudge
 
-    output = spec.output_type()
-    return isinstance(output, type) and issubclass(output, CriterionVerdict)
+    return isinstance(judge_for(spec), ChecklistJudge)
 
 
 def judge_for(spec: JudgeSpec, lm: Any = None) -> Judge:
-    """The Judge that runs ``spec`` on items: the ChecklistJudge for checklist specs, else the plain Judge."""
-    if is_checklist(spec):
-        from scijudge.judges.checklist import ChecklistJudge
-
-        return ChecklistJudge(spec, lm=lm)
-    return Judge(spec, lm=lm)
+    """The Judge that runs ``spec`` on items in an optimization, as its family declares (checklist verdict
+    specs: the ChecklistJudge; other verdict specs and every other family: the plain Judge)."""
+    return get_family(spec.family, source=spec.source).build_for_optimizer(spec, lm=lm)
 
 
 def criteria_of(spec: JudgeSpec) -> tuple[str, ...]:

@@ -15,13 +15,29 @@ from scijudge.metrics import agreement as ag
 from scijudge.metrics.calibration._result import ScaleTuple
 from scijudge.vocab import majority_verdict
 
-FAMILY_SCALES: dict[str, ScaleTuple] = {
-    "likert": (1.0, 5.0, 1.0),
-    "synthesis": (1.0, 5.0, 0.5),
-    "linking": (1.0, 5.0, 0.5),
-    "checklist": (0.0, 1.0, 0.5),
-    "pairwise": (-4.0, 4.0, 1.0),
-}
+class _FamilyScales(Mapping[str, ScaleTuple]):
+    """Default score scale per registered judge family (``scijudge.families``), read live from the registry."""
+
+    def __getitem__(self, name: str) -> ScaleTuple:
+        from scijudge.families import find_family
+
+        found = find_family(name)
+        if found is None:
+            raise KeyError(name)
+        return found.score_scale
+
+    def __iter__(self) -> Any:
+        from scijudge.families import family_names
+
+        return iter(family_names())
+
+    def __len__(self) -> int:
+        from scijudge.families import family_names
+
+        return len(family_names())
+
+
+FAMILY_SCALES: Mapping[str, ScaleTuple] = _FamilyScales()
 
 
 CONTINUOUS = "continuous"
@@ -57,6 +73,8 @@ def _resolve_scales(
     out: dict[str, ScaleTuple] = {}
     continuous: set[str] = set()
     notes: list[str] = []
+    from scijudge.families import find_family, score_scale_of_family
+
     by_hash: dict[str, Any] | None = None
     for judge in judges:
         given = scale.get(judge) if isinstance(scale, Mapping) else scale
@@ -77,9 +95,13 @@ def _resolve_scales(
         if len(scales) > 1:
             raise InputError(f"judge {judge!r} was run with specs of different scales {sorted(scales)}; calibrate "
                              "one spec version at a time or pass scale=", field="scale")
-        out[judge] = FAMILY_SCALES.get(family, FAMILY_SCALES["likert"])
+        out[judge] = score_scale_of_family(family)  # unknown families: the Likert 1..5 scale
+        declared = find_family(family)
+        if declared is not None and declared.track == CONTINUOUS:
+            continuous.add(judge)
         notes.append(f"judge {judge!r}: no known spec has its stored spec hash, so the {family!r} family scale "
-                     f"{_scale_text(out[judge])} is used; pass scale= (--scale) or the spec (specs=) if that is wrong")
+                     f"{_scale_text(out[judge], judge in continuous)} is used; pass scale= (--scale) or the spec "
+                     "(specs=) if that is wrong")
     for judge, sc in out.items():
         try:
             ag.scale_values(*sc)
