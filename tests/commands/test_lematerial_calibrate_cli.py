@@ -23,7 +23,7 @@ from scijudge.importers.lematerial import load_lematerial_annotations
 from scijudge.materials.outputs import SynthesisJudgment
 from scijudge.runs import Run
 
-DATA = Path(__file__).parent / "data" / "lematerial_annotations"
+DATA = Path(__file__).resolve().parents[1] / "data" / "lematerial_annotations"
 CRITERIA = SynthesisJudgment.CRITERIA
 
 

@@ -31,7 +31,7 @@ from scijudge.specs import get_spec
 from scijudge.testing import OpenAICompatServer, Reply
 from scijudge.testing.openai_server import last_user_text
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "datasets" / "researchrubrics_example"
+EXAMPLE = Path(__file__).resolve().parents[3] / "datasets" / "researchrubrics_example"
 NEEDLE = "The sealed minimodules kept 91 percent of their starting efficiency after 3,000 hours on a Freiburg rooftop."
 
 

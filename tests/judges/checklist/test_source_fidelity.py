@@ -20,7 +20,7 @@ from scijudge.metrics.compliance import (
     facets_from_tasks,
 )
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "datasets" / "researchrubrics_example"
+EXAMPLE = Path(__file__).resolve().parents[3] / "datasets" / "researchrubrics_example"
 SCORE = {"satisfied": 1.0, "partially": 0.5, "not_satisfied": 0.0}
 
 

@@ -19,7 +19,7 @@ from scijudge.importers.lematerial import (
 from scijudge.materials.outputs import SynthesisJudgment
 from scijudge.runs import Run
 
-DATA = Path(__file__).parent / "data" / "lematerial_annotations"
+DATA = Path(__file__).resolve().parents[1] / "data" / "lematerial_annotations"
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +162,7 @@ def test_import_lematerial_cli_writes_a_run_and_labels(tmp_path):
     from scijudge import Run
     from scijudge.labels import HumanLabel
 
-    folder = Path(__file__).parent / "data" / "lematerial_annotations"
+    folder = Path(__file__).resolve().parents[1] / "data" / "lematerial_annotations"
     done = subprocess.run([sys.executable, "-m", "scijudge", "import-lematerial", str(folder), "--run",
                            str(tmp_path / "r.sqlite"), "--labels", str(tmp_path / "l.jsonl")],
                           capture_output=True, text=True, timeout=120)

@@ -7,7 +7,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "calibration_comparison.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "calibration_comparison.ipynb"
 
 
 def test_calibration_notebook_executes(tmp_path: Path) -> None:
