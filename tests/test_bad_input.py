@@ -45,6 +45,7 @@ def _items_file(path: Path) -> None:
     path.write_bytes(b"\xef\xbb\xbf" + "\n".join(lines).encode() + b"\n")
 
 
+@pytest.mark.slow
 def test_bad_items_are_listed_under_skip_invalid_and_fatal_otherwise(loopback, tmp_path):
     server = loopback(lambda body: json.dumps({"judgment": {"rationale": "ok", "rating": 3}}))
     (tmp_path / "spec.toml").write_text(SPEC)
@@ -79,6 +80,7 @@ def test_bad_items_are_listed_under_skip_invalid_and_fatal_otherwise(loopback, t
     assert "reserved" in bad_spec.stderr
 
 
+@pytest.mark.slow
 def test_rubric_weights_labels_and_corrupt_stores_are_one_line_errors(tmp_path):
     reports = tmp_path / "reports"
     reports.mkdir()

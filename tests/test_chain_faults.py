@@ -33,6 +33,7 @@ def fmt(body: dict[str, Any]) -> str | None:
     return (body.get("response_format") or {}).get("type")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["auto", "litellm"])
 def test_json_schema_rejected_falls_back_and_is_remembered(loopback, engine):
     def handler(body):
@@ -79,6 +80,7 @@ def test_out_of_scale_or_missing_rating_escalates(loopback, bad):
     assert [a.outcome for a in result.attempts] == ["validation_error", "validation_error", "ok"]
 
 
+@pytest.mark.slow
 def test_rate_limit_honours_retry_after(loopback):
     calls = {"n": 0}
 
@@ -133,6 +135,7 @@ def test_truncated_answer_gets_one_retry_with_more_tokens(loopback):
     assert [a.outcome for a in result.attempts] == ["truncated", "ok"]
 
 
+@pytest.mark.slow
 def test_timeout_is_retried(loopback):
     calls = {"n": 0}
 

@@ -8,6 +8,9 @@ import subprocess
 import sys
 
 import pandas as pd
+import pytest
+
+pytestmark = pytest.mark.slow  # every test here takes seconds (see CONTRIBUTING.md)
 
 SPEC = 'name = "t.k"\nfamily = "likert"\ndescription = "d"\ninstructions = "Rate it."\n[[inputs]]\nname = "answer"\n'
 

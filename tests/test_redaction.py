@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from scijudge.redaction import MASK, redact, redact_argv, register_url_secrets
 from scijudge.testing import Fault
 
@@ -56,6 +58,7 @@ def _run_all(commands: list[list[str]], cwd: Path, env: dict[str, str]) -> list[
     return done
 
 
+@pytest.mark.slow
 def test_canary_keys_never_stored_exported_reported_or_printed(loopback, tmp_path):
     def handler(body: dict) -> object:
         if "echo me" in json.dumps(body):  # a provider that repeats the credentials in its error message

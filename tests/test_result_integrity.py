@@ -136,6 +136,7 @@ def test_editing_an_item_judges_it_again_and_keeps_history(loopback, tmp_path):
     assert list(old.score) == [4.0] and len(history) == 4
 
 
+@pytest.mark.slow
 def test_unreachable_endpoint_stops_within_seconds_and_stores_nothing(loopback, tmp_path):
     batch = items(6)
     started = time.perf_counter()
@@ -172,6 +173,7 @@ def test_retry_after_over_the_cap_stops_with_the_cap_in_the_message(loopback, tm
     assert time.perf_counter() - started < 5 and server.count == 1 and len(Run(tmp_path / "r.sqlite")) == 0
 
 
+@pytest.mark.slow
 def test_a_429_pauses_the_whole_pool(loopback):
     arrivals: list[tuple[float, bool]] = []
 
@@ -191,6 +193,7 @@ def test_a_429_pauses_the_whole_pool(loopback):
     assert early == [], f"requests sent during the pause: {early}"
 
 
+@pytest.mark.slow
 def test_hung_server_trips_the_breaker_quickly(loopback, tmp_path):
     server = loopback(lambda b: Hang())
     started = time.perf_counter()
@@ -216,6 +219,7 @@ def test_timeout_is_a_deadline_for_the_whole_request(loopback):
     assert time.perf_counter() - started < 1.5
 
 
+@pytest.mark.slow
 def test_a_second_writer_is_refused_naming_the_store(tmp_path):
     from scijudge.errors import RunBusyError
 
@@ -244,6 +248,7 @@ def _other_process_claims(path) -> str:  # noqa: ANN001
     return out
 
 
+@pytest.mark.slow
 def test_a_stop_sends_nothing_more_not_even_retries_after_a_pause(loopback, tmp_path):
     import threading
 

@@ -14,6 +14,7 @@ from scijudge.testing.openai_server import last_user_text
 PAPERS = [{"title": "A study", "abstract": "It found things."}]
 
 
+@pytest.mark.slow
 def test_two_processes_judge_everything_once_and_resume(loopback, tmp_path):
     def handler(body):
         marker = int(re.search(r"SCORE=(\d)", last_user_text(body)).group(1))
@@ -41,6 +42,7 @@ def test_local_models_are_refused_for_several_processes():
         judge_items_in_processes([], [recipe], processes=2)
 
 
+@pytest.mark.slow
 def test_a_fatal_error_in_a_worker_stops_the_run_and_keeps_what_completed(loopback, tmp_path):
     from scijudge.testing import Fault
 

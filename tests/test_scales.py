@@ -44,6 +44,7 @@ def _answer(body: dict) -> str:
     return json.dumps({"judgment": {"rationale": "r", "rating": near_top}})
 
 
+@pytest.mark.slow
 def test_user_scales_are_honoured_end_to_end(loopback, tmp_path):
     server = loopback(_answer)
     judges = []

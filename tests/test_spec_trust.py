@@ -68,6 +68,7 @@ def test_private_and_non_model_targets_are_refused_even_inside_scijudge(tmp_path
         load_spec_file(tmp_path / "func.toml").output_type()
 
 
+@pytest.mark.slow
 def test_cli_refuses_then_runs_with_trust_spec_code(loopback, tmp_path):
     server = loopback(lambda body: json.dumps({"judgment": {"rationale": "ok", "rating": 4}}))
     (tmp_path / "evilmod_i11.py").write_text(HOOK)

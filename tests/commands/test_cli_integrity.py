@@ -11,7 +11,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from scijudge.testing.openai_server import closed_port_url
+
+pytestmark = pytest.mark.slow  # every test here takes seconds (see CONTRIBUTING.md)
 
 SPEC_TOML = 'name = "t.cli"\nfamily = "likert"\ndescription = "d"\ninstructions = "Rate it."\n[[inputs]]\nname = "answer"\n'
 GOOD = json.dumps({"judgment": {"rationale": "r", "rating": 4}})

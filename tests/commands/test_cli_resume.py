@@ -16,6 +16,8 @@ import pytest
 
 from scijudge.testing.openai_server import last_user_text
 
+pytestmark = pytest.mark.slow  # every test here takes seconds (see CONTRIBUTING.md)
+
 SPEC_TOML = """
 name = "test.cli"
 family = "likert"

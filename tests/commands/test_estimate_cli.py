@@ -43,6 +43,7 @@ def _workspace(tmp_path: Path, n: int = 120) -> dict[str, Path]:
     return {"run": tmp_path / "run.sqlite", "items": tmp_path / "items.jsonl", "labels": tmp_path / "labels.jsonl"}
 
 
+@pytest.mark.slow
 def test_estimate_command_writes_tables(tmp_path: Path) -> None:
     paths = _workspace(tmp_path)
     out = tmp_path / "est"
@@ -71,6 +72,7 @@ def test_estimate_command_writes_tables(tmp_path: Path) -> None:
     assert "Estimates of the mean human score" in page and "data:image/png;base64," in page
 
 
+@pytest.mark.slow
 def test_estimate_groups_by_run_and_pairs_by_question(tmp_path: Path) -> None:
     paths = _workspace(tmp_path)
     result = CliRunner().invoke(app, ["estimate", "--run", str(paths["run"]), "--labels", str(paths["labels"])])

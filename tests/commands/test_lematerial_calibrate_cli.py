@@ -74,6 +74,7 @@ def test_drops_and_duplicates_are_counted_and_listed(folder) -> None:  # type: i
                    for lab in imported.labels)
 
 
+@pytest.mark.slow
 def test_import_then_calibrate_per_criterion_matches_scipy_and_sklearn(folder, tmp_path) -> None:  # type: ignore[no-untyped-def]
     krippendorff = pytest.importorskip("krippendorff")
     pingouin = pytest.importorskip("pingouin")

@@ -57,6 +57,7 @@ def _frames(rng: np.random.Generator, n: int, n_labeled: int, with_probs: bool, 
     return rows, labels, pd.Series(y.ravel(), index=ids)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("with_probs", "reps", "n"), [(False, 40, 1000), (True, 12, 600)])
 def test_sets_reach_nominal_coverage_on_held_out_items(with_probs: bool, reps: int, n: int) -> None:
     alpha = 0.1

@@ -116,6 +116,7 @@ def _truth_difference(paired: bool) -> float:
     return float(means[0] - means[1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("paired", [False, True])
 def test_difference_between_systems_covers_the_truth(paired: bool) -> None:
     result = _coverage(paired, seed=1 + paired)
@@ -141,6 +142,7 @@ def test_compare_and_grouping_errors(tmp_path) -> None:
         estimate(judgments, bad, groups=groups, scale=SCALE)
 
 
+@pytest.mark.slow
 def test_paired_difference_matches_ppi_python_on_pair_differences() -> None:
     ppi_py = pytest.importorskip("ppi_py")  # the dev extra installs it
     judgments, labels, groups, pairs = _systems(np.random.default_rng(9), n=400, n_labeled=120, paired=True)
@@ -169,6 +171,7 @@ def test_model_versions_and_endpoints_are_told_apart() -> None:
     assert set(estimate(frame, labels)["model"]) == {"m @http://a", "m @http://b"}
 
 
+@pytest.mark.slow
 def test_report_page_gets_an_estimates_section() -> None:
     from scijudge.metrics.calibration import calibrate
     from scijudge.report import render_html

@@ -5,7 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import nbformat
+import pytest
 from nbclient import NotebookClient
+
+pytestmark = pytest.mark.slow  # every test here takes seconds (see CONTRIBUTING.md)
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "optimization_experiment.ipynb"
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import nbformat
+import pytest
 from nbclient import NotebookClient
+
+pytestmark = pytest.mark.slow  # every test here takes seconds (see CONTRIBUTING.md)
 
 
 def test_quickstart_notebook_executes(repo, tmp_path):

@@ -35,6 +35,7 @@ def recipe(name: str, threads: int = 1, **budget: Any) -> Any:
     return recipe_from_dict(data, source=f"{name}.toml")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "limit"), [("mipro", 30), ("gepa", 45), ("copro", 40), ("bootstrap_rs", 33),
                                              ("simba", 60)])
 def test_call_budget_is_never_exceeded(loopback: Any, name: str, limit: int) -> None:
@@ -94,6 +95,7 @@ def test_cost_budget(loopback: Any) -> None:
     assert result.after["n_units"] == len(result.split.test)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["mipro", "gepa", "simba"])
 def test_rerun_is_served_from_the_cache(loopback: Any, tmp_path: Path, name: str) -> None:
     dspy.configure_cache(enable_disk_cache=True, disk_cache_dir=str(tmp_path / "cache"), enable_memory_cache=True)

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from scijudge.cli import app
 
 
+@pytest.mark.slow
 def test_checklist_from_tasks_and_reports_writes_a_named_spec_under_optimized(
         loopback: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from test_optimize_families import _checklist_answer, _checklist_files, _World

@@ -124,6 +124,7 @@ def _materials_setup(n: int = 14) -> tuple[list[Any], list[HumanLabel], dict[tup
     return items, labels, truth
 
 
+@pytest.mark.slow
 def test_materials_judge_optimizes_per_criterion() -> None:
     from scijudge.materials.outputs import SynthesisJudgment
     from scijudge.signatures import render_instructions
@@ -164,6 +165,7 @@ def test_labels_for_unknown_parts_are_refused() -> None:
 # --- robustness term --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["gepa"])  # COPRO does the same (slower: breadth 6 to meet the rule)
 def test_robustness_term_prefers_instructions_that_rate_perturbed_answers_lower(name: str) -> None:
     """The toy proposer offers calibration with and without a 'penalise unsupported claims' rule; both agree

@@ -68,6 +68,7 @@ def prompts(judge: Judge, items: list[Any]) -> list[str]:
             for r in lm.engine.requests[start:]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", RECIPES, ids=[p.stem for p in RECIPES])
 def test_recipe_end_to_end(path: Path, tmp_path: Path) -> None:
     spec, items, labels, world = toy_setup()
@@ -327,6 +328,7 @@ def test_mlflow_tracking_logs_params_trials_and_artifacts(monkeypatch: pytest.Mo
     assert kinds.index("run") < kinds.index("params")
 
 
+@pytest.mark.slow
 def test_cli_command_writes_a_usable_judge(tmp_path: Path, loopback: Any) -> None:
     import typer
     from typer.testing import CliRunner

@@ -42,6 +42,7 @@ def is_proposal(body: dict[str, Any]) -> bool:
     return bool(system) and output_fields(system) != ["judgment"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["copro", "mipro", "gepa", "simba"])
 def test_optimizers_finish_with_30_percent_of_proposal_calls_failing(loopback: Any, name: str) -> None:
     spec, items, labels, world = toy_setup()
@@ -119,6 +120,7 @@ def test_rejected_key_or_unknown_model_fails_the_preflight(loopback: Any, status
     assert server.count == 1  # one probe, no optimization
 
 
+@pytest.mark.slow
 def test_a_two_recipe_experiment_has_one_baseline_per_model(tmp_path: Path) -> None:
     spec, items, labels, world = toy_setup()
     lm = scripted_lm(world.respond)
@@ -140,6 +142,7 @@ def test_a_two_recipe_experiment_has_one_baseline_per_model(tmp_path: Path) -> N
     assert (tmp_path / "experiment.csv").exists() and (tmp_path / "experiment.png").exists()
 
 
+@pytest.mark.slow
 def test_a_failing_recipe_leaves_the_other_rows(tmp_path: Path) -> None:
     """Also the registry: a new optimizer is a settings model, a compile function and one register call."""
     from scijudge.optimization import OptimizerEntry, OptimizerSettings, register

@@ -147,6 +147,7 @@ def test_cli_block_and_preset_options(tmp_path: Path) -> None:
         apply_blocks_and_preset([get_spec("lematerial.linking")], blocks=[], preset="yescieval-native")
 
 
+@pytest.mark.slow
 def test_native_prompt_on_the_tiny_local_model(tmp_path_factory: pytest.TempPathFactory) -> None:
     """The exact native chat reaches the model: the token ids it reads are the source's own
     ``apply_chat_template(messages, add_generation_prompt=True)`` of the hand-written user message."""

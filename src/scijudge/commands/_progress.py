@@ -34,7 +34,6 @@ def run_with_progress(items, judges, store, concurrency, limit, retry_abstained,
                            retry_abstained=retry_abstained, on_result=on_result, stop=stop, grace=grace)
 
 
-
 def print_summary(summary, run_path: Path) -> None:
     """The run summary table on stdout: counts, tokens, cost, time and abstention reasons."""
     table = Table(title=f"run store: {escape(str(run_path))}", show_header=False)
@@ -51,4 +50,3 @@ def print_summary(summary, run_path: Path) -> None:
     for reason, count in summary.abstention_reasons.items():
         table.add_row(f"abstained: {escape(redact(str(reason)))}", str(count))
     out.print(table)
-

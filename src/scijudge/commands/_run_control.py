@@ -29,13 +29,11 @@ def exit_run(store, code: int) -> None:
         raise typer.Exit(code)  # nothing left running: exit normally (and usable from CliRunner)
 
 
-
 def resume_command() -> str:
     """The command line that resumes this run (credentials removed), for the user to copy."""
     import shlex
 
     return "scijudge " + " ".join(shlex.quote(a) for a in safe_argv())
-
 
 
 class StopOnSignal:
@@ -69,8 +67,6 @@ class StopOnSignal:
             signal.signal(sig, handler)
 
 
-
 def safe_argv() -> list[str]:
     """The command line with every credential removed (values of --*key*/--*token* options, URL userinfo, ...)."""
     return redact_argv(sys.argv[1:])
-

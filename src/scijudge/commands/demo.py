@@ -41,10 +41,10 @@ def demo_cmd(
     from scijudge.runs import Run
     from scijudge.specs import resolve_judges
 
-    items_path = items or bundled("datasets/yescieval_example/items.jsonl")
+    items_path = items or _bundled("datasets/yescieval_example/items.jsonl")
     tiny = model is None
     if tiny:
-        quiet_transformers()
+        _quiet_transformers()
         from scijudge.lm.tiny import build_tiny_model
 
         console.print(f"building a tiny random Llama model + LoRA adapter in {workdir} (no download) ...")
@@ -71,8 +71,7 @@ def demo_cmd(
                   "(e.g. a YESciEval LoRA judge) or an API model such as --model openai/gpt-4o-mini.")
 
 
-
-def quiet_transformers() -> None:
+def _quiet_transformers() -> None:
     """The demo's own output is the point: silence transformers' progress bars and deprecation chatter."""
     import warnings
 
@@ -87,8 +86,7 @@ def quiet_transformers() -> None:
         pass
 
 
-
-def bundled(relative: str) -> Path:
+def _bundled(relative: str) -> Path:
     """A data file shipped in the wheel (scijudge/_data) or found in a source checkout."""
     from scijudge._resources import shipped_path
 
@@ -96,4 +94,3 @@ def bundled(relative: str) -> Path:
     if found is not None:
         return found
     raise ScijudgeError(f"bundled file {relative} not found in this installation")
-

@@ -28,4 +28,3 @@ def export_cmd(
     target = output or run.with_suffix("." + format)
     count = store.export(target, format, history=history)
     out.print(f"wrote {count} judgments to {escape(str(target))}", highlight=False)
-

@@ -47,4 +47,3 @@ def import_lematerial_cmd(
         out.print(f"[yellow]human label with no matching judge result:[/] {escape(str(name))}", highlight=False)
     for name in imported.unmatched_judge:
         out.print(f"[yellow]judge result with no matching human label:[/] {escape(str(name))}", highlight=False)
-

@@ -34,4 +34,3 @@ def judges_cmd(
         inputs = ", ".join(i.name + ("?" if i.optional else "") for i in s.inputs)
         table.add_row(escape(s.name), s.family, escape(inputs), escape(s.description))
     Console(width=max(out.width, 160)).print(table)
-

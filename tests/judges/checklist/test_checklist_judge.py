@@ -89,6 +89,7 @@ def test_short_report_is_one_call_with_the_report_first(loopback: Callable[..., 
     assert systems[0] == systems[1]
 
 
+@pytest.mark.slow
 def test_300k_token_report_is_chunked_and_judged(loopback: Callable[..., OpenAICompatServer]) -> None:
     report = _long_report(2400)
     budget, overlap = 100_000, 500
@@ -135,6 +136,7 @@ def test_300k_token_report_is_chunked_and_judged(loopback: Callable[..., OpenAIC
     assert seen_parts[:4] == seen_parts[4:]
 
 
+@pytest.mark.slow
 def test_failed_step_abstains_the_criterion_without_synthesis(loopback: Callable[..., OpenAICompatServer]) -> None:
     report = "\n\n".join(f"Paragraph {i} talks about module efficiency and damp heat testing." for i in range(40))
 
@@ -248,6 +250,7 @@ def test_split_report_covers_the_text_within_budget() -> None:
         split_report(text, 100, 100, words)
 
 
+@pytest.mark.slow
 def test_token_counter_preference(monkeypatch: pytest.MonkeyPatch) -> None:
     class FakeTokenizer:
         def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:

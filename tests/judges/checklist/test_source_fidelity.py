@@ -117,6 +117,7 @@ def _task_file(tmp_path: Path, axis: str) -> tuple[Path, Path]:
     return tasks, reports
 
 
+@pytest.mark.slow
 def test_cli_allow_unknown_axes_and_chunk_tokens_1000(tmp_path: Path, loopback: Any) -> None:
     from typer.testing import CliRunner
 
@@ -155,6 +156,7 @@ def test_default_overlap_follows_the_chunk_budget() -> None:
         ChecklistJudge(lm=scripted_lm(lambda r: ""), chunk_tokens=1000, overlap_tokens=1000)  # explicit: checked
 
 
+@pytest.mark.slow
 def test_checklist_judge_does_not_import_the_importer() -> None:
     code = ("import sys, scijudge.judges.checklist; "
             "print(any(m.startswith('scijudge.importers') for m in sys.modules))")

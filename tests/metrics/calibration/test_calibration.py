@@ -54,6 +54,7 @@ def simulated() -> tuple:
     return judgments, labels, true_bias, calibrate(judgments, labels, n_boot=500, seed=1)
 
 
+@pytest.mark.slow
 def test_recovers_known_bias_and_ranks_the_less_noisy_judge_first(simulated: tuple) -> None:
     _, _, true_bias, result = simulated
     board = result.leaderboard.set_index("contender")
@@ -73,6 +74,7 @@ def test_recovers_known_bias_and_ranks_the_less_noisy_judge_first(simulated: tup
     assert pooled["better"] == "precise" and pooled["p"] < 0.01
 
 
+@pytest.mark.slow
 def test_point_estimates_match_libraries_on_the_matched_pairs(simulated: tuple) -> None:
     judgments, labels, _, result = simulated
     merged = judgments.merge(labels, on=["item_id", "judge"], suffixes=("", "_h"))
@@ -101,6 +103,7 @@ def test_point_estimates_match_libraries_on_the_matched_pairs(simulated: tuple) 
     assert (cm.to_numpy() == skm.confusion_matrix(s["score_h"], s["score"], labels=values)).all()
 
 
+@pytest.mark.slow
 def test_same_seed_same_intervals() -> None:
     judgments, labels, _ = _simulated(60, seed=3)
     a = calibrate(judgments, labels, n_boot=200, seed=7)
@@ -208,6 +211,7 @@ def test_undefined_statistics_are_explained() -> None:
     assert json.dumps(report_dict(calibrate(pd.DataFrame(rows), labels, n_boot=20)), allow_nan=False)
 
 
+@pytest.mark.slow
 def test_several_runs_of_one_model_are_separate_contenders() -> None:
     judgments, labels, _ = _simulated(30)
     two = pd.concat([judgments.assign(source="run1"), judgments.assign(source="run2")])
@@ -311,6 +315,7 @@ def test_pairwise_position_consistency_by_hand() -> None:
     assert row["agreement_ab"] == pytest.approx(4 / 6) and row["agreement_ba"] == pytest.approx(5 / 6)
 
 
+@pytest.mark.slow
 def test_continuous_moment_statistics_match_scipy_and_pingouin() -> None:
     """The moment formulas behind continuous-scale intervals give the library values on the full sample."""
     pingouin = pytest.importorskip("pingouin")
