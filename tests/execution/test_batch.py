@@ -153,6 +153,7 @@ def test_failed_lines_go_to_the_next_strategy_in_a_follow_up_batch(batch_server,
     assert [(a["strategy"], a["outcome"]) for a in attempts] == [("json_schema", "validation_error"), ("json_object", "ok")]
 
 
+@pytest.mark.slow
 def test_batch_fallback_direct_sends_failed_lines_as_direct_calls(batch_server, tmp_path):
     seen: list[int] = []
 

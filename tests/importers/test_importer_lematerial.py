@@ -154,6 +154,7 @@ def test_paper_with_only_a_human_file(tmp_path: Path) -> None:
     assert only.skipped_failed == 1
 
 
+@pytest.mark.slow
 def test_import_lematerial_cli_writes_a_run_and_labels(tmp_path):
     import json
     import subprocess

@@ -73,6 +73,7 @@ def test_budget_stop_keeps_the_best_candidate_so_far(loopback: Any) -> None:
     assert any("stopped early" in n for n in result.notes)
 
 
+@pytest.mark.slow
 def test_cost_budget(loopback: Any) -> None:
     """Priced model (gpt-4o-mini's public price), a fixed token count per reply: the spend stays within one
     call of the budget, and the test evaluation still gets judged."""

@@ -74,6 +74,7 @@ def _checklist_answer(system: str, final: str) -> dict[str, Any]:
             "verdict": verdict, "confidence": 0.8}
 
 
+@pytest.mark.slow
 def test_checklist_judge_optimizes_against_human_verdicts(tmp_path: Path) -> None:
     from scijudge.importers.researchrubrics import load_checklist_items, load_human_verdicts, read_tasks
     from scijudge.signatures import render_instructions

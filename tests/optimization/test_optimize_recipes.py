@@ -295,6 +295,7 @@ def test_mlflow_missing_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None
     assert lm.engine.requests == []
 
 
+@pytest.mark.slow
 def test_mlflow_tracking_logs_params_trials_and_artifacts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Against a stand-in module with MLflow's API: what would be logged, and where."""
     import contextlib
@@ -356,6 +357,7 @@ def test_cli_command_writes_a_usable_judge(tmp_path: Path, loopback: Any) -> Non
     assert "Example: scijudge optimize" in helped.output
 
 
+@pytest.mark.slow
 def test_verdict_labels_end_to_end(tmp_path: Path) -> None:
     """A verdict judge that says 'yes' to everything until calibrated; 60% of the labels are 'no'."""
     from sklearn.metrics import balanced_accuracy_score

@@ -192,6 +192,7 @@ def test_a_registered_optimizer_runs_end_to_end_and_an_unchanged_judge_is_said_s
     assert result.after == result.before
 
 
+@pytest.mark.slow
 def test_a_budget_stop_writes_the_best_so_far(tmp_path: Path) -> None:
     spec, items, labels, world = toy_setup()
     lm = scripted_lm(world.respond)
@@ -231,6 +232,7 @@ def test_the_budget_class_swap_still_fits_dspy() -> None:
     assert request_text(lm.engine.requests[0]) == "hi"
 
 
+@pytest.mark.slow
 def test_a_model_that_dies_mid_experiment_keeps_the_table_and_fails_the_run(tmp_path: Path) -> None:
     from scijudge.optimization import OptimizerEntry, OptimizerSettings, register
     from scijudge.optimization._registry import unregister
