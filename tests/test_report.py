@@ -47,6 +47,7 @@ def report_inputs() -> tuple:
     return calibrate(base, labels, n_boot=200), robustness(judgments, n_boot=100)
 
 
+@pytest.mark.slow
 def test_html_is_self_contained_with_plots(report_inputs: tuple, tmp_path: Path) -> None:
     result, rob = report_inputs
     paths = write_report(result, tmp_path / "rep", rob)
@@ -63,6 +64,7 @@ def test_html_is_self_contained_with_plots(report_inputs: tuple, tmp_path: Path)
     assert {"leaderboard", "per_rubric", "paired", "robustness"} <= set(paths)
 
 
+@pytest.mark.slow
 def test_json_holds_the_same_numbers(report_inputs: tuple, tmp_path: Path) -> None:
     result, rob = report_inputs
     paths = write_report(result, tmp_path / "rep", rob)
@@ -78,6 +80,7 @@ def test_json_holds_the_same_numbers(report_inputs: tuple, tmp_path: Path) -> No
     json.dumps(report_dict(result, rob), allow_nan=False)
 
 
+@pytest.mark.slow
 def test_console_summary(report_inputs: tuple) -> None:
     result, rob = report_inputs
     console = Console(record=True, width=160)
@@ -87,6 +90,7 @@ def test_console_summary(report_inputs: tuple) -> None:
     assert "Paired comparisons" in text
 
 
+@pytest.mark.slow
 def test_render_html_escapes_names() -> None:
     judgments, labels = _frames(n=12)
     judgments = judgments[~judgments["item_id"].str.contains("::")].copy()
@@ -105,6 +109,7 @@ def _store(path: Path, frame: pd.DataFrame) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_calibrate_cmd_end_to_end(tmp_path: Path) -> None:
     from scijudge.commands.calibrate import calibrate_cmd
 
@@ -150,6 +155,7 @@ def test_commands_register_on_a_typer_app_with_help_examples(tmp_path: Path) -> 
     assert lines[1]["answer"] == "One sentence here. A second one follows."
 
 
+@pytest.mark.slow
 def test_report_opens_with_a_verdict_per_rubric_holm_checked_by_hand(report_inputs: tuple) -> None:
     from scijudge.report_summary import verdict_summary
 
@@ -176,6 +182,7 @@ def test_report_opens_with_a_verdict_per_rubric_holm_checked_by_hand(report_inpu
     assert "yescieval.qa.correctness: best model-a" in page
 
 
+@pytest.mark.slow
 def test_piped_summary_is_csv_with_full_values_and_no_negative_zero(report_inputs: tuple) -> None:
     from scijudge.report_text import fmt_interval, fmt_number
 

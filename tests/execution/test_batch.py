@@ -98,6 +98,7 @@ def test_batch_line_is_the_request_a_direct_call_sends(batch_server):
     assert line == direct
 
 
+@pytest.mark.slow
 def test_every_item_goes_through_one_batch_and_no_direct_request(batch_server, tmp_path):
     server = batch_server(_rating, complete_after=0.1)
     items, spec, run = _files(tmp_path, 12)
@@ -122,6 +123,7 @@ def test_every_item_goes_through_one_batch_and_no_direct_request(batch_server, t
     assert again.exit_code == 0 and server.batch_count == 1
 
 
+@pytest.mark.slow
 def test_failed_lines_go_to_the_next_strategy_in_a_follow_up_batch(batch_server, tmp_path):
     def handler(body):
         n, strategy = _item(body), body["response_format"]["type"]
@@ -151,6 +153,7 @@ def test_failed_lines_go_to_the_next_strategy_in_a_follow_up_batch(batch_server,
     assert [(a["strategy"], a["outcome"]) for a in attempts] == [("json_schema", "validation_error"), ("json_object", "ok")]
 
 
+@pytest.mark.slow
 def test_batch_fallback_direct_sends_failed_lines_as_direct_calls(batch_server, tmp_path):
     seen: list[int] = []
 
@@ -178,6 +181,7 @@ def test_an_expired_batch_resends_its_unanswered_lines(batch_server, tmp_path):
     assert all(status == "ok" for status, _, _ in _rows(run).values())
 
 
+@pytest.mark.slow
 def test_cost_is_recorded_at_the_batch_price(batch_server, tmp_path):
     import litellm
 
@@ -200,6 +204,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow
 def test_kill_during_a_pending_batch_then_rerun_creates_no_second_batch(batch_server, tmp_path):
     hold = threading.Event()
     hold.set()

@@ -7,8 +7,9 @@ import sqlite3
 
 import pytest
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
-                                reason="Ray is not installed (pip install 'scijudge[ray]')")
+pytestmark = [pytest.mark.slow,  # starts Ray and a tiny local model: tens of seconds
+              pytest.mark.skipif(importlib.util.find_spec("ray") is None,
+                                 reason="Ray is not installed (pip install 'scijudge[ray]')")]
 
 
 def test_ray_actors_store_the_same_judgments_as_one_process(tmp_path):

@@ -5,14 +5,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-pytest.importorskip("peft")
-pytest.importorskip("llguidance")
+# The local extra is checked without importing it, so that collecting this module stays cheap.
+_MISSING = [name for name in ("torch", "transformers", "peft", "llguidance") if find_spec(name) is None]
+pytestmark = [pytest.mark.slow,  # runs the layout benchmark in a subprocess
+              pytest.mark.skipif(bool(_MISSING), reason=f"not installed: {_MISSING} (the local extra)")]
 
 ROOT = Path(__file__).resolve().parents[2]
 BLOCK_DSPY = """

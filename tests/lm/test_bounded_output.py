@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 import time
+from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-pytest.importorskip("peft")
-pytest.importorskip("llguidance")
+# The local extra is checked without importing it, so that collecting this module stays cheap.
+_MISSING = [name for name in ("torch", "transformers", "peft", "llguidance") if find_spec(name) is None]
+pytestmark = [pytest.mark.slow,  # builds and runs a tiny random transformers model
+              pytest.mark.skipif(bool(_MISSING), reason=f"not installed: {_MISSING} (the local extra)")]
 
 from dspy.lm15 import Config, Message, Request  # noqa: E402
 

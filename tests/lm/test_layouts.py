@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-pytest.importorskip("peft")
+# The local extra is checked without importing it, so that collecting this module stays cheap.
+_MISSING = [name for name in ("torch", "transformers", "peft") if find_spec(name) is None]
+pytestmark = [pytest.mark.slow,  # builds and runs a tiny random transformers model
+              pytest.mark.skipif(bool(_MISSING), reason=f"not installed: {_MISSING} (the local extra)")]
 
 from scijudge import Item, Run, get_spec, judge_items, load_judge  # noqa: E402
 from scijudge.judges.fused import FusedJudge  # noqa: E402

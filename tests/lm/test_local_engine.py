@@ -8,13 +8,15 @@ import shutil
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-pytest.importorskip("peft")
+# The local extra is checked without importing it, so that collecting this module stays cheap.
+_MISSING = [name for name in ("torch", "transformers", "peft") if find_spec(name) is None]
+pytestmark = [pytest.mark.slow,  # builds and runs a tiny random transformers model
+              pytest.mark.skipif(bool(_MISSING), reason=f"not installed: {_MISSING} (the local extra)")]
 
 import dspy  # noqa: E402
 import jsonschema  # noqa: E402

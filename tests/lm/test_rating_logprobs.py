@@ -84,6 +84,7 @@ def test_wrapper_dict_and_lm15_objects_are_read_the_same() -> None:
     assert rating_distribution(objects) == pytest.approx(expected)
 
 
+@pytest.mark.slow
 def test_demo_judges_offline_and_stores_rating_probabilities(tmp_path):
     """The README's main job end to end: tiny random model, full chain, run store with P(rating)."""
     import math

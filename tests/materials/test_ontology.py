@@ -21,7 +21,7 @@ from scijudge.materials import (
     prepare_synthesis_inputs,
 )
 
-DATA = Path(__file__).parent / "data" / "lematerial_annotations"
+DATA = Path(__file__).resolve().parents[1] / "data" / "lematerial_annotations"
 SOURCE = (
     "CuO and Nb2O5 were mixed in a stoichiometric ratio, ground in an agate mortar, pressed into pellets "
     "and sintered in air at 800 °C for 36 h and then at 950 °C for 40 h."

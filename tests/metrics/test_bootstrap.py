@@ -100,6 +100,7 @@ def test_holm_by_hand() -> None:
     assert out[0] == pytest.approx(0.02) and np.isnan(out[1])
 
 
+@pytest.mark.slow
 def test_holm_matches_statsmodels() -> None:
     from statsmodels.stats.multitest import multipletests
 

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from scipy.spatial.distance import cdist
 
+from scijudge.commands.figure_metric import figure_metric_command
 from scijudge.errors import InputError
 from scijudge.metrics.figures import (
     WORST_DISTANCE,
     figure_metric,
-    figure_metric_command,
     figure_scores_frame,
     normalize_series_name,
 )

@@ -41,6 +41,7 @@ def _rows(imported):
     return pd.DataFrame([r.model_dump(mode="json") for r in imported.results])
 
 
+@pytest.mark.slow
 def test_published_shape_pooled_p_and_drop_match_independent_pandas(tmp_path):
     raw = _published_shape(tmp_path / "release.csv")
     assert 54_000 < len(raw) < 56_000
@@ -111,6 +112,7 @@ def test_no_variants_is_a_clear_error():
         robustness_table(frame)
 
 
+@pytest.mark.slow
 def test_cli_import_then_robustness_writes_csv_and_html(tmp_path):
     raw = _published_shape(tmp_path / "small.csv", n_items=25, missing=0)
     store = tmp_path / "release.sqlite"

@@ -33,10 +33,9 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
-import typer
 from pydantic import BaseModel, Field
 from scipy.spatial import cKDTree
 
@@ -335,65 +334,3 @@ def figure_scores_frame(scores: Sequence[FigureScore]) -> Any:
     import pandas as pd
 
     return pd.DataFrame([row.model_dump() for fig in scores for row in fig.series])
-
-
-def _render(scores: Sequence[FigureScore]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console()
-    if not console.is_terminal:  # piped or captured output: do not squeeze the table into 80 columns
-        console = Console(width=160)
-    for fig in scores:
-        mode = f"worst = √2 ≈ {WORST_DISTANCE:.3f}" if fig.capped else "uncapped (source-compatible)"
-        table = Table(title=f"figure {fig.figure or '(unnamed)'}  ·  {mode}")
-        for col in ("truth", "extracted", "status", "n_true", "n_ext", "P-RMSE", "P-MAE", "R-RMSE", "R-MAE",
-                    "S-RMSE", "score"):
-            table.add_column(col, justify="right" if col not in ("truth", "extracted", "status") else "left")
-        for r in fig.series:
-            table.add_row(
-                r.truth_name or "—", (r.extracted_name or "—") + (" (other y axis)" if r.axis_mismatch else ""),
-                r.status, str(r.n_truth), str(r.n_extracted),
-                *(f"{v:.4f}" for v in (r.precision_rmse, r.precision_mae, r.recall_rmse, r.recall_mae,
-                                       r.symmetric_rmse, r.score)),
-            )
-        table.add_section()
-        table.add_row("figure", "", "", "", "", *(f"{v:.4f}" for v in (
-            fig.precision_rmse, fig.precision_mae, fig.recall_rmse, fig.recall_mae, fig.symmetric_rmse, fig.score)))
-        console.print(table)
-        if not fig.capped:
-            src = "undefined (no common series)" if fig.source_rmse is None else (
-                f"RMSE {fig.source_rmse:.4f}  MAE {fig.source_mae:.4f}")
-            console.print(f"LeMaterial figure metric (source rule): {src}")
-        if fig.unmatched_truth:
-            console.print("missing (true, not extracted): " + ", ".join(fig.unmatched_truth))
-        if fig.unmatched_extracted:
-            console.print("spurious (extracted, not true): " + ", ".join(fig.unmatched_extracted))
-
-
-def _read_file(path: str | Path) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read file ({exc.strerror})", file=path) from exc
-
-
-def figure_metric_command(
-    pred: Annotated[Path, typer.Argument(help="Extracted plot data (JSON: one figure or a list).")],
-    truth: Annotated[Path, typer.Argument(help="Ground-truth plot data (JSON: one figure, a list, or subplots).")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print the scores as JSON instead of a table.")] = False,
-    no_cap: Annotated[bool, typer.Option(
-        "--no-cap", help="Source-compatible mode: uncapped distances plus LeMaterial's own figure RMSE/MAE.")] = False,
-) -> None:
-    """Compare extracted plot series with ground truth and print the per-series RMSE/MAE table.
-
-    Example: scijudge figure-metric extracted_fig3.json truth_fig3.json
-    """
-    scores = figure_metric(_read_file(pred), _read_file(truth), extracted_source=pred, truth_source=truth,
-                           cap=not no_cap)
-    if as_json:
-        import json
-
-        print(json.dumps([s.model_dump() for s in scores], indent=2))
-    else:
-        _render(scores)

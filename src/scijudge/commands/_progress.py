@@ -1,0 +1,52 @@
+"""Judging with a progress bar and printing the run summary table (shared by `judge` and `demo`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.markup import escape
+from rich.table import Table
+
+from scijudge.commands._console import console, out
+from scijudge.redaction import redact
+
+
+def run_with_progress(items, judges, store, concurrency, limit, retry_abstained, show, stop=None, grace=10.0):
+    """Judge through the runner while a rich progress bar shows rate, tokens, cost and abstentions."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from scijudge.runner import judge_items, plan
+
+    tasks, _ = plan(items, judges, store, retry_abstained=retry_abstained)
+    total = min(len(tasks), limit) if limit else len(tasks)
+    with Progress(TextColumn("[bold]judging"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
+                  TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[extra]}"),
+                  console=console, disable=not show or total == 0) as bar:
+        task = bar.add_task("judge", total=total, rate="", extra="")
+
+        def on_result(result, summary):
+            elapsed = bar.tasks[0].elapsed or 1e-9
+            cost = f" ${summary.cost:.4f}" if summary.cost else ""
+            bar.update(task, advance=1, rate=f"{summary.judged / elapsed:.1f}/s",
+                       extra=f"tok {summary.tokens_in + summary.tokens_out:,}{cost} abst {summary.abstained}")
+
+        return judge_items(items, judges, run=store, concurrency=concurrency, limit=limit,
+                           retry_abstained=retry_abstained, on_result=on_result, stop=stop, grace=grace)
+
+
+def print_summary(summary, run_path: Path) -> None:
+    """The run summary table on stdout: counts, tokens, cost, time and abstention reasons."""
+    table = Table(title=f"run store: {escape(str(run_path))}", show_header=False)
+    for label, value in [
+        ("judged now", summary.judged), ("ok", summary.ok), ("abstained", summary.abstained),
+        ("already done (skipped)", summary.skipped_done),
+        ("items changed since the last run (judged again)", summary.changed),
+        ("no answer (not stored; re-run to retry)", getattr(summary, "no_answer", 0)),
+        ("not applicable (pairwise judge, one answer)", summary.not_applicable),
+        ("tokens in/out", f"{summary.tokens_in:,} / {summary.tokens_out:,}"),
+        ("cost (USD, estimated)", f"{summary.cost:.4f}"), ("seconds", f"{summary.seconds:.1f}"),
+    ]:
+        table.add_row(label, str(value))
+    for reason, count in summary.abstention_reasons.items():
+        table.add_row(f"abstained: {escape(redact(str(reason)))}", str(count))
+    out.print(table)

@@ -1,0 +1,72 @@
+"""How a judging run stops: Ctrl-C/SIGTERM handling, the exit that abandons stuck requests, the resume line."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from scijudge.commands._console import console
+from scijudge.errors import EXIT_INTERRUPTED
+from scijudge.redaction import redact_argv
+
+
+def exit_run(store, code: int) -> None:
+    """Leave now: the store has every completed judgment committed; threads still waiting on a request are
+    abandoned rather than joined."""
+    import threading
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        store.close()
+    finally:
+        waiting = [t for t in threading.enumerate()  # the runner's own request threads, still busy
+                   if t.name.startswith("scijudge") and not t.daemon and t.is_alive()]
+        if waiting:  # a request still in flight would hold the interpreter's exit: abandon it
+            os._exit(code)
+        raise typer.Exit(code)  # nothing left running: exit normally (and usable from CliRunner)
+
+
+def resume_command() -> str:
+    """The command line that resumes this run (credentials removed), for the user to copy."""
+    import shlex
+
+    return "scijudge " + " ".join(shlex.quote(a) for a in safe_argv())
+
+
+class StopOnSignal:
+    """First Ctrl-C/SIGTERM: stop sending and let requests in flight finish (grace); the second: quit at once."""
+
+    def __init__(self, grace: float) -> None:
+        import threading
+
+        self.event = threading.Event()
+        self.grace = grace
+        self._previous: dict = {}
+
+    def _handle(self, signum, frame) -> None:
+        if self.event.is_set():
+            os._exit(EXIT_INTERRUPTED)
+        self.event.set()
+        console.print(f"\nstopping: no new requests; waiting up to {self.grace:g} s for answers in flight "
+                      "(press Ctrl-C again to quit at once)", highlight=False)
+
+    def __enter__(self) -> StopOnSignal:
+        import signal
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+def safe_argv() -> list[str]:
+    """The command line with every credential removed (values of --*key*/--*token* options, URL userinfo, ...)."""
+    return redact_argv(sys.argv[1:])

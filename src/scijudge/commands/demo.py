@@ -1,0 +1,96 @@
+"""CLI command `scijudge demo`: the offline end-to-end run on the bundled example (tiny random model by default)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from scijudge.commands._console import console, out
+from scijudge.commands._progress import print_summary, run_with_progress
+from scijudge.errors import ScijudgeError
+
+
+def demo_cmd(
+    model: Annotated[str | None, typer.Option(
+        "--model", "-m", help="Judge with this model instead of the tiny random one (hf:..., openai/..., ...).")] = None,
+    api_base: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL for --model.")] = None,
+    judge: Annotated[list[str], typer.Option(
+        "--judge", "-j", help="Judges to "
+                              "run.")] = ["yescieval.qa.correctness", "yescieval.qa.conciseness", "yescieval.qa.readability"],  # noqa: B006
+    items: Annotated[Path | None, typer.Option(help="Items to judge (default: the bundled example dataset).")] = None,
+    run: Annotated[Path, typer.Option(help="Run store to write.")] = Path("runs/demo.sqlite"),
+    workdir: Annotated[Path, typer.Option(help="Where the tiny model is built.")] = Path("runs/tiny-model"),
+    concurrency: Annotated[int, typer.Option(min=1, help="Judgments in flight (the local engine batches them).")] = 8,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+) -> None:
+    """The offline main job: judge the bundled example dataset end to end and print a summary.
+
+    With no --model it builds a tiny randomly initialised Llama-style model and LoRA adapter on this machine
+    (no network) and runs the whole path through it: constrained JSON, dynamic batching, the fallback chain,
+    the run store. Its scores are meaningless; the point is that every part runs.
+
+    Example: scijudge demo            (offline)    |    scijudge demo --model openai/gpt-4o-mini
+    """
+    from scijudge.data import load_items
+    from scijudge.judges.base import build_judge
+    from scijudge.lm import make_lm
+    from scijudge.runs import Run
+    from scijudge.specs import resolve_judges
+
+    items_path = items or _bundled("datasets/yescieval_example/items.jsonl")
+    tiny = model is None
+    if tiny:
+        _quiet_transformers()
+        from scijudge.lm.tiny import build_tiny_model
+
+        console.print(f"building a tiny random Llama model + LoRA adapter in {workdir} (no download) ...")
+        paths = build_tiny_model(workdir)
+        model = f"hf:{paths['adapter']}"
+    lm = make_lm(model, api_base=api_base, max_tokens=160 if tiny else None)
+    loaded, _ = load_items(items_path)
+    specs = resolve_judges(judge)
+    judges = [build_judge(spec, lm=lm, rating_probs=tiny) for spec in specs]
+    store = Run(run)
+    store.set_meta(items=str(items_path), judges=[s.name for s in specs], model=model, demo=True)
+    summary = run_with_progress(loaded, judges, store, concurrency, None, False, progress)
+    print_summary(summary, run)
+    frame = store.to_pandas()
+    table = Table("judge", "judged", "ok", "abstained", "mean score", title="per judge (this run store)")
+    for name, group in frame.groupby("judge"):
+        ok = group[group.status == "ok"]
+        table.add_row(name, str(len(group)), str(len(ok)), str(len(group) - len(ok)),
+                      f"{ok.score.mean():.2f}" if len(ok) else "-")
+    out.print(table)
+    if tiny:
+        out.print("[bold yellow]These scores come from a tiny model with RANDOM weights: they are meaningless.[/] "
+                  "They show that the whole path runs. For real judgments use --model hf:/path/to/adapter "
+                  "(e.g. a YESciEval LoRA judge) or an API model such as --model openai/gpt-4o-mini.")
+
+
+def _quiet_transformers() -> None:
+    """The demo's own output is the point: silence transformers' progress bars and deprecation chatter."""
+    import warnings
+
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+    except ImportError:
+        pass
+
+
+def _bundled(relative: str) -> Path:
+    """A data file shipped in the wheel (scijudge/_data) or found in a source checkout."""
+    from scijudge._resources import shipped_path
+
+    found = shipped_path(relative)
+    if found is not None:
+        return found
+    raise ScijudgeError(f"bundled file {relative} not found in this installation")

@@ -1,0 +1,198 @@
+"""CLI command `scijudge judge`: judge items with judges and store every judgment as it completes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from scijudge.commands._console import console
+from scijudge.commands._progress import print_summary, run_with_progress
+from scijudge.commands._run_control import StopOnSignal, exit_run, resume_command, safe_argv
+from scijudge.errors import EXIT_INCOMPLETE, EXIT_INTERRUPTED, ScijudgeError
+from scijudge.redaction import redact
+
+
+def judge_cmd(
+    items: Annotated[Path, typer.Argument(help="Items in canonical JSONL (see `scijudge schema`).")],
+    judge: Annotated[list[str], typer.Option(
+        "--judge", "-j", help="Judge name, glob (yescieval.qa.*) or spec path; repeatable.")],
+    model: Annotated[str, typer.Option("--model", "-m", help="DSPy/litellm model string, or hf:<model or adapter>.")],
+    api_base: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL, e.g. http://localhost:8000/v1.")] = None,
+    run: Annotated[Path | None, typer.Option(help="Run store (SQLite). Re-running with the same store resumes.")] = None,
+    concurrency: Annotated[int, typer.Option(min=1, help="Judgments in flight at once.")] = 8,
+    processes: Annotated[int, typer.Option(
+        min=1, help="Worker processes (API models only): for very fast endpoints, where one process's CPU is the limit.")] = 1,
+    limit: Annotated[int | None, typer.Option(min=1, help="Judge at most N pending judgments.")] = None,
+    skip_invalid: Annotated[bool, typer.Option(help="Judge the valid items and list the invalid lines.")] = False,
+    retry_abstained: Annotated[bool, typer.Option(help="Judge earlier abstentions again.")] = False,
+    rating_probs: Annotated[bool, typer.Option(
+        help="Ask for token logprobs and store P(rating) (models that return logprobs).")] = False,
+    cache: Annotated[bool, typer.Option(help="Use DSPy's response cache.")] = True,
+    timeout: Annotated[float, typer.Option(
+        help="Deadline in seconds for a whole request, connect to last byte (retried once; a streak of them stops the "
+             "run).")] = 60.0,
+    retry_after_cap: Annotated[float, typer.Option(
+        help="Longest Retry-After (seconds) a rate limit may pause the run for; a longer one stops the run.")] = 120.0,
+    grace: Annotated[float, typer.Option(
+        help="On Ctrl-C/SIGTERM, seconds to wait for requests in flight so that their answers are stored.")] = 10.0,
+    max_tokens: Annotated[int | None, typer.Option(help="Max output tokens per call.")] = None,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    reports: Annotated[Path | None, typer.Option(
+        help="Checklist judges: ITEMS is a ResearchRubrics task file and this is the reports folder (<sample_id>.md/.txt) or a "
+             "JSONL of {sample_id, report}.")] = None,
+    chunk_tokens: Annotated[int | None, typer.Option(
+        min=1000, help="Checklist judges: token budget of one report chunk.")] = None,
+    overlap_tokens: Annotated[int | None, typer.Option(
+        min=0, help="Checklist judges: tokens shared by consecutive chunks (default: 1000, at most an eighth of "
+                    "--chunk-tokens).")] = None,
+    allow_unknown_axes: Annotated[bool, typer.Option(
+        help="Checklist judges: accept task axes outside ResearchRubrics' seven (kept as written).")] = False,
+    preset: Annotated[str | None, typer.Option(
+        help="Prompt preset for every judge, e.g. 'yescieval-native' (YESciEval's own layout for its released judges).")] = None,
+    block: Annotated[list[str] | None, typer.Option(
+        "--block", help="Fill a judge's text block from a file: NAME=FILE (repeatable); NAME= empties it (e.g. --block "
+                        "task_context=).")] = None,
+    batch: Annotated[bool, typer.Option(
+        "--batch", help="Send the judgments through the provider's batch API (about half price, results within 24 h).")] = False,
+    batch_size: Annotated[int, typer.Option(min=1, max=50000, help="Lines per batch.")] = 5000,
+    batch_poll: Annotated[float, typer.Option(min=0.0, help="Seconds between status checks of running batches.")] = 30.0,
+    batch_fallback: Annotated[str, typer.Option(
+        help="Where lines that failed in a batch go: next-strategy (a follow-up batch) or direct (direct "
+             "calls).")] = "next-strategy",
+    ray: Annotated[str | None, typer.Option(
+        "--ray", metavar="ADDRESS", help="Run hf: judges on Ray actors (one engine per GPU): 'local' starts Ray on this machine, "
+                                         "or a cluster address (auto, ray://host:10001).")] = None,
+    fused: Annotated[bool, typer.Option(
+        help="Likert rubrics: judge all the selected rubrics in one call per item (one stored judgment per rubric).")] = False,
+    layout: Annotated[str, typer.Option(
+        help="Prompt order: rubric-first (default) or item-first (a local engine then shares each item's prefix across its "
+             "rubrics).")] = "rubric-first",
+) -> None:
+    """Judge every item with every judge; each judgment is saved to the run store as it completes.
+
+    Re-running with the same --run resumes: judgments already stored for the same item content, judge spec,
+    model, endpoint and decoding settings are skipped; an edited item is judged again. Exit codes: 0 all
+    done; 2 bad input; 3 stopped early (endpoint unreachable, auth, model not found, rate limit over the cap,
+    a streak of failures, or another process writing the store); 4 some judgments got no answer (re-run to
+    retry them); 130 interrupted (Ctrl-C/SIGTERM: answers in flight get --grace seconds and are stored; a
+    second Ctrl-C quits at once).
+
+    Example: scijudge judge datasets/yescieval_example/items.jsonl -j 'yescieval.qa.*' -m openai/gpt-4o-mini --run runs/qa.sqlite
+
+    Checklist example: scijudge judge tasks.jsonl --reports reports/ -j researchrubrics.checklist -m openai/gpt-4o-mini
+
+    Fused example: scijudge judge items.jsonl -j 'yescieval.qa.*' --fused --layout item-first -m hf:/models/adapter
+    """
+    from scijudge.data import load_items
+    from scijudge.judges.base import build_judge
+    from scijudge.lm import make_lm
+    from scijudge.runs import Run
+    from scijudge.specs import resolve_judges
+
+    specs = resolve_judges(judge)
+    if block or preset:  # issue 16: text blocks from files, and prompt presets
+        from scijudge.blocks import apply_blocks_and_preset
+
+        specs = apply_blocks_and_preset(specs, blocks=block or [], preset=preset)
+    if reports is not None:
+        from scijudge.importers.researchrubrics import load_checklist_items
+
+        loaded, skipped = load_checklist_items(items, reports, skip_invalid=skip_invalid,
+                                               any_axis=allow_unknown_axes)
+    else:
+        loaded, skipped = load_items(items, skip_invalid=skip_invalid)
+    for s in skipped:
+        console.print(f"[yellow]skipped[/] {escape(redact(str(s)))}", highlight=False, soft_wrap=True)
+    lm_options = dict(api_base=api_base, cache=cache, timeout=timeout, max_tokens=max_tokens)
+    judge_options = dict(rating_probs=rating_probs, chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens)
+    chain_options = dict(retry_after_cap=retry_after_cap)
+    _configure_chain(chain_options)
+    lm = make_lm(model, **lm_options) if ray is None else None  # Ray actors load local models, not the driver
+    judges = [build_judge(spec, lm=lm, **judge_options) for spec in specs] if lm is not None else []
+    if judges and (fused or layout != "rubric-first"):  # issue 17 hook: fused judge and prompt layout
+        from scijudge.errors import InputError
+        from scijudge.judges.fused import FusedJudge
+        from scijudge.judges.layout import apply_layout
+
+        if processes > 1:
+            raise InputError("--fused and --layout run in one process; drop --processes", field="processes")
+        if fused:  # the Likert rubrics in one call per item; other judges (pairwise...) stay separate
+            likert = [s for s in specs if s.family == "likert"]
+            if len(likert) < 2:
+                raise InputError("--fused needs at least two Likert rubrics among the judges", field="judge")
+            judges = [FusedJudge(likert, lm=lm)] + [j for s, j in zip(specs, judges) if s.family != "likert"]
+        judges = [apply_layout(j, layout) for j in judges]
+    run_path = run or Path("runs") / f"{items.stem}.sqlite"
+    store = Run(run_path).claim_writer()
+    from scijudge.records import safe_endpoint
+    from scijudge.vocab import score_scale_of
+
+    store.set_meta(items=str(items), judges=[s.name for s in specs], model=model,
+                   api_base=safe_endpoint(api_base) or None, argv=safe_argv(),
+                   # the score scale of each judge as its spec declared it, for calibration (issue 11)
+                   scales={s.name: list(score_scale_of(s)) for s in specs if s.scale is not None})
+    if skip_invalid:
+        # Items that lack an input a judge needs are skipped with a message, not fatal, under --skip-invalid.
+        valid = []
+        for item in loaded:
+            try:
+                for j in judges:
+                    j.inputs_for(item, j.parts(item)[0])
+                valid.append(item)
+            except ScijudgeError as exc:
+                console.print(f"[yellow]skipped[/] {escape(redact(str(exc)))}", highlight=False, soft_wrap=True)
+        loaded = valid
+    stop = StopOnSignal(grace)
+    with stop:
+        try:
+            if batch or ray is not None:
+                from scijudge.commands.batches import judge_scaled
+                from scijudge.runner import JudgeRecipe
+
+                recipes = [JudgeRecipe(spec, model, lm_options, judge_options, chain_options) for spec in specs]
+                summary = judge_scaled(loaded, judges, recipes, store, batch=batch, batch_size=batch_size,
+                                       batch_poll=batch_poll, batch_fallback=batch_fallback, ray=ray,
+                                       concurrency=concurrency, limit=limit, retry_abstained=retry_abstained,
+                                       console=console)
+            elif processes > 1:
+                from scijudge.runner import JudgeRecipe, judge_items_in_processes
+
+                recipes = [JudgeRecipe(spec, model, lm_options, judge_options, chain_options) for spec in specs]
+                summary = judge_items_in_processes(loaded, recipes, processes=processes, run=store,
+                                                   concurrency=concurrency, limit=limit,
+                                                   retry_abstained=retry_abstained, use_cache=cache,
+                                                   stop=stop.event, grace=grace)
+            else:
+                summary = run_with_progress(loaded, judges, store, concurrency, limit, retry_abstained, progress,
+                                             stop=stop.event, grace=grace)
+        except ScijudgeError as exc:
+            partial = getattr(exc, "summary", None)
+            if partial is not None:
+                print_summary(partial, run_path)
+            console.print(f"[bold red]error:[/] {escape(redact(str(exc)))}", highlight=False, soft_wrap=True)
+            console.print(f"resume with: {escape(resume_command())}", highlight=False, soft_wrap=True)
+            exit_run(store, getattr(exc, "exit_code", 3))
+    print_summary(summary, run_path)
+    if summary.interrupted:
+        console.print(f"interrupted: {summary.judged} judgments stored in {run_path} this run"
+                      + (f", {summary.abandoned} left unanswered" if summary.abandoned else "")
+                      + f"\nresume with: {escape(resume_command())}", highlight=False, soft_wrap=True)
+        exit_run(store, EXIT_INTERRUPTED)
+    if summary.no_answer:
+        console.print(f"[yellow]{summary.no_answer} judgments got no answer and were not stored;[/] re-run to retry "
+                      f"them: {escape(resume_command())}", highlight=False, soft_wrap=True)
+        exit_run(store, EXIT_INCOMPLETE)
+    store.close()
+
+
+def _configure_chain(options: dict) -> None:
+    """Apply run-wide chain settings (e.g. the Retry-After cap) to the process-wide chain."""
+    from dataclasses import replace
+
+    from scijudge.judges.base import default_chain
+
+    chain = default_chain()
+    chain.config = replace(chain.config, **options)

@@ -1,0 +1,36 @@
+"""CLI command `scijudge judges`: list the shipped judge specs."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from scijudge.commands._console import out
+
+
+def judges_cmd(
+    family: Annotated[str | None, typer.Option(help="Only this family (likert, pairwise, checklist, ...).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """List the shipped judges: name, family, inputs and a one-line description.
+
+    Example: scijudge judges --family likert
+    """
+    from scijudge.specs import list_specs
+
+    specs = [s for s in list_specs() if family is None or s.family == family]
+    if as_json:
+        out.print_json(json.dumps([{"name": s.name, "family": s.family, "inputs": [i.name for i in s.inputs],
+                                    "description": s.description} for s in specs]))
+        return
+    table = Table("name", "family", "inputs", "description", title=f"{len(specs)} judges")
+    table.columns[0].no_wrap = True
+    for s in specs:
+        inputs = ", ".join(i.name + ("?" if i.optional else "") for i in s.inputs)
+        table.add_row(escape(s.name), s.family, escape(inputs), escape(s.description))
+    Console(width=max(out.width, 160)).print(table)

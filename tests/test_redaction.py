@@ -1,0 +1,108 @@
+"""Credentials never reach a store, an export, a report or the terminal (issue 11)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scijudge.redaction import MASK, redact, redact_argv, register_url_secrets
+from scijudge.testing import Fault
+
+ENV_KEY = "sk-canaryENVkey0123456789"
+URL_PASS = "canaryURLpass4567"
+URL_TOKEN = "canaryURLtoken8910"
+CANARIES = (ENV_KEY, URL_PASS, URL_TOKEN)
+SPEC = 'name = "t.k"\nfamily = "likert"\ndescription = "d"\ninstructions = "Rate it."\n[[inputs]]\nname = "answer"\n'
+
+
+def test_redact_text_patterns(monkeypatch):
+    monkeypatch.setenv("MYPROVIDER_API_KEY", "plainvalue-no-prefix-42")
+    text = ("GET http://bob:hunter2secret@host:8080/v1?model=x&api_key=AAA111&sig=BBB222#f "
+            "Authorization: Bearer zzzTOKENzzz999 header {'authorization': 'Basic dXNlcjpwYXNz'} "
+            "key sk-proj-abcdefghijklmnop and hf_abcdefghijklmnopqrs, env plainvalue-no-prefix-42 "
+            "quoted plainvalue-no-prefix-42 kept: model=x")
+    out = redact(text)
+    for secret in ("hunter2secret", "AAA111", "BBB222", "zzzTOKENzzz999", "dXNlcjpwYXNz", "sk-proj-abcdefghijklmnop",
+                   "hf_abcdefghijklmnopqrs", "plainvalue-no-prefix-42", "bob:"):
+        assert secret not in out, (secret, out)
+    assert "host:8080/v1?model=x&api_key=***&sig=***#f" in out and "kept: model=x" in out
+    assert redact("an ordinary sentence about keys and tokens") == "an ordinary sentence about keys and tokens"
+
+
+def test_argv_masker_hides_the_secret_itself():
+    argv = ["judge", "items.jsonl", "--api-key", "sk-abcdefghijkl", "--hf-token=hf_secret_value_123",
+            "--api-base", "http://u:pw123456@h/v1?token=T0KEN123", "--judge", "my_key_judge.toml", "--run", "r.sqlite"]
+    safe = redact_argv(argv)
+    assert safe == ["judge", "items.jsonl", "--api-key", MASK, f"--hf-token={MASK}", "--api-base",
+                    f"http://{MASK}@h/v1?token={MASK}", "--judge", "my_key_judge.toml", "--run", "r.sqlite"]
+
+
+def test_url_secrets_are_remembered_when_echoed_alone():
+    register_url_secrets("https://someone:Pa55word-xyz@api.example/v1?access_token=tok-abcdef-123&model=m")
+    assert redact("login failed for Pa55word-xyz / tok-abcdef-123 / m") == f"login failed for {MASK} / {MASK} / m"
+
+
+def _run_all(commands: list[list[str]], cwd: Path, env: dict[str, str]) -> list[subprocess.CompletedProcess]:
+    """Run independent CLI commands side by side (each is mostly interpreter start-up)."""
+    running = [(args, subprocess.Popen([sys.executable, "-m", "scijudge", *args], cwd=cwd, env=env, text=True,
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)) for args in commands]
+    done = []
+    for args, process in running:
+        stdout, stderr = process.communicate(timeout=180)
+        done.append(subprocess.CompletedProcess(args, process.returncode, stdout, stderr))
+    return done
+
+
+@pytest.mark.slow
+def test_canary_keys_never_stored_exported_reported_or_printed(loopback, tmp_path):
+    def handler(body: dict) -> object:
+        if "echo me" in json.dumps(body):  # a provider that repeats the credentials in its error message
+            return Fault(status=400, message=f"Incorrect API key provided: {ENV_KEY}. Authorization: Bearer {ENV_KEY}",
+                         error_type="invalid_request_error")
+        return json.dumps({"judgment": {"rationale": "fine", "rating": 4}})
+
+    server = loopback(handler)
+    (tmp_path / "spec.toml").write_text(SPEC)
+    items = [{"id": "echo", "answer": "echo me"}] + [{"id": f"ok{k}", "answer": f"answer {k}"} for k in range(3)]
+    (tmp_path / "items.jsonl").write_text("\n".join(json.dumps(i) for i in items) + "\n")
+    (tmp_path / "labels.jsonl").write_text(
+        "\n".join(json.dumps({"item_id": f"ok{k}", "judge": "t.k", "score": 3 + k % 2}) for k in range(3)) + "\n")
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update(OPENAI_API_KEY=ENV_KEY, LITELLM_LOCAL_MODEL_COST_MAP="true", DSPY_CACHEDIR=str(tmp_path / "cache"))
+    secret_url = server.url.replace("http://", f"http://judge:{URL_PASS}@") + f"?token={URL_TOKEN}"
+    outputs = _run_all([
+        # credentials in the endpoint URL: the client cannot use them; they must still never appear anywhere
+        ["judge", "items.jsonl", "-j", "spec.toml", "-m", "openai/judge", "--api-base", secret_url, "--run",
+         "url.sqlite", "--no-progress", "--limit", "1", "--timeout", "5"],
+        ["judge", "items.jsonl", "-j", "spec.toml", "-m", "openai/judge", "--api-base", server.url, "--run",
+         "run.sqlite", "--no-progress"],
+    ], tmp_path, env)
+    outputs += _run_all([
+        ["export", "run.sqlite", "--format", "jsonl", "--out", "run.jsonl"],
+        ["export", "run.sqlite", "--format", "csv", "--out", "run.csv"],
+        ["calibrate", "-l", "labels.jsonl", "-r", "run.sqlite", "--out", "report", "--n-boot", "0"],
+    ], tmp_path, env)
+    for done in outputs:
+        assert "Traceback" not in done.stderr, done.stderr
+    assert outputs[1].returncode == 0 and outputs[2].returncode == 0, outputs[1].stderr
+    # The canary did travel: the server received the env key and echoed it into an error that was stored.
+    assert f"Bearer {ENV_KEY}" in server.auth_headers
+    stored = [json.loads(line) for line in (tmp_path / "run.jsonl").read_text().splitlines()]
+    echoed = next(row for row in stored if row["item_id"] == "echo")
+    assert echoed["status"] == "abstained" and "Incorrect API key provided: ***" in json.dumps(echoed["attempts"])
+    assert sum(row["status"] == "ok" for row in stored) == 3
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and "cache" not in p.parts]
+    assert {"url.sqlite", "run.sqlite", "run.jsonl", "run.csv"} <= {p.name for p in written}
+    assert any(p.parent.name == "report" for p in written), outputs[-1].stderr
+    for path in written:
+        data = path.read_bytes()
+        for canary in CANARIES:
+            assert canary.encode() not in data, f"{canary} leaked into {path.name}"
+    for done in outputs:
+        for canary in CANARIES:
+            assert canary not in done.stdout + done.stderr, f"{canary} printed by {done.args[:2]}"
