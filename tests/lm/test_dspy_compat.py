@@ -72,10 +72,25 @@ def test_the_class_swap_adds_hooks_to_a_real_lm_and_refuses_an_unrelated_class()
 
     _dspy_compat.rebind_class(lm, Counting)
     assert type(lm) is Counting and lm.model == "openai/gpt-4o-mini"
-    lm.update_history({"usage": {}})
-    assert seen == [{"usage": {}}]
     with pytest.raises(TypeError, match="does not extend"):
         _dspy_compat.rebind_class(lm, dict)
+
+
+def test_every_call_of_a_swapped_lm_reaches_update_history():
+    """What the optimization budget counts on: DSPy records each call through ``update_history``."""
+    from scijudge.testing.scripted import scripted_lm
+
+    lm = scripted_lm(lambda request: "hello", cache=False)
+    seen = []
+
+    class Counting(type(lm)):
+        def update_history(self, entry):
+            seen.append(entry)
+            super().update_history(entry)
+
+    _dspy_compat.rebind_class(lm, Counting)
+    assert lm("say hello") == ["hello"]
+    assert len(seen) == 1 and seen[0]["usage"]["prompt_tokens"] == 100
 
 
 def test_the_engine_request_check_is_dspys():
