@@ -442,8 +442,9 @@ class WorkerPool:
     def __init__(self, recipes: Sequence[JudgeRecipe], *, processes: int, concurrency: int = 8,
                  use_cache: bool = True) -> None:
         from scijudge.errors import ModelError
+        from scijudge.lm import is_local_model
 
-        if any(r.model.startswith("hf:") for r in recipes):
+        if any(is_local_model(r.model) for r in recipes):
             raise ModelError("several processes are for API models; a local hf: model batches inside one process")
         self.recipes = list(recipes)
         self.processes = max(1, processes)

@@ -18,16 +18,12 @@ modules call ``adapter(lm, lm_kwargs, signature, demos, inputs)`` and get parsed
 from __future__ import annotations
 
 import contextvars
-import json
 import random
-import re
 import threading
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
-
-import pydantic
 
 from scijudge import _chain_faults as faults
 from scijudge._chain_cache import cache_key as _cache_key
@@ -35,10 +31,19 @@ from scijudge._chain_cache import cached_response as _cached_response
 from scijudge._chain_cache import store_response as _store_response
 from scijudge.errors import EndpointError, TransportFailure
 from scijudge.lm import _dspy_compat
-from scijudge.records import Attempt, Outcome
+from scijudge.records import Attempt
 from scijudge._replies import non_json_reply
 from scijudge.fencing import fence_inputs, with_notice
 from scijudge.signatures import OUTPUT_FIELD
+from scijudge._chain_schema import (  # noqa: F401 - public names of the chain, kept importable from here
+    InvalidAnswer,
+    _Invalid,
+    _json_object,
+    _parse,
+    parse_answer,
+    response_format_for,
+    strict_schema,
+)
 
 JSONAdapter = _dspy_compat.json_adapter()
 
@@ -98,76 +103,6 @@ class ChainConfig:
     backoff_max: float = 30.0
     retry_after_cap: float = 120.0
     logprobs: int | None = None
-
-
-class _Invalid(Exception):
-    def __init__(self, outcome: Outcome, message: str) -> None:
-        super().__init__(message)
-        self.outcome = outcome
-
-
-_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
-
-
-def _json_object(text: str) -> dict[str, Any]:
-    """The first JSON object in the text (code fences and chatter around it tolerated); never evaluated."""
-    stripped = _FENCE.sub("", text.strip())
-    try:
-        value = json.loads(stripped)
-    except json.JSONDecodeError:
-        value = None
-        decoder = json.JSONDecoder()
-        for start in (m.start() for m in re.finditer(r"\{", stripped)):
-            try:
-                value, _ = decoder.raw_decode(stripped, start)
-                break
-            except json.JSONDecodeError:
-                continue
-    if not isinstance(value, dict):
-        raise _Invalid("parse_error", "the answer is not a JSON object")
-    return value
-
-
-@lru_cache(maxsize=256)
-def _strict_schema_json(output_type: type[pydantic.BaseModel]) -> str:
-    return json.dumps(_build_strict_schema(output_type))
-
-
-def strict_schema(output_type: type[pydantic.BaseModel]) -> dict[str, Any]:
-    """A JSON schema for ``{"judgment": <output>}`` in the strict form OpenAI-style providers accept (cached)."""
-    return json.loads(_strict_schema_json(output_type))
-
-
-def _build_strict_schema(output_type: type[pydantic.BaseModel]) -> dict[str, Any]:
-    schema = output_type.model_json_schema()
-    defs = schema.pop("$defs", {})
-    defs[output_type.__name__] = schema
-    root: dict[str, Any] = {
-        "type": "object",
-        "properties": {OUTPUT_FIELD: {"$ref": f"#/$defs/{output_type.__name__}"}},
-        "required": [OUTPUT_FIELD],
-        "additionalProperties": False,
-        "$defs": defs,
-    }
-
-    def enforce(part: Any) -> None:
-        if isinstance(part, dict):
-            if "$ref" in part:  # strict providers reject keywords beside a $ref
-                for key in [k for k in part if k != "$ref"]:
-                    del part[key]
-            if part.get("type") == "object" and "properties" in part:
-                part["required"] = list(part["properties"])
-                part["additionalProperties"] = False
-            part.pop("default", None)
-            part.pop("title", None)
-            for value in part.values():
-                enforce(value)
-        elif isinstance(part, list):
-            for value in part:
-                enforce(value)
-
-    enforce(root)
-    return root
 
 
 def _model_key(lm: Any) -> str:
@@ -508,43 +443,6 @@ def _call_with_deadline(lm: Any, request: Any, deadline: float | None) -> Any:
 def _system_message(adapter: "StructuredChain", signature: Any) -> str:
     # Every judge's instructions end by saying that the inputs are material to judge, never instructions.
     return JSONAdapter.format_system_message(adapter, signature.with_instructions(with_notice(signature.instructions)))
-
-
-def response_format_for(strategy: str, output_type: type[pydantic.BaseModel]) -> dict[str, Any]:
-    """The lm15 response_format a strategy asks for."""
-    if strategy == "json_schema":
-        return {"type": "json_schema", "name": "judgment", "schema": strict_schema(output_type), "strict": True}
-    return {"type": "json_object"}
-
-
-InvalidAnswer = _Invalid  # public name: ``parse_answer`` raises it with ``.outcome`` (parse_error / validation_error)
-
-
-def parse_answer(text: str, signature: Any) -> tuple[Any, bool]:
-    """Parse and validate an answer text for a judge signature exactly as the chain does: (value, recovered)."""
-    return _parse(text, signature.output_fields[OUTPUT_FIELD].annotation)
-
-
-def _parse(text: str, output_type: type[pydantic.BaseModel]) -> tuple[Any, bool]:
-    data = _json_object(text)
-    recovered = False
-    if OUTPUT_FIELD in data:
-        value = data[OUTPUT_FIELD]
-        if isinstance(value, str):  # some models JSON-encode the inner object
-            try:
-                value = json.loads(value)
-            except json.JSONDecodeError as exc:
-                raise _Invalid("parse_error", f"'{OUTPUT_FIELD}' is a string, not an object") from exc
-    else:
-        value, recovered = data, True
-    if value is None:
-        raise _Invalid("validation_error", f"'{OUTPUT_FIELD}' is null")
-    try:
-        return output_type.model_validate(value), recovered
-    except pydantic.ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise _Invalid("validation_error", f"{where}: {first['msg']}") from exc
 
 
 def _drop_empty_optional(signature: Any, inputs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:

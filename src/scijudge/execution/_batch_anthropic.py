@@ -1,7 +1,8 @@
 """Anthropic Message Batches (``/v1/messages/batches``).
 
 Each entry's ``params`` are what DSPy's native Anthropic client sends for the chain's request
-(``AnthropicLM._payload``), and each answer is read by the same client's ``parse_response``, so batch and
+(``AnthropicLM._payload``), and each answer is read by the same client's ``parse_response`` (both through
+``lm/_dspy_compat.py``, where every DSPy internal lives), so batch and
 direct calls agree on prompts, structured-output settings and parsing. HTTP goes through httpx (a
 dependency of the openai SDK and litellm) because lm15's own batch helper numbers entries 0..n-1 instead of
 carrying our judgment keys.
@@ -16,6 +17,7 @@ from typing import Any
 
 from scijudge.errors import ModelError
 from scijudge.execution._batch_openai import BatchState
+from scijudge.lm import _dspy_compat
 
 _STATUS = {"in_progress": "in_progress", "canceling": "cancelling"}
 
@@ -45,9 +47,7 @@ class AnthropicBatchAPI:
         lm = judge._lm()
         request = judge.chain.lm15_request(lm.model.split("/", 1)[-1], judge.predict.signature, judge.predict.demos,
                                            inputs, strategy=strategy, temperature=temperature, max_tokens=max_tokens)
-        params = self._lm._payload(request, stream=False)
-        params.pop("stream", None)
-        return {"custom_id": key, "params": params}
+        return {"custom_id": key, "params": _dspy_compat.anthropic_payload(self._lm, request)}
 
     def _call(self, method: str, url: str, **kwargs: Any) -> Any:
         try:
@@ -91,14 +91,11 @@ class AnthropicBatchAPI:
 
     def outcome(self, line: dict[str, Any] | None) -> tuple[int | None, Any, str | None]:
         """(status, lm15 Response when succeeded, error text); status None when expired, cancelled or absent."""
-        from dspy._vendor.lm15.providers.base import batch_entry_http, batch_entry_request
-
         result = (line or {}).get("result") or {}
         kind = result.get("type")
         if kind == "succeeded":
             message = result.get("message") or {}
-            return 200, self._lm.parse_response(batch_entry_request(message.get("model")),
-                                                batch_entry_http(message)), None
+            return 200, _dspy_compat.anthropic_batch_answer(self._lm, message), None
         if kind == "errored":
             error = result.get("error") or {}
             inner = error.get("error", error) if isinstance(error, dict) else {}

@@ -16,17 +16,17 @@ UNPRICED = "unpriced"
 @lru_cache(maxsize=128)
 def batch_rates(model: str) -> tuple[tuple[float, float] | None, str]:
     """((input, output) USD per token, how the price was found) for a model string such as ``openai/gpt-4o-mini``."""
-    from dspy.clients.model_metadata import model_info, rate
+    from scijudge.lm._dspy_compat import model_rates
 
     provider, _, name = model.partition("/") if "/" in model else ("openai", "", model)
     try:
-        info = model_info(provider, name)
+        batch_in, batch_out = model_rates(provider, name, ("input_cost_per_token_batches",
+                                                           "output_cost_per_token_batches"))
+        list_in, list_out = model_rates(provider, name, ("input_cost_per_token", "output_cost_per_token"))
     except Exception:  # noqa: BLE001 - pricing is advisory and must never fail a judgment
-        info = {}
-    batch_in, batch_out = rate(info, "input_cost_per_token_batches"), rate(info, "output_cost_per_token_batches")
+        batch_in = batch_out = list_in = list_out = None
     if batch_in is not None and batch_out is not None:
         return (batch_in, batch_out), BATCH_PRICE
-    list_in, list_out = rate(info, "input_cost_per_token"), rate(info, "output_cost_per_token")
     if list_in is not None and list_out is not None:
         return (list_in / 2, list_out / 2), HALF_LIST_PRICE
     return None, UNPRICED

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 from scijudge.data import Item
 from scijudge.errors import ModelError
 from scijudge.families import get_family
+from scijudge.lm import is_local_model
 from scijudge.execution._batch_openai import OpenAIBatchAPI
 from scijudge.judges.base import judgment_key_for as task_key
 from scijudge.execution._pricing import batch_rates
@@ -85,7 +86,7 @@ def check_batchable(judges: Sequence[Judge]) -> None:
         if not get_family(judge.spec.family).one_call:
             raise ModelError(f"judge {judge.name!r}: {judge.spec.family} judges make dependent calls per judgment; "
                              "batch mode serves one-call judges (likert, pairwise, materials)")
-        if model.startswith("local/") or model.startswith("hf:") or lm is None:
+        if model.startswith("local/") or is_local_model(model) or lm is None:
             raise ModelError(f"judge {judge.name!r} uses {model}: batch mode is for provider APIs "
                              "(a local hf: model already batches in-process; use --ray for many GPUs)")
         if not model.startswith(("openai/", "anthropic/")):

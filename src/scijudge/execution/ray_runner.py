@@ -17,6 +17,7 @@ from typing import Any
 from scijudge._litellm_env import LOCAL_COST_MAP
 from scijudge.data import Item
 from scijudge.errors import ModelError
+from scijudge.lm import is_local_model
 from scijudge.runner import JudgeRecipe, Progress, RunSummary
 from scijudge.runs import Run
 
@@ -34,7 +35,7 @@ def _require_ray() -> Any:
 def check_ray_recipes(recipes: Sequence[JudgeRecipe]) -> None:
     """Ray is for local models; API judges are served faster by --processes or --batch."""
     for recipe in recipes:
-        if not recipe.model.startswith("hf:"):
+        if not is_local_model(recipe.model):
             raise ModelError(f"{recipe.model} is an API model: API judges do not need Ray (its actors run local hf: "
                              "engines); use --concurrency/--processes for speed or --batch for the batch price")
 

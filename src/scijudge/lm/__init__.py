@@ -11,6 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from scijudge.errors import ModelError
+from scijudge.lm._backends import backend_for, is_local_model, local_prefixes, register_backend
+
+__all__ = ["is_local_model", "load_dotenv_once", "make_lm", "register_backend"]
 
 _DOTENV_LOADED = False
 
@@ -40,27 +43,27 @@ def make_lm(model: str, *, api_base: str | None = None, api_key: str | None = No
         timeout: deadline in seconds for a whole request (connect to last byte); the chain retries a timed-out
             request once, and a run stops after a streak of them.
         engine: DSPy's engine selection for API models: ``auto`` (native lm15 where possible) or ``litellm``.
-    """
-    import dspy
 
+    Model strings with a registered prefix (``hf:``, see ``register_backend``) go to that backend's factory
+    with every argument above and the extra keyword options; all others go to DSPy/litellm.
+    """
     from scijudge.lm import _dspy_compat, _speedups
+
+    _dspy_compat.offline_model_metadata()  # before DSPy first reads its price map
+    import dspy
 
     _dspy_compat.warn_if_untested()
     _speedups.install()
     if not model or not isinstance(model, str):
         raise ModelError("a model string is required, e.g. openai/gpt-4o-mini or hf:/path/to/adapter")
-    if model.startswith("hf:"):
-        try:
-            from scijudge.lm.local import local_lm
-        except ImportError as exc:  # pragma: no cover - depends on the optional extra
-            raise ModelError(f"local models need the 'local' extra: pip install 'scijudge[local]' ({exc})") from exc
-        return local_lm(model, cache=cache, max_tokens=max_tokens, **local_options)
+    backend = backend_for(model)
+    if backend is not None:
+        return backend.factory(model, cache=cache, max_tokens=max_tokens, api_base=api_base, api_key=api_key,
+                               timeout=timeout, engine=engine, **local_options)
     if local_options:
-        raise ModelError(f"options {sorted(local_options)} apply only to local hf: models")
+        raise ModelError(f"options {sorted(local_options)} apply only to local models "
+                         f"({', '.join(local_prefixes())} model strings)")
     load_dotenv_once()
-    from scijudge._litellm_env import use_local_cost_map
-
-    use_local_cost_map()
     from scijudge.redaction import register_secret, register_url_secrets
 
     register_secret(api_key)  # issue 11: redacted from everything written or printed

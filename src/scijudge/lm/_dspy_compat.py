@@ -2,21 +2,33 @@
 
 scijudge is tested with DSPy 3.4. The chain subclasses ``JSONAdapter`` and is called with DSPy's adapter
 arguments, sends ``lm15.Request`` objects, maps DSPy's LM error classes, reads DSPy's price table, keeps
-its own entries in DSPy's response cache and memoises ``model_metadata.model_info``. ``check()`` verifies
-each of these still has the shape we use; ``tests/core/test_dspy_compat.py`` calls it so that a DSPy
-upgrade that moves one fails loudly instead of silently doing something else.
+its own entries in DSPy's response cache and memoises ``model_metadata.model_info``; the local engine
+validates requests with DSPy's engine check; Anthropic batches reuse the native client's payload builder
+and parser; the optimization budget swaps an LM's class for a counting subclass. ``check()`` verifies each
+of these still has the shape we use; ``tests/lm/test_dspy_compat.py`` calls it so that a DSPy upgrade that
+moves one fails loudly instead of silently doing something else. Only public DSPy API (``dspy.LM``,
+``dspy.Predict``, ``dspy.lm15`` types) is used elsewhere.
 """
 
 from __future__ import annotations
 
 import copy
 import inspect
+import os
 import warnings
 from functools import lru_cache
 from typing import Any
 
+from scijudge._litellm_env import use_local_cost_map
+
 TESTED_DSPY = ("3.4",)
 _MODEL_INFO_PATCHED = False
+
+
+def offline_model_metadata() -> None:
+    """Make DSPy read its bundled model-metadata map instead of fetching one (5 s timeout) on first use:
+    call it before DSPy first builds an LM or reads prices (the switch itself lives in ``_litellm_env``)."""
+    use_local_cost_map()
 
 
 def dspy_version() -> str:
@@ -63,10 +75,53 @@ def check() -> list[str]:
     info = getattr(model_metadata, "model_info", None)
     if info is None or "namespaces" not in inspect.signature(info).parameters:
         problems.append("dspy.clients.model_metadata.model_info(provider, model, *, namespaces) changed")
+    if not callable(getattr(model_metadata, "rate", None)):
+        problems.append("dspy.clients.model_metadata.rate is gone")
     import dspy
 
     if not all(callable(getattr(dspy.cache, name, None)) for name in ("get", "put")):
         problems.append("dspy.cache.get/put are gone")
+    problems.extend(_check_engines_and_batches())
+    problems.extend(_check_class_swap())
+    return problems
+
+
+def _check_engines_and_batches() -> list[str]:
+    problems: list[str] = []
+    from dspy.clients.engines import base as engine_base
+
+    if not callable(getattr(engine_base, "validate_request", None)):
+        problems.append("dspy.clients.engines.base.validate_request is gone")
+    from dspy import lm15
+
+    anthropic = getattr(lm15, "AnthropicLM", None)
+    if anthropic is None:
+        problems.append("dspy.lm15.AnthropicLM is gone")
+    else:
+        payload = getattr(anthropic, "_payload", None)
+        if payload is None or list(inspect.signature(payload).parameters)[:3] != ["self", "request", "stream"]:
+            problems.append("dspy.lm15.AnthropicLM._payload(request, stream) changed")
+        parse = getattr(anthropic, "parse_response", None)
+        if parse is None or len(inspect.signature(parse).parameters) < 3:
+            problems.append("dspy.lm15.AnthropicLM.parse_response(request, http_response) changed")
+    from dspy._vendor.lm15.providers import base as provider_base
+
+    for name in ("batch_entry_http", "batch_entry_request"):
+        if not callable(getattr(provider_base, name, None)):
+            problems.append(f"dspy._vendor.lm15.providers.base.{name} is gone")
+    return problems
+
+
+def _check_class_swap() -> list[str]:
+    """``rebind_class`` needs a ``dspy.LM`` whose class can be reassigned and whose calls record history."""
+    import dspy
+
+    problems: list[str] = []
+    if "__slots__" in vars(dspy.LM) or not hasattr(dspy.LM("openai/compat-check"), "__dict__"):
+        problems.append("dspy.LM instances no longer have a __dict__ (the budget's class swap cannot apply)")
+    for name in ("__call__", "acall", "update_history", "copy"):
+        if not callable(getattr(dspy.LM, name, None)):
+            problems.append(f"dspy.LM.{name} is gone")
     return problems
 
 
@@ -115,6 +170,55 @@ def estimate_cost(response: Any, provider: str | None, model: str) -> Any:
     from dspy.clients.costs import estimate_cost as estimate
 
     return estimate(response, provider=provider, requested_model=model)
+
+
+def lm_error_class() -> type:
+    """The base class of every DSPy LM error (``dspy.utils.exceptions.LMError``)."""
+    return lm_errors().LMError
+
+
+def model_rates(provider: str, name: str, keys: tuple[str, str]) -> tuple[float | None, float | None]:
+    """Two per-token prices (e.g. input/output) of a model from DSPy's metadata map; None where it has none."""
+    offline_model_metadata()
+    from dspy.clients.model_metadata import model_info, rate
+
+    info = model_info(provider, name)
+    return rate(info, keys[0]), rate(info, keys[1])
+
+
+# --- what the local engine uses ----------------------------------------------------------------------
+def validate_engine_request(request: Any) -> None:
+    """DSPy's own check that a request may reach an engine (type, no execution controls in extensions)."""
+    from dspy.clients.engines.base import validate_request
+
+    validate_request(request)
+
+
+# --- what Anthropic message batches use --------------------------------------------------------------
+def anthropic_payload(client: Any, request: Any) -> dict[str, Any]:
+    """The Messages-API params DSPy's native Anthropic client sends for ``request`` (without ``stream``)."""
+    params = client._payload(request, stream=False)
+    params.pop("stream", None)
+    return params
+
+
+def anthropic_batch_answer(client: Any, message: dict[str, Any]) -> Any:
+    """An lm15 Response read from one succeeded batch entry by the same client's parser as direct calls."""
+    from dspy._vendor.lm15.providers.base import batch_entry_http, batch_entry_request
+
+    return client.parse_response(batch_entry_request(message.get("model")), batch_entry_http(message))
+
+
+# --- what the optimization budget uses ---------------------------------------------------------------
+def rebind_class(obj: Any, cls: type) -> None:
+    """Give a DSPy LM ``obj`` the class ``cls`` (a subclass of its own class that adds hooks).
+
+    Relies on ``dspy.LM`` being a plain Python object (no ``__slots__``) whose ``__call__``/``acall`` go
+    through ``update_history``; ``check()`` verifies both, so a DSPy release that changes it fails loudly.
+    """
+    if not issubclass(cls, type(obj)):
+        raise TypeError(f"{cls.__name__} does not extend {type(obj).__name__}")
+    obj.__class__ = cls
 
 
 # --- the model_info memoisation (see lm/_speedups.py) ------------------------------------------------

@@ -233,10 +233,11 @@ class LocalEngine:
 
     def submit(self, request: Any) -> Future:
         """Prepare a request on the caller's thread and queue it; the future resolves to a ``Response``."""
-        from dspy.clients.engines.base import validate_request
         from dspy.lm15 import ContextLengthError, InvalidRequestError, UnsupportedFeatureError
 
-        validate_request(request)
+        from scijudge.lm._dspy_compat import validate_engine_request
+
+        validate_engine_request(request)
         if self._finalizer.alive is False:
             raise RuntimeError("this local engine has been closed")
         config = request.config
@@ -387,6 +388,9 @@ def local_lm(
     """
     import dspy
 
+    from scijudge.lm._dspy_compat import offline_model_metadata
+
+    offline_model_metadata()
     engine = LocalEngine(
         model, dtype=dtype, device_map=device_map, max_batch_size=max_batch_size, max_wait_ms=max_wait_ms,
         merge_adapter=merge_adapter, grammar=grammar, max_string_chars=max_string_chars, force_close=force_close,

@@ -173,9 +173,9 @@ def _compile(plan: Plan, lm: Any, prompt_lm: Any, budget: Budget, reserve: int, 
     except FatalModelError:
         raise
     except Exception as exc:  # noqa: BLE001 - a provider that keeps failing after retries: keep what was found
-        from dspy.utils.exceptions import LMError
+        from scijudge.lm._dspy_compat import lm_error_class
 
-        if not isinstance(exc, LMError):
+        if not isinstance(exc, lm_error_class()):
             raise
         from scijudge.optimization._retry import short_error
 

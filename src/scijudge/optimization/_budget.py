@@ -23,6 +23,8 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from scijudge.lm._dspy_compat import rebind_class
+
 
 class StopRun(BaseException):
     """Ends an optimization from inside the optimizer, past its ``except Exception`` handlers."""
@@ -232,18 +234,6 @@ def _budgeted_class(cls: type) -> type:
             _CLASSES[cls] = type(f"Budgeted{cls.__name__}", (_BudgetedMixin, cls),
                                  {"__module__": __name__, "_sj_base_class": cls})
         return _CLASSES[cls]
-
-
-def rebind_class(obj: Any, cls: type) -> None:
-    """Give ``obj`` the class ``cls`` (a subclass of its own class that adds the budget hooks).
-
-    The one place that relies on DSPy internals: ``dspy.LM`` must be a plain Python object (no ``__slots__``)
-    whose ``__call__``/``acall`` go through ``update_history``. ``tests/optimize/test_budget_hooks.py``
-    checks exactly that, so a DSPy release that changes it fails loudly there instead of uncounted calls here.
-    """
-    if not issubclass(cls, type(obj)):
-        raise TypeError(f"{cls.__name__} does not extend {type(obj).__name__}")
-    obj.__class__ = cls
 
 
 def budgeted(lm: Any, gate: Gate, retry: Any = None) -> Any:

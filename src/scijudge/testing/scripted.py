@@ -54,6 +54,9 @@ def request_text(request: Any) -> str:
 
 def scripted_lm(respond: Callable[[Any], str], model: str = "scripted/judge", **kwargs: Any) -> Any:
     """A dspy.LM backed by a ScriptedEngine (``lm.engine.requests`` holds what was sent)."""
+    from scijudge.lm._dspy_compat import offline_model_metadata
+
+    offline_model_metadata()
     import dspy
 
     return dspy.LM(model, engine=ScriptedEngine(respond), num_retries=0, **kwargs)

@@ -1,0 +1,145 @@
+"""Every DSPy internal scijudge uses lives in lm/_dspy_compat.py; each one is checked against the installed DSPy.
+
+These tests fail loudly on a DSPy upgrade that moves or reshapes something a patch relies on, instead of the
+patch silently doing nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from pathlib import Path
+
+import dspy
+import pytest
+from dspy import lm15
+
+from scijudge.lm import _dspy_compat
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "scijudge"
+# DSPy modules that are public API and may be used anywhere; every other dspy.* module is internal.
+PUBLIC_DSPY = {"dspy", "dspy.lm15"}
+
+
+def test_the_installed_dspy_has_every_internal_we_use():
+    assert _dspy_compat.check() == []
+    assert _dspy_compat.dspy_version().startswith(_dspy_compat.TESTED_DSPY)
+
+
+def test_check_fails_loudly_when_an_internal_moves(monkeypatch):
+    from dspy.clients import costs
+    from dspy.clients.engines import base
+
+    monkeypatch.delattr(costs, "estimate_cost")
+    monkeypatch.delattr(base, "validate_request")
+    monkeypatch.delattr(lm15.AnthropicLM, "_payload")
+    problems = _dspy_compat.check()
+    assert "dspy.clients.costs.estimate_cost is gone" in problems
+    assert "dspy.clients.engines.base.validate_request is gone" in problems
+    assert "dspy.lm15.AnthropicLM._payload(request, stream) changed" in problems
+
+
+def test_an_untested_dspy_version_warns(monkeypatch):
+    monkeypatch.setattr(_dspy_compat, "dspy_version", lambda: "3.5.0")
+    with pytest.warns(UserWarning, match=r"tested with DSPy 3\.4\.x; found 3\.5\.0"):
+        _dspy_compat.warn_if_untested()
+
+
+def test_only_the_compat_module_imports_dspy_internals():
+    offenders = []
+    for path in SRC.rglob("*.py"):
+        if path.name == "_dspy_compat.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            offenders += [f"{path.relative_to(SRC)}:{node.lineno} {name}" for name in names
+                          if name.split(".")[0] == "dspy" and name not in PUBLIC_DSPY]
+    assert offenders == []
+
+
+def test_the_class_swap_adds_hooks_to_a_real_lm_and_refuses_an_unrelated_class():
+    lm = dspy.LM("openai/gpt-4o-mini")
+    seen = []
+
+    class Counting(type(lm)):
+        def update_history(self, entry):
+            seen.append(entry)
+            super().update_history(entry)
+
+    _dspy_compat.rebind_class(lm, Counting)
+    assert type(lm) is Counting and lm.model == "openai/gpt-4o-mini"
+    with pytest.raises(TypeError, match="does not extend"):
+        _dspy_compat.rebind_class(lm, dict)
+
+
+def test_every_call_of_a_swapped_lm_reaches_update_history():
+    """What the optimization budget counts on: DSPy records each call through ``update_history``."""
+    from scijudge.testing.scripted import scripted_lm
+
+    lm = scripted_lm(lambda request: "hello", cache=False)
+    seen = []
+
+    class Counting(type(lm)):
+        def update_history(self, entry):
+            seen.append(entry)
+            super().update_history(entry)
+
+    _dspy_compat.rebind_class(lm, Counting)
+    assert lm("say hello") == ["hello"]
+    assert len(seen) == 1 and seen[0]["usage"]["prompt_tokens"] == 100
+
+
+def test_the_engine_request_check_is_dspys():
+    request = lm15.Request(model="m", messages=(lm15.Message.user("hi"),))
+    _dspy_compat.validate_engine_request(request)
+    bad = lm15.Request(model="m", messages=(lm15.Message.user("hi"),), config=lm15.Config(extensions={"api_key": "k"}))
+    with pytest.raises(ValueError, match="execution controls"):
+        _dspy_compat.validate_engine_request(bad)
+    with pytest.raises(TypeError):
+        _dspy_compat.validate_engine_request({"model": "m"})
+
+
+def test_anthropic_batch_entries_use_the_native_clients_payload_and_parser():
+    client = lm15.AnthropicLM(api_key="test-key", base_url="http://127.0.0.1:9/v1")
+    request = lm15.Request(model="claude-x", messages=(lm15.Message.user("Rate this."),), system="Be brief.",
+                           config=lm15.Config(max_tokens=64, temperature=0.3))
+    params = _dspy_compat.anthropic_payload(client, request)
+    assert "stream" not in params
+    assert params["model"] == "claude-x" and params["max_tokens"] == 64 and params["temperature"] == 0.3
+    assert params["messages"][0]["role"] == "user"
+    message = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-x",
+               "content": [{"type": "text", "text": '{"judgment": {"rating": 4}}'}], "stop_reason": "end_turn",
+               "usage": {"input_tokens": 11, "output_tokens": 7}}
+    response = _dspy_compat.anthropic_batch_answer(client, message)
+    assert response.text == '{"judgment": {"rating": 4}}'
+    assert response.usage.input_tokens == 11 and response.usage.output_tokens == 7
+
+
+def test_model_prices_and_lm_errors_come_from_dspy():
+    list_in, list_out = _dspy_compat.model_rates("openai", "gpt-4o-mini", ("input_cost_per_token",
+                                                                          "output_cost_per_token"))
+    assert list_in is not None and 0 < list_in < list_out  # output tokens cost more than input for this model
+    assert _dspy_compat.model_rates("openai", "no-such-model-xyz", ("input_cost_per_token",
+                                                                   "output_cost_per_token")) == (None, None)
+    from dspy.utils.exceptions import LMRateLimitError
+
+    assert issubclass(LMRateLimitError, _dspy_compat.lm_error_class())
+
+
+def test_offline_model_metadata_sets_the_variable_once_and_respects_the_user(monkeypatch):
+    monkeypatch.delenv("LITELLM_LOCAL_MODEL_COST_MAP", raising=False)
+    _dspy_compat.offline_model_metadata()
+    assert os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] == "true"
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "false")
+    _dspy_compat.offline_model_metadata()
+    assert os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] == "false"
+
+
+def test_the_model_info_memoisation_applies():
+    from scijudge.lm import _speedups
+
+    assert _speedups.install() is True and _dspy_compat.model_info_patched()

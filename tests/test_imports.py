@@ -1,0 +1,133 @@
+"""Import hygiene: ``import scijudge`` stays light, scijudge modules form no import cycle, no source file is huge."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "scijudge"
+HEAVY = ("dspy", "litellm", "torch", "pandas")
+MAX_LINES = 600
+
+
+@pytest.mark.parametrize("module", ["scijudge", "scijudge.lm", "scijudge.errors"])
+def test_importing_loads_no_heavy_dependency(module):
+    code = (f"import json, sys; import {module}; "
+            f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & set({list(HEAVY)!r}))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert json.loads(out.stdout) == []
+
+
+def module_graph(package: Path) -> dict[str, set[str]]:
+    """Module -> package modules it imports at module level (not inside functions or ``if TYPE_CHECKING``).
+
+    ``from pkg import sub`` points at the submodule ``pkg.sub``; importing ``a.b.c`` also runs the packages
+    ``a.b`` and ``a`` first, so those count too, except the packages the importing module itself lives in
+    (Python has started them already).
+    """
+    root = package.name
+
+    def name_of(path: Path) -> str:
+        parts = list(path.relative_to(package.parent).with_suffix("").parts)
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    modules = {name_of(p): p for p in package.rglob("*.py")}
+
+    def imported(body: list[ast.stmt]) -> list[str]:
+        found: list[str] = []
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            if isinstance(node, ast.If):
+                test = node.test
+                if getattr(test, "id", None) == "TYPE_CHECKING" or getattr(test, "attr", None) == "TYPE_CHECKING":
+                    found += imported(node.orelse)
+                else:
+                    found += imported(node.body) + imported(node.orelse)
+            elif isinstance(node, ast.Try):
+                found += imported(node.body) + imported(node.orelse) + imported(node.finalbody)
+                for handler in node.handlers:
+                    found += imported(handler.body)
+            elif isinstance(node, ast.Import):
+                found += [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found += [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                          for a in node.names]
+        return found
+
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        deps: set[str] = set()
+        for name in imported(ast.parse(path.read_text(encoding="utf-8")).body):
+            if name.split(".")[0] != root:
+                continue
+            while name and name not in modules:
+                name = name.rpartition(".")[0]
+            while name:
+                if name != module and not (module + ".").startswith(name + "."):
+                    deps.add(name)
+                name = name.rpartition(".")[0]
+        graph[module] = deps
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as a path (first module repeated at the end), or None."""
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for dep in sorted(graph.get(node, ())):
+            if state.get(dep) == 1:
+                return path[path.index(dep):] + [dep]
+            if dep not in state and (cycle := visit(dep)):
+                return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_no_import_cycle_between_scijudge_modules():
+    graph = module_graph(SRC)
+    assert len(graph) > 50 and "scijudge.lm._backends" in graph["scijudge.lm"]
+    assert find_cycle(graph) is None
+
+
+def test_the_cycle_check_finds_a_cycle_and_ignores_function_level_imports(tmp_path):
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    files = {
+        "__init__.py": "",
+        "a.py": "from pkg.b import thing\n",
+        "b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import a\n"
+                "def later():\n    from pkg import a\nthing = 1\n",
+        "sub/__init__.py": "from pkg.sub import leaf\n",
+        "sub/leaf.py": "from pkg import c\n",
+        "c.py": "import pkg.sub.leaf\n",
+    }
+    for name, text in files.items():
+        (package / name).write_text(textwrap.dedent(text))
+    graph = module_graph(package)
+    assert graph["pkg.b"] == set() and graph["pkg.a"] == {"pkg.b"}
+    assert find_cycle({k: v for k, v in graph.items() if not k.startswith(("pkg.c", "pkg.sub"))}) is None
+    assert graph["pkg.c"] == {"pkg.sub.leaf", "pkg.sub"}  # importing pkg.sub.leaf runs pkg/sub/__init__ first
+    cycle = find_cycle(graph)
+    assert cycle is not None and cycle[0] == cycle[-1] and {"pkg.c", "pkg.sub.leaf"} <= set(cycle)
+
+
+def test_no_source_file_is_over_600_lines():
+    sizes = {str(p.relative_to(SRC)): len(p.read_text(encoding="utf-8").splitlines()) for p in SRC.rglob("*.py")}
+    assert {path: n for path, n in sizes.items() if n > MAX_LINES} == {}
