@@ -12,7 +12,7 @@ def _rating_handler(body: dict) -> str:
     return json.dumps({"judgment": {"rationale": "adequate support for most claims", "rating": 4}})
 
 
-def _serve(latency: float, port_queue: "mp.Queue[int]", handler: Callable[[dict], str] | None) -> None:
+def _serve(latency: float, port_queue: mp.Queue[int], handler: Callable[[dict], str] | None) -> None:
     from scijudge.testing import OpenAICompatServer
 
     server = OpenAICompatServer(handler or _rating_handler, latency=latency).start()
@@ -33,9 +33,9 @@ class ServerProcess:
         self.url = ""
         self._proc: mp.Process | None = None
 
-    def __enter__(self) -> "ServerProcess":
+    def __enter__(self) -> ServerProcess:
         ctx = mp.get_context("spawn")
-        queue: "mp.Queue[int]" = ctx.Queue()
+        queue: mp.Queue[int] = ctx.Queue()
         self._proc = ctx.Process(target=_serve, args=(self.latency, queue, self.handler), daemon=True)
         self._proc.start()
         self.url = f"http://127.0.0.1:{queue.get(timeout=60)}/v1"

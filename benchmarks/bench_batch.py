@@ -25,7 +25,7 @@ def _answer(body: dict) -> str:
     return json.dumps({"judgment": {"rationale": "adequate support for most claims", "rating": 4}})
 
 
-def _serve(port_queue: "mp.Queue[int]") -> None:
+def _serve(port_queue: mp.Queue[int]) -> None:
     from scijudge.testing.batch_server import BatchServer
 
     server = BatchServer(_answer).start()
@@ -55,7 +55,7 @@ def main() -> None:
 
     dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
     ctx = mp.get_context("spawn")
-    queue: "mp.Queue[int]" = ctx.Queue()
+    queue: mp.Queue[int] = ctx.Queue()
     proc = ctx.Process(target=_serve, args=(queue,), daemon=True)
     proc.start()
     url = f"http://127.0.0.1:{queue.get(timeout=60)}/v1"

@@ -19,7 +19,7 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "true")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _loopback import ServerProcess  # noqa: E402
+from _loopback import ServerProcess
 
 
 def main() -> None:

@@ -52,7 +52,7 @@ def main() -> None:
                 with Run(Path(tmp) / f"w{workers}.sqlite") as run:
                     wall0 = time.perf_counter()
                     summary = judge_items_ray(items, recipes, run=run, workers=workers, concurrency=4, chunk_items=2,
-                                              on_result=lambda result, s: stamps.append(time.perf_counter()))
+                                              on_result=lambda result, s, stamps=stamps: stamps.append(time.perf_counter()))
                     # Steady state: after the first chunk came back (every actor has started and loaded by then
                     # or soon after), judgments per second until the last one.
                     first = sum(1 for t in stamps if t - stamps[0] < 0.05)  # the results of the first chunk

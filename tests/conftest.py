@@ -8,13 +8,13 @@ os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "true"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from collections.abc import Callable, Iterator  # noqa: E402
-from pathlib import Path  # noqa: E402
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
-import dspy  # noqa: E402
-import pytest  # noqa: E402
+import dspy
+import pytest
 
-from scijudge.testing import OpenAICompatServer  # noqa: E402
+from scijudge.testing import OpenAICompatServer
 
 REPO = Path(__file__).resolve().parents[1]
 

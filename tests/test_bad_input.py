@@ -154,7 +154,7 @@ def test_html_page_behind_http_200_is_retried_as_a_transport_error():
     hits = []
 
     class Portal(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("Content-Length", 0)))
             hits.append(self.path)
             body = b"<html><body>Please sign in to the proxy</body></html>"

@@ -232,7 +232,7 @@ def test_a_second_writer_is_refused_naming_the_store(tmp_path):
     assert _other_process_claims(path) == "claimed"
 
 
-def _other_process_claims(path) -> str:  # noqa: ANN001
+def _other_process_claims(path) -> str:
     import subprocess
     import sys
 

@@ -33,10 +33,16 @@ _LAZY: dict[str, str] = {
     "Abstained": "scijudge.structured", "ChainConfig": "scijudge.structured", "StructuredChain": "scijudge.structured",
     # calibration and optimization
     "calibrate": "scijudge.metrics.calibration", "optimize": "scijudge.optimization",
+    "estimate": "scijudge.estimation",
 }
 
-__all__ = sorted([*_LAZY, "InputError", "ModelError", "ScijudgeError", "SpecError", "UnknownJudgeError",
-                  "__version__"])
+__all__ = [
+    "Abstained", "Attempt", "ChainConfig", "HumanLabel", "InputError", "Item", "Judge", "JudgeOutput",
+    "JudgeResult", "JudgeSpec", "LikertRating", "ModelError", "PairwiseJudgment", "Paper", "Run", "RunFields",
+    "RunSummary", "ScijudgeError", "SpecError", "StructuredChain", "UnknownJudgeError", "__version__",
+    "calibrate", "estimate", "get_spec", "judge_items", "list_specs", "load_items", "load_judge",
+    "load_labels", "load_spec_file", "make_lm", "optimize",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -55,6 +61,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from scijudge.data import Item, Paper, load_items
+    from scijudge.estimation import estimate
     from scijudge.judges import Judge, load_judge
     from scijudge.labels import HumanLabel, load_labels
     from scijudge.lm import make_lm

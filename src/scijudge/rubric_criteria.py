@@ -58,7 +58,7 @@ class Criterion(BaseModel):
     @classmethod
     def _weight(cls, value: Any) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"weight must be a number, got {value!r}")  # noqa: TRY004 - pydantic wants ValueError
+            raise ValueError(f"weight must be a number, got {value!r}")
         if not math.isfinite(value):
             raise ValueError(f"weight must be finite, got {value!r}")
         if abs(value) > MAX_WEIGHT:  # sums of weights must stay finite (1e308 + 1e308 overflows)

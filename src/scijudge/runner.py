@@ -243,7 +243,7 @@ def judge_items(items: Sequence[Item], judges: Sequence[Judge], *, run: Run | No
             run.release_writer()
 
 
-def _judge_items(items, judges, run, concurrency, limit, retry_abstained, on_result, stop, grace,  # noqa: ANN001, ANN202, PLR0913
+def _judge_items(items, judges, run, concurrency, limit, retry_abstained, on_result, stop, grace,
                  breaker):
     tasks, summary = _pending(items, judges, run, retry_abstained, limit)
     started = time.perf_counter()
@@ -280,7 +280,7 @@ def _judge_items(items, judges, run, concurrency, limit, retry_abstained, on_res
                     result = future.result()
                 except TransportFailure as exc:
                     summary.add_no_answer(str(exc))
-                except Exception:  # noqa: BLE001, S110 - kept by the gate; raised once the pool has stopped
+                except Exception:
                     pass
                 else:
                     for one in result if isinstance(result, list) else [result]:  # fused judges return several
@@ -382,7 +382,7 @@ def _worker(recipes: list[JudgeRecipe], concurrency: int, use_cache: bool, inbox
         dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
     try:
         judges = [recipe.build() for recipe in recipes]
-    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
+    except BaseException as exc:
         outbox.put(("error", ("other", f"{type(exc).__name__}: {exc}")))
         outbox.put(("ready", None))
         return
@@ -411,7 +411,7 @@ def _worker(recipes: list[JudgeRecipe], concurrency: int, use_cache: bool, inbox
                 except TransportFailure as exc:
                     outbox.put(("no_answer", str(exc)))
                     continue
-                except Exception as exc:  # noqa: BLE001 - a fatal error: stop the batch, keep what completed
+                except Exception as exc:
                     if fatal is None:
                         fatal = exc
                         for other in futures:
@@ -461,7 +461,7 @@ class WorkerPool:
         """Process ids of the running workers."""
         return [w.pid for w in self._workers]
 
-    def start(self) -> "WorkerPool":
+    def start(self) -> WorkerPool:
         """Start the workers and wait until each has built its judges."""
         import multiprocessing
         import os
@@ -505,7 +505,7 @@ class WorkerPool:
                 worker.join(2)
         self._workers, self._inboxes = [], []
 
-    def __enter__(self) -> "WorkerPool":
+    def __enter__(self) -> WorkerPool:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

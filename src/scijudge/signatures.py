@@ -41,7 +41,7 @@ def build_signature(spec: JudgeSpec, instructions: str | None = None) -> type[ds
     ``judgment`` OutputField typed with the spec's output model."""
     fields: dict[str, tuple[object, object]] = {}
     for item in spec.inputs:
-        annotation = Optional[str] if item.optional else str  # noqa: UP007 - DSPy reads typing.Optional
+        annotation = Optional[str] if item.optional else str  # noqa: UP045 - a runtime type DSPy renders into prompts
         default = {"default": None} if item.optional else {}
         fields[item.name] = (annotation, dspy.InputField(desc=item.description or item.name, **default))
     output_type = spec.output_type()

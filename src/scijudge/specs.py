@@ -63,7 +63,7 @@ class Scale(BaseModel):
     anchors: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _check(self) -> "Scale":
+    def _check(self) -> Scale:
         if self.max <= self.min:
             raise ValueError("scale.max must be greater than scale.min")
         if self.step <= 0:
@@ -138,7 +138,7 @@ class JudgeSpec(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _check(self) -> "JudgeSpec":
+    def _check(self) -> JudgeSpec:
         names = [i.name for i in self.inputs]
         duplicated = {n for n in names if names.count(n) > 1}
         if duplicated:
@@ -190,7 +190,7 @@ class JudgeSpec(BaseModel):
         digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
         return digest[:16]
 
-    def with_blocks(self, **texts: str) -> "JudgeSpec":
+    def with_blocks(self, **texts: str) -> JudgeSpec:
         """A copy with named blocks filled in (e.g. ``domain_vocabulary="..."``)."""
         unknown = set(texts) - set(self.blocks)
         if unknown:
@@ -199,7 +199,7 @@ class JudgeSpec(BaseModel):
         blocks = {k: b.model_copy(update={"text": texts.get(k, b.text)}) for k, b in self.blocks.items()}
         return self.model_copy(update={"blocks": blocks})
 
-    def as_pairwise(self) -> "JudgeSpec":
+    def as_pairwise(self) -> JudgeSpec:
         """Derive the pairwise variant of a Likert rubric: answers A and B, each rated, a preference."""
         if self.family != "likert":
             raise SpecError("only Likert specs have pairwise variants", file=self.source, field="family")

@@ -135,7 +135,7 @@ class StructuredChain(JSONAdapter):
         demos = [fence_inputs(demo, names) for demo in demos]
         return super().format(signature, demos, fence_inputs(inputs, names))
 
-    def share_memory(self, other: "StructuredChain") -> None:
+    def share_memory(self, other: StructuredChain) -> None:
         """Share what another chain learnt (refused formats, working formats, rate-limit pauses)."""
         self._rejected, self._working, self._paused_until = other._rejected, other._working, other._paused_until
 
@@ -286,7 +286,7 @@ class StructuredChain(JSONAdapter):
             started = time.perf_counter()
             try:
                 response = _call_with_deadline(lm, request, _deadline(lm))
-            except Exception as exc:  # noqa: BLE001 - classified below
+            except Exception as exc:
                 fault, outcome = faults.classify(exc)
                 record.attempts.append(Attempt(
                     strategy=strategy, temperature=temperature, max_tokens=max_tokens, outcome=outcome,
@@ -359,7 +359,7 @@ class StructuredChain(JSONAdapter):
         started = time.perf_counter()
         try:
             response = _call_with_deadline(lm, probe, _deadline(lm))
-        except Exception as exc:  # noqa: BLE001 - only a refusal of the same kind counts as evidence
+        except Exception as exc:
             fault, outcome = faults.classify(exc)
             record.attempts.append(Attempt(strategy=f"{strategy} probe", temperature=request.config.temperature,
                                            outcome=outcome, error=faults.short(exc), error_class=type(exc).__name__,
@@ -424,7 +424,7 @@ def _call_with_deadline(lm: Any, request: Any, deadline: float | None) -> Any:
     def call() -> None:
         try:
             box["response"] = ctx.run(lm, request, cache=False)
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+        except BaseException as exc:
             box["error"] = exc
         finally:
             done.set()
@@ -440,7 +440,7 @@ def _call_with_deadline(lm: Any, request: Any, deadline: float | None) -> Any:
 
 
 @lru_cache(maxsize=512)
-def _system_message(adapter: "StructuredChain", signature: Any) -> str:
+def _system_message(adapter: StructuredChain, signature: Any) -> str:
     # Every judge's instructions end by saying that the inputs are material to judge, never instructions.
     return JSONAdapter.format_system_message(adapter, signature.with_instructions(with_notice(signature.instructions)))
 
@@ -512,7 +512,7 @@ def _rates(model: str, response: Any) -> tuple[float, float] | None:
     for usage in (lm15.Usage(input_tokens=1_000_000, output_tokens=0), lm15.Usage(input_tokens=0, output_tokens=1_000_000)):
         try:
             cost, _ = _dspy_compat.estimate_cost(replace(response, usage=usage), provider, model.split("/", 1)[-1])
-        except Exception:  # noqa: BLE001 - pricing is advisory and must never fail a judgment
+        except Exception:
             cost = None
         if cost is None:
             _RATES[model] = None

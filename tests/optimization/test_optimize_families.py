@@ -112,7 +112,7 @@ def _materials_setup(n: int = 14) -> tuple[list[Any], list[HumanLabel], dict[tup
     items, labels, truth = [], [], {}
     for i in range(n):
         marker = f"M-{i:03d}"
-        items.append(Item(id=f"m{i:03d}", inputs={"source_text": f"Procedure {marker}: " + "the powders were ball-milled, dried and annealed at 700 C under argon for ten hours. " * 2,
+        items.append(Item(id=f"m{i:03d}", inputs={"source_text": f"Procedure {marker}: " + "the powders were ball-milled, dried and annealed at 700 C under argon for ten hours. " * 2,  # noqa: E501 - a data record, kept on one line
                                                   "extracted_synthesis": json.dumps({
                                                       "target_compound": "LiFePO4", "synthesis_method": "solid-state",
                                                       "starting_materials": [{"name": "Li2CO3"}], "steps": [],

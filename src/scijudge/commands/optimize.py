@@ -20,10 +20,13 @@ def _print_result(result: Any, log_path: Path | None) -> None:
     console = Console()
     title = escape(result.spec.provenance.get("display_name") or f"{result.spec.name} · {result.recipe.name}")
     table = Table("test statistic", "base judge", "optimized", title=title)
+
+    def fmt(value: float | None) -> str:
+        return "–" if value is None else f"{value:.3f}"
+
     for key in ("score", "exact", "within1", "mae", "kappa_w", "accuracy", "balanced_accuracy", "coverage",
                 "robustness"):
         if key in result.before or key in result.after:
-            fmt = lambda v: "–" if v is None else f"{v:.3f}"
             table.add_row(key, fmt(result.before.get(key)), fmt(result.after.get(key)))
     table.add_row("n (test units)", str(result.before.get("n_units")), str(result.after.get("n_units")))
     console.print(table)

@@ -52,7 +52,7 @@ class AnthropicBatchAPI:
     def _call(self, method: str, url: str, **kwargs: Any) -> Any:
         try:
             response = self._http.request(method, url, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - a failure of the run, never stored as a judgment
+        except Exception as exc:
             raise ModelError(f"anthropic batches: {str(exc)[:300]}") from exc
         if response.status_code >= 400:
             raise ModelError(f"anthropic batches: HTTP {response.status_code}: {response.text[:300]}")

@@ -64,7 +64,7 @@ class OpenAIBatchAPI:
             batch = self._client.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions",
                                                 completion_window=self.completion_window,
                                                 metadata={METADATA_KEY: client_id})
-        except Exception as exc:  # noqa: BLE001 - a failure of the run, never stored as a judgment
+        except Exception as exc:
             raise ModelError(f"could not create a batch: {_short(exc)}") from exc
         return batch.id, batch.status
 
@@ -75,7 +75,7 @@ class OpenAIBatchAPI:
             for batch in self._client.batches.list(limit=100):
                 if (batch.metadata or {}).get(METADATA_KEY) == client_id:
                     return batch.id
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise ModelError(f"could not list batches: {_short(exc)}") from exc
         return None
 
@@ -83,7 +83,7 @@ class OpenAIBatchAPI:
         """The batch's status; when it has ended, every result line it produced."""
         try:
             batch = self._client.batches.retrieve(remote_id)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise ModelError(f"could not poll batch {remote_id}: {_short(exc)}") from exc
         counts = batch.request_counts
         state = BatchState(status=batch.status, completed=getattr(counts, "completed", 0) or 0,

@@ -23,7 +23,7 @@ def batch_rates(model: str) -> tuple[tuple[float, float] | None, str]:
         batch_in, batch_out = model_rates(provider, name, ("input_cost_per_token_batches",
                                                            "output_cost_per_token_batches"))
         list_in, list_out = model_rates(provider, name, ("input_cost_per_token", "output_cost_per_token"))
-    except Exception:  # noqa: BLE001 - pricing is advisory and must never fail a judgment
+    except Exception:
         batch_in = batch_out = list_in = list_out = None
     if batch_in is not None and batch_out is not None:
         return (batch_in, batch_out), BATCH_PRICE

@@ -64,7 +64,7 @@ class _JudgeActor:
             with ThreadPoolExecutor(max_workers=max(1, self.concurrency)) as pool:
                 for result in pool.map(lambda t: t[1].judge_item(t[0], t[2]), todo):
                     results.append(result.model_dump(mode="json"))
-        except Exception as exc:  # noqa: BLE001 - a fatal error of the run: reported, never stored
+        except Exception as exc:
             return results, len(tasks) - len(todo), len(missing), f"{type(exc).__name__}: {exc}"
         return results, len(tasks) - len(todo), len(missing), None
 
@@ -129,7 +129,7 @@ def _drive(ray: Any, items: Sequence[Item], recipes: list[JudgeRecipe], run: Run
         actor = in_flight.pop(ready[0])
         try:
             results, skipped, not_applicable, error = ray.get(ready[0])
-        except Exception as exc:  # noqa: BLE001 - an actor that died (out of memory, node lost)
+        except Exception as exc:
             results, skipped, not_applicable, error = [], 0, 0, f"{type(exc).__name__}: {exc}"
         summary.skipped_done += skipped
         summary.not_applicable += not_applicable

@@ -28,7 +28,7 @@ from scijudge.records import (  # noqa: F401 - re-exported: scijudge.judges.base
     judgment_key,
     model_name,
 )
-from scijudge.structured import Abstained, ChainConfig, StructuredChain, start_record, _CURRENT
+from scijudge.structured import Abstained, StructuredChain, start_record, _CURRENT
 from scijudge.vocab import scale_of
 
 _DEFAULT_CHAIN = StructuredChain()
@@ -39,7 +39,7 @@ def default_chain() -> StructuredChain:
     return _DEFAULT_CHAIN
 
 
-def judgment_key_for(item: Item, judge: "Judge", part: str = "") -> str:
+def judgment_key_for(item: Item, judge: Judge, part: str = "") -> str:
     """The run-store key of judging ``item`` (one ``part``) with ``judge`` and its LM: the one place it is computed."""
     hashed, decoding = judge.identity(item, part)
     lm = judge._lm()
@@ -79,7 +79,7 @@ class Judge(dspy.Module):
             self.preset = get_preset(spec.preset, source=spec.source)
             self.preset.check(spec)
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> "Judge":
+    def __deepcopy__(self, memo: dict[int, Any]) -> Judge:
         """Copies (made by optimizers and ``Module.load``) share the LM and the chain, never duplicate them."""
         import copy
 

@@ -123,7 +123,7 @@ class Batcher:
             self.batch_sizes.append(len(live))
             try:
                 results = self._run(live[0].group, [job.payload for job in live])
-            except BaseException as exc:  # noqa: BLE001 - every waiting caller must hear about the failure
+            except BaseException as exc:
                 logger.debug("local batch of %d failed: %r", len(live), exc)
                 for job in live:
                     job.future.set_exception(exc)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import inspect
-import os
 import warnings
 from functools import lru_cache
 from typing import Any

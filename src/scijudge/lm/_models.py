@@ -66,7 +66,7 @@ def _resolve_folder(ref: str, what: str, *, named_by: str | None = None) -> Path
             from huggingface_hub import snapshot_download
 
             return Path(snapshot_download(ref, local_files_only=True))
-        except Exception:  # noqa: BLE001 - any failure means "not available offline"
+        except Exception:
             pass
     source = f"{named_by} names {what} {ref!r}" if named_by else f"{what} {ref!r}"
     raise ModelError(
@@ -128,7 +128,7 @@ def check_adapter_weights(adapter: Path) -> None:
     for file in files:
         try:
             load_file(str(file), device="cpu")
-        except Exception as exc:  # noqa: BLE001 - safetensors raises its own error type
+        except Exception as exc:
             raise ModelError(f"{file}: corrupt or unreadable adapter weights: {type(exc).__name__}: {exc}") from exc
 
 

@@ -76,7 +76,7 @@ class Runtime:
         """Load tokenizer and model from a local folder, never from the network."""
         try:
             tokenizer = transformers.AutoTokenizer.from_pretrained(str(base), local_files_only=True)
-        except Exception as exc:  # noqa: BLE001 - report any loader failure with the folder
+        except Exception as exc:
             raise ModelError(f"cannot load the tokenizer in {base}: {type(exc).__name__}: {exc}") from exc
         kwargs: dict[str, Any] = {"local_files_only": True, "low_cpu_mem_usage": True}
         major_minor = tuple(int(x) for x in re.findall(r"\d+", transformers.__version__)[:2])
@@ -85,7 +85,7 @@ class Runtime:
             kwargs["device_map"] = device_map
         try:
             model = transformers.AutoModelForCausalLM.from_pretrained(str(base), **kwargs)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise ModelError(
                 f"cannot load the model weights in {base} ({weight_files(base)}): {type(exc).__name__}: {exc}"
             ) from exc
@@ -151,7 +151,7 @@ class Runtime:
                 self.peft = True
             else:
                 self.model.load_adapter(str(adapter), adapter_name=name, is_trainable=False)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise ModelError(
                 f"cannot load the adapter in {adapter} ({weight_files(adapter)}) onto {self.base}: "
                 f"{type(exc).__name__}: {exc}"
@@ -184,7 +184,7 @@ class Runtime:
         if getattr(tok, "chat_template", None):
             try:
                 text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-            except Exception:  # noqa: BLE001 - e.g. templates that refuse a system role
+            except Exception:
                 merged = fold_system(messages)
                 text = tok.apply_chat_template(merged, tokenize=False, add_generation_prompt=True)
             with self._tokenizer_lock:

@@ -304,7 +304,7 @@ class LocalEngine:
                 return
             try:
                 outer.set_result(self._response(done.result(), len(input_ids)))
-            except BaseException as error:  # noqa: BLE001 - the caller must see it
+            except BaseException as error:
                 outer.set_exception(error)
 
         inner.add_done_callback(_finish)

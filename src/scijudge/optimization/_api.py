@@ -172,7 +172,7 @@ def _compile(plan: Plan, lm: Any, prompt_lm: Any, budget: Budget, reserve: int, 
         raise stop.error or ModelError(stop.reason) from None
     except FatalModelError:
         raise
-    except Exception as exc:  # noqa: BLE001 - a provider that keeps failing after retries: keep what was found
+    except Exception as exc:
         from scijudge.lm._dspy_compat import lm_error_class
 
         if not isinstance(exc, lm_error_class()):

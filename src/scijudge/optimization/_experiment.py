@@ -88,7 +88,7 @@ def run_experiment(recipes: list[Any], models: list[Any], *, judge: Any, items: 
             try:
                 result = run_plan(plan, lm, prompt_lm=prompt_lm, out=target, track=track, n_boot=n_boot,
                                   baseline=baseline, check_model=False, retry=retry, robustness=robustness)
-            except (ScijudgeError, Exception) as exc:  # noqa: BLE001 - one failing recipe must not lose the others
+            except (ScijudgeError, Exception) as exc:
                 rows.append(_failed_row(first, plan, name, split, f"{type(exc).__name__}: {exc}".replace("\n", " ")))
                 if isinstance(exc, (FatalModelError, ModelError)):
                     fatal = (name, str(exc))

@@ -33,7 +33,7 @@ def quiet_to(log_path: Path | None) -> Iterator[None]:
             logger.handlers = [handler]
             logger.propagate = False
 
-        def to_log(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001, ANN202
+        def to_log(message, category, filename, lineno, file=None, line=None):
             stream.write(warnings.formatwarning(message, category, filename, lineno, line))
 
         try:

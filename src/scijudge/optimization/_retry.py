@@ -87,7 +87,7 @@ def call_with_retries(send: Callable[[], T], policy: RetryPolicy, *, model: str 
     while True:
         try:
             return send()
-        except Exception as exc:  # noqa: BLE001 - classified in _decide, re-raised unless transient
+        except Exception as exc:
             wait = _decide(exc, retry, policy, model)
         time.sleep(wait)
         retry += 1
@@ -99,7 +99,7 @@ async def acall_with_retries(send: Callable[[], Awaitable[T]], policy: RetryPoli
     while True:
         try:
             return await send()
-        except Exception as exc:  # noqa: BLE001 - classified in _decide, re-raised unless transient
+        except Exception as exc:
             wait = _decide(exc, retry, policy, model)
         await asyncio.sleep(wait)
         retry += 1
@@ -131,7 +131,7 @@ def preflight(lm: Any, *, timeout: float = 20.0, policy: RetryPolicy | None = No
     def send() -> Any:
         try:
             return probe(request)
-        except Exception as exc:  # noqa: BLE001 - unreachable endpoints are fatal in a preflight
+        except Exception as exc:
             if classify(exc) == "transport_error":
                 raise FatalModelError(f"{model}: {short_error(exc)}") from exc
             raise
@@ -141,6 +141,6 @@ def preflight(lm: Any, *, timeout: float = 20.0, policy: RetryPolicy | None = No
     except FatalModelError as exc:
         raise FatalModelError(f"preflight failed, nothing was optimized: {exc}"
                               + (f" (api_base {where})" if where else "")) from None
-    except Exception as exc:  # noqa: BLE001 - any other failure of the probe also means "cannot use this model"
+    except Exception as exc:
         raise FatalModelError(f"preflight failed, nothing was optimized: {model}: {short_error(exc)}"
                               + (f" (api_base {where})" if where else "")) from None

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from scijudge.testing.openai_server import Fault, Handler, OpenAICompatServer, Reply
+from datetime import UTC
 
 
 class BatchServer(OpenAICompatServer):
@@ -271,9 +272,9 @@ class BatchServer(OpenAICompatServer):
 
 
 def _iso(seconds: float) -> str:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    return datetime.fromtimestamp(seconds, timezone.utc).isoformat().replace("+00:00", "Z")
+    return datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z")
 
 
 def _jsonl(records: list[dict[str, Any]]) -> bytes:

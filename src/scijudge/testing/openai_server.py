@@ -112,7 +112,7 @@ class OpenAICompatServer:
         with self._lock:
             return len(self.requests)
 
-    def start(self) -> "OpenAICompatServer":
+    def start(self) -> OpenAICompatServer:
         ready = threading.Event()
         self._thread = threading.Thread(target=self._serve, args=(ready,), daemon=True)
         self._thread.start()
@@ -135,7 +135,7 @@ class OpenAICompatServer:
             self._thread.join(10)
         self._loop = None
 
-    def __enter__(self) -> "OpenAICompatServer":
+    def __enter__(self) -> OpenAICompatServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
