@@ -26,6 +26,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from scijudge import _chain_faults as faults
+from scijudge._chain_cache import _logprobs_as_dicts
 from scijudge._chain_cache import cache_key as _cache_key
 from scijudge._chain_cache import cached_response as _cached_response
 from scijudge._chain_cache import store_response as _store_response
@@ -475,16 +476,6 @@ def _to_lm15(messages: list[dict[str, Any]]) -> tuple[str | None, tuple[Any, ...
         elif m["role"] == "assistant":
             chat.append(lm15.Message.assistant(m["content"]))
     return ("\n\n".join(system_parts) or None), tuple(chat)
-
-
-def _logprobs_as_dicts(logprobs: Any) -> list[dict[str, Any]] | None:
-    if not logprobs:
-        return None
-    return [
-        {"token": t.token, "logprob": t.logprob,
-         "top_logprobs": [{"token": c.token, "logprob": c.logprob} for c in t.top]}
-        for t in logprobs
-    ]
 
 
 def _cost(lm: Any, response: Any) -> float | None:

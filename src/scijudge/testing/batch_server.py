@@ -10,7 +10,6 @@ their lines answered. Tests and benchmarks count what arrived: direct chat reque
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 import time
@@ -50,15 +49,10 @@ class BatchServer(OpenAICompatServer):
         with self._lock:
             return len(self.batches)
 
-    def _serve(self, ready: threading.Event) -> None:
-        from aiohttp import web
+    max_request_bytes = 1024 * 1024 * 1024  # batch input files are large
 
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        asyncio.set_event_loop(loop)
-        app = web.Application(client_max_size=1024 * 1024 * 1024)
-        app.router.add_post("/v1/chat/completions", self._chat)
-        app.router.add_get("/v1/models", self._models)
+    def _add_routes(self, app: Any) -> None:
+        super()._add_routes(app)
         app.router.add_post("/v1/files", self._upload)
         app.router.add_get("/v1/files/{id}/content", self._content)
         app.router.add_get("/v1/files/{id}", self._file)
@@ -70,13 +64,6 @@ class BatchServer(OpenAICompatServer):
         app.router.add_get("/v1/messages/batches", self._anthropic_list)
         app.router.add_get("/v1/messages/batches/{id}", self._anthropic_retrieve)
         app.router.add_get("/v1/messages/batches/{id}/results", self._anthropic_results)
-        self._runner = web.AppRunner(app, access_log=None)
-        loop.run_until_complete(self._runner.setup())
-        site = web.TCPSite(self._runner, "127.0.0.1", 0, backlog=1024)
-        loop.run_until_complete(site.start())
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        ready.set()
-        loop.run_forever()
 
     # --- files -----------------------------------------------------------------------------------
     def _new_file(self, content: bytes, filename: str, purpose: str) -> dict[str, Any]:

@@ -141,16 +141,22 @@ class OpenAICompatServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    max_request_bytes = 64 * 1024 * 1024
+
+    def _add_routes(self, app: Any) -> None:
+        """The endpoints served; subclasses add theirs (e.g. the batch API)."""
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_post("/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
+
     def _serve(self, ready: threading.Event) -> None:
         from aiohttp import web
 
         loop = asyncio.new_event_loop()
         self._loop = loop
         asyncio.set_event_loop(loop)
-        app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_post("/v1/chat/completions", self._chat)
-        app.router.add_post("/chat/completions", self._chat)
-        app.router.add_get("/v1/models", self._models)
+        app = web.Application(client_max_size=self.max_request_bytes)
+        self._add_routes(app)
         self._runner = web.AppRunner(app, access_log=None)
         loop.run_until_complete(self._runner.setup())
         site = web.TCPSite(self._runner, "127.0.0.1", 0, backlog=1024)
