@@ -118,27 +118,14 @@ def build_model(shape: dict, tokenizer: Any, device: str, seed: int) -> tuple[An
 
 
 def _discourage_closing(model: Any, tokenizer: Any, torch: Any) -> None:
-    """Make tokens that hold a quote, and end-of-turn, very unlikely: a random model then never ends its
-    rationale by chance, so every layout writes exactly its token budget (the engine's forced closing, which
-    reads the grammar's mask and not the logits, still ends the JSON). Residual dimension 0 is made a constant
-    feature and the lm_head column for it a per-token bias."""
+    """Make tokens that hold a quote, and end-of-turn, very unlikely (about -50 logits): a random model then
+    never ends its rationale by chance, so every layout writes exactly its token budget (the engine's forced
+    closing, which reads the grammar's mask and not the logits, still ends the JSON)."""
+    from scijudge.lm.tiny import bias_tokens
+
     bad = [i for t, i in tokenizer.get_vocab().items() if '"' in tokenizer.convert_tokens_to_string([t])]
     bad.append(tokenizer.eos_token_id)
-    with torch.no_grad():
-        model.get_input_embeddings().weight[:, 0] = 1.0
-        for layer in model.model.layers:
-            layer.self_attn.o_proj.weight[0, :] = 0.0
-            layer.mlp.down_proj.weight[0, :] = 0.0
-        head = model.get_output_embeddings().weight
-        head[:, 0] = 0.0
-        device = model.get_input_embeddings().weight.device
-        sample = tokenizer("def judge(answer):\n    return rating", return_tensors="pt")["input_ids"].to(device)
-        seen: dict[str, Any] = {}  # what lm_head reads (after the final norm), whatever the transformers version
-        hook = model.get_output_embeddings().register_forward_pre_hook(lambda _m, a: seen.setdefault("x", a[0]))
-        model(sample)
-        hook.remove()
-        feature = float(seen["x"][0, :, 0].float().mean())
-        head[bad, 0] = -50.0 / feature  # about -50 logits whatever the scale of the final hidden state
+    bias_tokens(model, tokenizer, torch, bad, -50.0, sample_text="def judge(answer):\n    return rating")
 
 
 # ------------------------------------------------------------------------------------------------ prompts

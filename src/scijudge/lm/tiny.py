@@ -103,13 +103,22 @@ def _nudge_towards_closing(model: Any, tokenizer: Any, torch: Any, strength: flo
     """Give the tokens that close a JSON string, and end-of-turn, a prompt-independent logit bonus.
 
     Random weights make every token about equally likely, so a constrained string would run until the token
-    budget is spent. Residual dimension 0 is made a constant feature (every embedding holds 1.0 there and no
-    layer writes to it), so after the final RMSNorm it is a roughly constant positive input, and the lm_head
-    column for that dimension acts as a per-token bias of about ``strength`` logits.
+    budget is spent.
     """
     bonus = [token_id for token, token_id in tokenizer.get_vocab().items()
              if tokenizer.convert_tokens_to_string([token]).startswith('"')]
     bonus.append(tokenizer.eos_token_id)
+    bias_tokens(model, tokenizer, torch, bonus, strength, sample_text=" ".join(_CORPUS_LINES[:4]))
+
+
+def bias_tokens(model: Any, tokenizer: Any, torch: Any, token_ids: list[int], logits: float, *,
+                sample_text: str) -> None:
+    """Add about ``logits`` to the logit of each of ``token_ids``, whatever the prompt (random Llama models).
+
+    Residual dimension 0 is made a constant feature (every embedding holds 1.0 there and no layer writes to
+    it), so after the final RMSNorm it is a roughly constant input of lm_head, measured on ``sample_text``;
+    lm_head's column for that dimension then acts as a per-token bias.
+    """
     with torch.no_grad():
         model.get_input_embeddings().weight[:, 0] = 1.0
         for layer in model.model.layers:
@@ -118,10 +127,13 @@ def _nudge_towards_closing(model: Any, tokenizer: Any, torch: Any, strength: flo
         head = model.get_output_embeddings().weight
         head[:, 0] = 0.0
         device = model.get_input_embeddings().weight.device
-        sample = tokenizer(" ".join(_CORPUS_LINES[:4]), return_tensors="pt")["input_ids"].to(device)
-        hidden = model(sample, output_hidden_states=True).hidden_states[-1]
-        feature = float(hidden[0, :, 0].mean())
-        head[bonus, 0] = strength / feature
+        sample = tokenizer(sample_text, return_tensors="pt")["input_ids"].to(device)
+        seen: dict[str, Any] = {}  # what lm_head reads (after the final norm), whatever the transformers version
+        hook = model.get_output_embeddings().register_forward_pre_hook(lambda _m, a: seen.setdefault("x", a[0]))
+        model(sample)
+        hook.remove()
+        feature = float(seen["x"][0, :, 0].float().mean())
+        head[token_ids, 0] = logits / feature
 
 
 def build_tiny_model(folder: str | Path, *, seed: int = 0, with_adapter: bool = True) -> dict[str, Path]:
