@@ -6,11 +6,11 @@ import json
 import os
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from scijudge.testing.cli import run_commands
 from scijudge.data import load_items
 from scijudge.errors import InputError
 from scijudge.labels import load_labels
@@ -20,15 +20,8 @@ MARKUP_ID = "[link=https://evil.example]click[/link]"
 
 
 def _run_all(commands: list[list[str]], cwd: Path) -> list[subprocess.CompletedProcess]:
-    """Run independent CLI commands side by side (each is mostly interpreter start-up)."""
     env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="true", DSPY_CACHEDIR=str(cwd / "cache"), COLUMNS="400")
-    running = [(args, subprocess.Popen([sys.executable, "-m", "scijudge", *args], cwd=cwd, env=env, text=True,
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)) for args in commands]
-    done = []
-    for args, process in running:
-        stdout, stderr = process.communicate(timeout=180)
-        done.append(subprocess.CompletedProcess(args, process.returncode, stdout, stderr))
-    return done
+    return run_commands(commands, cwd, env)
 
 
 def _items_file(path: Path) -> None:

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from scijudge.redaction import MASK, redact, redact_argv, register_url_secrets
 from scijudge.testing import Fault
+from scijudge.testing.cli import run_commands
 
 ENV_KEY = "sk-canaryENVkey0123456789"
 URL_PASS = "canaryURLpass4567"
@@ -47,15 +45,6 @@ def test_url_secrets_are_remembered_when_echoed_alone():
     assert redact("login failed for Pa55word-xyz / tok-abcdef-123 / m") == f"login failed for {MASK} / {MASK} / m"
 
 
-def _run_all(commands: list[list[str]], cwd: Path, env: dict[str, str]) -> list[subprocess.CompletedProcess]:
-    """Run independent CLI commands side by side (each is mostly interpreter start-up)."""
-    running = [(args, subprocess.Popen([sys.executable, "-m", "scijudge", *args], cwd=cwd, env=env, text=True,
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)) for args in commands]
-    done = []
-    for args, process in running:
-        stdout, stderr = process.communicate(timeout=180)
-        done.append(subprocess.CompletedProcess(args, process.returncode, stdout, stderr))
-    return done
 
 
 @pytest.mark.slow
@@ -75,14 +64,14 @@ def test_canary_keys_never_stored_exported_reported_or_printed(loopback, tmp_pat
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env.update(OPENAI_API_KEY=ENV_KEY, LITELLM_LOCAL_MODEL_COST_MAP="true", DSPY_CACHEDIR=str(tmp_path / "cache"))
     secret_url = server.url.replace("http://", f"http://judge:{URL_PASS}@") + f"?token={URL_TOKEN}"
-    outputs = _run_all([
+    outputs = run_commands([
         # credentials in the endpoint URL: the client cannot use them; they must still never appear anywhere
         ["judge", "items.jsonl", "-j", "spec.toml", "-m", "openai/judge", "--api-base", secret_url, "--run",
          "url.sqlite", "--no-progress", "--limit", "1", "--timeout", "5"],
         ["judge", "items.jsonl", "-j", "spec.toml", "-m", "openai/judge", "--api-base", server.url, "--run",
          "run.sqlite", "--no-progress"],
     ], tmp_path, env)
-    outputs += _run_all([
+    outputs += run_commands([
         ["export", "run.sqlite", "--format", "jsonl", "--out", "run.jsonl"],
         ["export", "run.sqlite", "--format", "csv", "--out", "run.csv"],
         ["calibrate", "-l", "labels.jsonl", "-r", "run.sqlite", "--out", "report", "--n-boot", "0"],
