@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
-from urllib.parse import urlsplit, urlunsplit
 
 from scijudge.data import Item
 from scijudge.errors import ModelError
@@ -29,7 +28,7 @@ from scijudge.judges.base import judgment_key_for as task_key
 from scijudge.execution._pricing import batch_rates
 from scijudge.execution.batch_store import FINAL_STATUSES, BatchRecord, BatchStore
 from scijudge.judges.base import Judge, JudgeResult, model_name
-from scijudge.records import attempt_totals
+from scijudge.records import attempt_totals, safe_endpoint
 from scijudge.runs import Run
 from scijudge.structured import Attempt, CallRecord, InvalidAnswer, parse_answer
 
@@ -66,16 +65,6 @@ def _stages(judge: Judge) -> list[tuple[str, float]]:
     model = model_name(judge._lm())
     allowed = ("json_schema",) if model.startswith("anthropic/") else config.strategies  # no any-JSON mode there
     return [(strategy, config.temperatures[0]) for strategy in config.strategies if strategy in allowed]
-
-
-def _public_endpoint(api_base: str | None) -> str | None:
-    """The endpoint without credentials (userinfo and query dropped) for bookkeeping."""
-    if not api_base:
-        return None
-    parts = urlsplit(api_base)
-    host = parts.hostname or ""
-    netloc = host + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def check_batchable(judges: Sequence[Judge]) -> None:
@@ -214,7 +203,7 @@ def _submit(store: BatchStore, clients: _BatchClients, pending: dict[str, _Pendi
             lines = [_line(api, key, pending[key]) for key in chunk]
             _, basis = batch_rates(lm.model)
             client_id = store.intend(provider=api.provider,
-                                     endpoint=_public_endpoint(lm.kwargs.get("api_base")), model=lm.model,
+                                     endpoint=safe_endpoint(lm.kwargs.get("api_base")) or None, model=lm.model,
                                      stage=first.stage, strategy=strategy, temperature=temperature, keys=chunk,
                                      price_basis=basis)
             remote_id, status = api.submit(lines, client_id)
@@ -263,7 +252,7 @@ def _poll_until_done(store: BatchStore, clients: _BatchClients, waiting: list[Ba
 def _client_of(record: BatchRecord, clients: _BatchClients) -> Any:
     """The client that created a recorded batch (matched by provider and public endpoint)."""
     for client in clients.all():
-        if client.provider == record.provider and _public_endpoint(client.api_base) == record.endpoint:
+        if client.provider == record.provider and (safe_endpoint(client.api_base) or None) == record.endpoint:
             return client
     raise ModelError(f"batch {record.remote_id} was created at {record.endpoint or record.provider}; "
                      "re-run with that model and --api-base")
