@@ -51,7 +51,7 @@ def main() -> None:
     import dspy
 
     from scijudge import Item, Judge, Run, get_spec, judge_items, make_lm
-    from scijudge.execution.batch import BatchReport, judge_items_batch
+    from scijudge.run.batch.executor import BatchReport, judge_items_batch
 
     dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
     ctx = mp.get_context("spawn")

@@ -141,7 +141,7 @@ def main() -> None:
     t0 = time.perf_counter()
     result = calibrate(judgments, labels, n_boot=n_boot, seed=args.seed)
     t_cal = time.perf_counter() - t0
-    from scijudge.report import write_report
+    from scijudge.report.calibration import write_report
 
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:

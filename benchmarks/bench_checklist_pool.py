@@ -74,8 +74,8 @@ def main() -> None:
 
     from scijudge.judges.checklist import ChecklistJudge
     from scijudge.lm import make_lm
-    from scijudge.runner import judge_items
-    from scijudge.runs import Run
+    from scijudge.run.threads import judge_items
+    from scijudge.run.store import Run
 
     dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
     items = _items(args.reports, args.criteria)

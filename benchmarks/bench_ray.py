@@ -30,10 +30,10 @@ def main() -> None:
     import ray
 
     from scijudge import Item, Run
-    from scijudge.execution.ray_runner import judge_items_ray
+    from scijudge.run.ray import judge_items_ray
     from scijudge.lm.tiny import build_tiny_model
-    from scijudge.runner import JudgeRecipe
-    from scijudge.specs import get_spec
+    from scijudge.run.threads import JudgeRecipe
+    from scijudge.spec.judge_spec import get_spec
 
     papers = [{"title": "Capacity fade in layered oxides", "abstract": "Cycling at high voltage cracks particles."}]
     rows = []

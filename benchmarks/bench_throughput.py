@@ -37,7 +37,7 @@ def main() -> None:
     import dspy
 
     from scijudge import Item, Judge, Run, get_spec, judge_items, make_lm
-    from scijudge.runner import JudgeRecipe, WorkerPool
+    from scijudge.run.threads import JudgeRecipe, WorkerPool
 
     dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
     spec = get_spec(os.environ.get("BENCH_SPEC", "yescieval.qa.correctness"))

@@ -86,7 +86,7 @@ def test_rubric_weights_labels_and_corrupt_stores_are_one_line_errors(tmp_path):
     (tmp_path / "garbage.sqlite").write_bytes(b"this is not SQLite at all" * 100)
     store = tmp_path / "broken.sqlite"
     db = sqlite3.connect(store)
-    from scijudge.runs import _SCHEMA
+    from scijudge.run.store import _SCHEMA
 
     db.executescript(_SCHEMA)
     db.execute("INSERT INTO judgments (key, item_id, judge, part, family, spec_hash, model, status, result) "
@@ -125,7 +125,7 @@ def test_loader_level_checks(tmp_path):
         load_labels(labels)
     assert (caught.value.line, caught.value.field) == (2, "score")
     from scijudge.errors import SpecError
-    from scijudge.specs import load_spec_file
+    from scijudge.spec.judge_spec import load_spec_file
 
     deep = tmp_path / "deep.toml"
     deep.write_text("a = " + "[" * 5000 + "]" * 5000 + "\n")
@@ -142,7 +142,7 @@ def test_html_page_behind_http_200_is_retried_as_a_transport_error():
     from scijudge.data import Item
     from scijudge.judges.base import Judge
     from scijudge.lm import make_lm
-    from scijudge.structured import ChainConfig, StructuredChain
+    from scijudge.chain.chain import ChainConfig, StructuredChain
 
     hits = []
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from scijudge import ChainConfig, Item, Judge, StructuredChain, make_lm
-from scijudge.specs import JudgeSpec
+from scijudge.spec.judge_spec import JudgeSpec
 from scijudge.testing import Fault, Reply
 
 SPEC = JudgeSpec(

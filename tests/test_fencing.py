@@ -6,12 +6,12 @@ import json
 import re
 
 from scijudge.data import Item
-from scijudge.fencing import NOTICE, fence
+from scijudge.chain.fencing import NOTICE, fence
 from scijudge.judges.base import Judge
 from scijudge.lm import make_lm
-from scijudge.signatures import build_signature
-from scijudge.specs import get_spec, list_specs
-from scijudge.structured import StructuredChain
+from scijudge.spec.signatures import build_signature
+from scijudge.spec.judge_spec import get_spec, list_specs
+from scijudge.chain.chain import StructuredChain
 
 MARKER = re.compile(r"\[\[ ## (\w+) ## \]\]")  # how DSPy's adapters find sections
 

@@ -84,7 +84,7 @@ def _random_labels(seed: int) -> tuple[pd.DataFrame, dict[str, ScaleTuple]]:
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_vectorised_calibration_consensus_is_the_scalar_rule(seed):
-    from scijudge.metrics.calibration.vocab import _consensus
+    from scijudge.metrics.calibration.scales import _consensus
 
     lab, scales = _random_labels(seed)
     scores, verdicts, ties = _consensus(lab, scales, {"j.cont"})
@@ -108,7 +108,7 @@ def test_optimization_examples_take_the_one_consensus(tmp_path):
     from scijudge.optimization._data import build_data
     from scijudge.optimization._judge_metrics import HUMAN, VERDICT
     from scijudge.optimization._recipes import recipe_from_dict
-    from scijudge.specs import get_spec
+    from scijudge.spec.judge_spec import get_spec
 
     spec = get_spec("yescieval.qa.correctness")
     items = [Item(id=f"i{k}", question="q", answer="a", papers=[{"title": "t", "abstract": "x"}]) for k in range(3)]
@@ -186,7 +186,7 @@ def test_attempt_totals_hand_computed():
 
 
 def test_result_row_is_what_the_store_reads_back(tmp_path):
-    from scijudge.runs import Run
+    from scijudge.run.store import Run
 
     result = JudgeResult(item_id="i", judge="j", family="likert", spec_hash="h", model="m", status="ok", score=3.0,
                          probs={"3": 1.0}, result={"rating": 3}, attempts=[Attempt(strategy="s", temperature=0,
@@ -207,7 +207,7 @@ def test_result_row_is_what_the_store_reads_back(tmp_path):
 
 # --- rating probabilities on the spec's scale ----------------------------------------------------------------
 def _spec_file(tmp_path, step: float):
-    from scijudge.specs import load_spec_file
+    from scijudge.spec.judge_spec import load_spec_file
 
     path = tmp_path / f"s{step}.toml"
     path.write_text('name = "t.s"\nfamily = "likert"\ndescription = "d"\ninstructions = "Rate it."\n'
@@ -231,7 +231,7 @@ def test_rating_probabilities_follow_the_spec_scale(tmp_path, step, rating, valu
     import dspy
 
     from scijudge.judges.base import Judge
-    from scijudge.structured import CallRecord
+    from scijudge.chain.chain import CallRecord
 
     spec = _spec_file(tmp_path, step)
     judge = Judge(spec)
@@ -246,7 +246,7 @@ def test_rating_probabilities_follow_the_spec_scale(tmp_path, step, rating, valu
 def test_cost_map_setting_keeps_a_users_choice(monkeypatch):
     import os
 
-    from scijudge._litellm_env import LOCAL_COST_MAP, use_local_cost_map
+    from scijudge.lm._litellm_env import LOCAL_COST_MAP, use_local_cost_map
 
     monkeypatch.delenv(LOCAL_COST_MAP, raising=False)
     use_local_cost_map()

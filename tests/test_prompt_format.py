@@ -6,9 +6,9 @@ from __future__ import annotations
 from dspy.adapters.json_adapter import JSONAdapter
 
 from scijudge import get_spec
-from scijudge.fencing import fence_inputs, with_notice
-from scijudge.signatures import build_signature
-from scijudge.structured import StructuredChain
+from scijudge.chain.fencing import fence_inputs, with_notice
+from scijudge.spec.signatures import build_signature
+from scijudge.chain.chain import StructuredChain
 
 
 def test_plain_text_inputs_format_like_dspy():

@@ -15,7 +15,7 @@ from rich.console import Console
 from scijudge.errors import InputError
 from scijudge.metrics.calibration import calibrate
 from scijudge.perturb import robustness
-from scijudge.report import print_summary, render_html, report_dict, write_report
+from scijudge.report.calibration import print_summary, render_html, report_dict, write_report
 
 JUDGES = ["yescieval.qa.correctness", "yescieval.qa.completeness"]
 
@@ -101,7 +101,7 @@ def test_render_html_escapes_names() -> None:
 
 def _store(path: Path, frame: pd.DataFrame) -> Path:
     from scijudge.judges.base import JudgeResult
-    from scijudge.runs import Run
+    from scijudge.run.store import Run
 
     with Run(path) as run:
         for record in frame.to_dict(orient="records"):
@@ -157,7 +157,7 @@ def test_commands_register_on_a_typer_app_with_help_examples(tmp_path: Path) -> 
 
 @pytest.mark.slow
 def test_report_opens_with_a_verdict_per_rubric_holm_checked_by_hand(report_inputs: tuple) -> None:
-    from scijudge.report_summary import verdict_summary
+    from scijudge.report.summary import verdict_summary
 
     result, _ = report_inputs
     summary = verdict_summary(result)
@@ -184,7 +184,7 @@ def test_report_opens_with_a_verdict_per_rubric_holm_checked_by_hand(report_inpu
 
 @pytest.mark.slow
 def test_piped_summary_is_csv_with_full_values_and_no_negative_zero(report_inputs: tuple) -> None:
-    from scijudge.report_text import fmt_interval, fmt_number
+    from scijudge.report.text import fmt_interval, fmt_number
 
     result, rob = report_inputs
     piped = Console(record=True, width=40)  # not a terminal: CSV, however narrow
@@ -198,7 +198,7 @@ def test_piped_summary_is_csv_with_full_values_and_no_negative_zero(report_input
     assert "┃" in terminal.export_text() or "│" in terminal.export_text()
     assert fmt_number(-0.0001) == "0.000" and fmt_number(-0.0) == "0.000" and fmt_number(-0.0006) == "-0.001"
     assert fmt_interval(-0.0001, 0.0) == "[0.000, 0.000]"
-    from scijudge.report import _table, _with_ci
+    from scijudge.report.calibration import _table, _with_ci
 
     frame = result.per_rubric.copy()
     frame[["bias", "bias_lo", "bias_hi"]] = [-1e-9, -1e-9, 1e-9]

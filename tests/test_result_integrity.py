@@ -15,7 +15,7 @@ import pytest
 
 from scijudge import ChainConfig, Item, Judge, Run, StructuredChain, judge_items, make_lm
 from scijudge.errors import EndpointError
-from scijudge.specs import JudgeSpec
+from scijudge.spec.judge_spec import JudgeSpec
 from scijudge.testing.openai_server import (
     Fault,
     Hang,
@@ -205,7 +205,7 @@ def test_hung_server_trips_the_breaker_quickly(loopback, tmp_path):
 
 def test_timeout_is_a_deadline_for_the_whole_request(loopback):
     """A server that keeps the connection busy but never finishes is cut at the deadline, not at an idle timeout."""
-    from scijudge.structured import _call_with_deadline
+    from scijudge.chain.chain import _call_with_deadline
 
     server = loopback(lambda b: Hang(3))
     lm = make_lm("openai/judge", api_base=server.url, cache=False, timeout=0.5)
@@ -236,7 +236,7 @@ def _other_process_claims(path) -> str:
     import subprocess
     import sys
 
-    code = ("import sys; from scijudge.runs import Run; from scijudge.errors import RunBusyError\n"
+    code = ("import sys; from scijudge.run.store import Run; from scijudge.errors import RunBusyError\n"
             "try:\n    Run(sys.argv[1]).claim_writer(); print('claimed')\n"
             "except RunBusyError as exc:\n    print('busy:', exc)")
     done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60)

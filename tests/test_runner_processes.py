@@ -8,7 +8,7 @@ import re
 import pytest
 
 from scijudge import Item, ModelError, Run, get_spec
-from scijudge.runner import JudgeRecipe, judge_items_in_processes
+from scijudge.run.threads import JudgeRecipe, judge_items_in_processes
 from scijudge.testing.openai_server import last_user_text
 
 PAPERS = [{"title": "A study", "abstract": "It found things."}]

@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from scijudge.errors import SpecError
-from scijudge.specs import load_spec_file
-from scijudge.structured import strict_schema
+from scijudge.spec.judge_spec import load_spec_file
+from scijudge.chain.chain import strict_schema
 from scijudge.testing.openai_server import all_text
 from scijudge.vocab import ScaleTuple, consensus_score, majority_verdict, norm_verdict, scale_of, score_scale_of
 

@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from scijudge import specs
+from scijudge.spec import judge_spec as specs
 from scijudge.errors import SpecError
 from scijudge.judges.base import Judge
-from scijudge.specs import load_spec_file
+from scijudge.spec.judge_spec import load_spec_file
 
 HOOK = '''
 from pathlib import Path
@@ -60,10 +60,10 @@ def test_code_outside_scijudge_is_refused_until_trusted(tmp_path, monkeypatch, u
 
 
 def test_private_and_non_model_targets_are_refused_even_inside_scijudge(tmp_path, untrusted):
-    (tmp_path / "priv.toml").write_text(SPEC.format(extra='output = "scijudge.outputs:_on_scale"\n'))
+    (tmp_path / "priv.toml").write_text(SPEC.format(extra='output = "scijudge.spec.outputs:_on_scale"\n'))
     with pytest.raises(SpecError, match="private"):
         load_spec_file(tmp_path / "priv.toml").output_type()
-    (tmp_path / "func.toml").write_text(SPEC.format(extra='output = "scijudge.outputs:coerce_number"\n'))
+    (tmp_path / "func.toml").write_text(SPEC.format(extra='output = "scijudge.spec.outputs:coerce_number"\n'))
     with pytest.raises(SpecError, match="not a pydantic model"):
         load_spec_file(tmp_path / "func.toml").output_type()
 

@@ -9,8 +9,8 @@ import pytest
 
 from scijudge.data import item_json_schema, load_items
 from scijudge.errors import SpecError, UnknownJudgeError
-from scijudge.signatures import OUTPUT_FIELD, build_signature, render_instructions
-from scijudge.specs import get_spec, list_specs, load_spec_file, resolve_judges
+from scijudge.spec.signatures import OUTPUT_FIELD, build_signature, render_instructions
+from scijudge.spec.judge_spec import get_spec, list_specs, load_spec_file, resolve_judges
 
 QA = ["correctness", "completeness", "informativeness", "coherence", "integration", "relevancy", "cohesion",
       "conciseness", "readability"]

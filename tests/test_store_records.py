@@ -66,7 +66,7 @@ def test_opening_and_reading_a_store_imports_no_dspy(tmp_path):
 
     with Run(tmp_path / "r.sqlite") as run:
         run.record(JudgeResult(item_id="a", judge="j", family="likert", spec_hash="s", model="m", status="ok", score=1))
-    code = ("import sys; from scijudge.runs import Run; r = Run(sys.argv[1]); rows = list(r.rows()); "
+    code = ("import sys; from scijudge.run.store import Run; r = Run(sys.argv[1]); rows = list(r.rows()); "
             "r.export(sys.argv[1] + '.jsonl'); "
             "print(len(rows), sorted(m for m in ('dspy', 'litellm', 'torch', 'pandas') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "r.sqlite")], capture_output=True, text=True,

@@ -21,16 +21,16 @@ _LAZY: dict[str, str] = {
     # judges
     "Judge": "scijudge.judges", "load_judge": "scijudge.judges",
     "JudgeResult": "scijudge.records", "Attempt": "scijudge.records",
-    "JudgeOutput": "scijudge.outputs", "LikertRating": "scijudge.outputs", "PairwiseJudgment": "scijudge.outputs",
-    "RunFields": "scijudge.outputs",
-    "JudgeSpec": "scijudge.specs", "get_spec": "scijudge.specs", "list_specs": "scijudge.specs",
-    "load_spec_file": "scijudge.specs",
+    "JudgeOutput": "scijudge.spec.outputs", "LikertRating": "scijudge.spec.outputs", "PairwiseJudgment": "scijudge.spec.outputs",
+    "RunFields": "scijudge.spec.outputs",
+    "JudgeSpec": "scijudge.spec.judge_spec", "get_spec": "scijudge.spec.judge_spec", "list_specs": "scijudge.spec.judge_spec",
+    "load_spec_file": "scijudge.spec.judge_spec",
     "make_lm": "scijudge.lm",
     # running and storing
-    "judge_items": "scijudge.runner", "RunSummary": "scijudge.runner",
-    "Run": "scijudge.runs",
+    "judge_items": "scijudge.run.threads", "RunSummary": "scijudge.run.threads",
+    "Run": "scijudge.run.store",
     # the chain (advanced use)
-    "Abstained": "scijudge.structured", "ChainConfig": "scijudge.structured", "StructuredChain": "scijudge.structured",
+    "Abstained": "scijudge.chain.chain", "ChainConfig": "scijudge.chain.chain", "StructuredChain": "scijudge.chain.chain",
     # calibration and optimization
     "calibrate": "scijudge.metrics.calibration", "optimize": "scijudge.optimization",
     "estimate": "scijudge.estimation",
@@ -67,9 +67,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from scijudge.lm import make_lm
     from scijudge.metrics.calibration import calibrate
     from scijudge.optimization import optimize
-    from scijudge.outputs import JudgeOutput, LikertRating, PairwiseJudgment, RunFields
+    from scijudge.spec.outputs import JudgeOutput, LikertRating, PairwiseJudgment, RunFields
     from scijudge.records import Attempt, JudgeResult
-    from scijudge.runner import RunSummary, judge_items
-    from scijudge.runs import Run
-    from scijudge.specs import JudgeSpec, get_spec, list_specs, load_spec_file
-    from scijudge.structured import Abstained, ChainConfig, StructuredChain
+    from scijudge.run.threads import RunSummary, judge_items
+    from scijudge.run.store import Run
+    from scijudge.spec.judge_spec import JudgeSpec, get_spec, list_specs, load_spec_file
+    from scijudge.chain.chain import Abstained, ChainConfig, StructuredChain

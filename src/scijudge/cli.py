@@ -68,7 +68,7 @@ def command(*args, **kwargs):
         @functools.wraps(fn)
         def wrapper(*a, **k):
             if trust_option:
-                from scijudge.specs import trust_spec_code
+                from scijudge.spec.judge_spec import trust_spec_code
 
                 if k.pop("trust_spec_code", False):
                     trust_spec_code(True)
@@ -123,7 +123,7 @@ _register_commands()
 
 
 def main() -> None:  # pragma: no cover - console script entry point
-    from scijudge._litellm_env import use_local_cost_map
+    from scijudge.lm._litellm_env import use_local_cost_map
 
     use_local_cost_map()
     app()

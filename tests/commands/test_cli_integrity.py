@@ -120,7 +120,7 @@ def test_killing_the_parent_of_worker_processes_stops_all_api_traffic(loopback, 
 
 
 def test_a_second_judge_process_on_the_same_store_refuses(loopback, tmp_path):
-    from scijudge.runs import Run
+    from scijudge.run.store import Run
 
     env = _setup(tmp_path, 2)
     server = loopback(lambda b: GOOD)

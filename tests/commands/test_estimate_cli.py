@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from scijudge.cli import app
 from scijudge.judges.base import JudgeResult
-from scijudge.runs import Run
+from scijudge.run.store import Run
 
 JUDGE = "yescieval.qa.correctness"
 

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from scijudge.cli import app
 from scijudge.importers.lematerial import load_lematerial_annotations
 from scijudge.materials.outputs import SynthesisJudgment
-from scijudge.runs import Run
+from scijudge.run.store import Run
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "lematerial_annotations"
 CRITERIA = SynthesisJudgment.CRITERIA

@@ -174,7 +174,7 @@ def test_model_versions_and_endpoints_are_told_apart() -> None:
 @pytest.mark.slow
 def test_report_page_gets_an_estimates_section() -> None:
     from scijudge.metrics.calibration import calibrate
-    from scijudge.report import render_html
+    from scijudge.report.calibration import render_html
 
     judgments, labels, groups, _ = _systems(np.random.default_rng(2), n=30, n_labeled=12)
     judgments = judgments.assign(score=judgments["score"].clip(1, 5).round())

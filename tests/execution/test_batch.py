@@ -235,13 +235,13 @@ def test_an_orphaned_batch_is_found_by_its_client_id(batch_server, tmp_path, mod
     """Killed after the batch was created but before its id was recorded: found (OpenAI by metadata, Anthropic
     by creation time and size), not resubmitted; an intent never created is submitted once."""
     from scijudge.data import load_items
-    from scijudge.execution._batch_anthropic import AnthropicBatchAPI
-    from scijudge.execution._batch_openai import OpenAIBatchAPI
+    from scijudge.run.batch.anthropic import AnthropicBatchAPI
+    from scijudge.run.batch.openai import OpenAIBatchAPI
     from scijudge.judges.base import judgment_key_for as task_key
-    from scijudge.execution.batch import _line, _Pending, judge_items_batch
-    from scijudge.execution.batch_store import BatchStore
+    from scijudge.run.batch.executor import _line, _Pending, judge_items_batch
+    from scijudge.run.batch.store import BatchStore
     from scijudge.judges.base import load_judge
-    from scijudge.runs import Run
+    from scijudge.run.store import Run
 
     server = batch_server(_rating)
     items_path, spec, run_path = _files(tmp_path, 3)
@@ -276,8 +276,8 @@ def test_batch_refuses_what_it_cannot_serve(tmp_path):
 
 
 def test_anthropic_message_batches_carry_the_chain_request_and_keys(batch_server, tmp_path):
-    from scijudge.structured import strict_schema
-    from scijudge.outputs import LikertRating
+    from scijudge.chain.chain import strict_schema
+    from scijudge.spec.outputs import LikertRating
 
     def handler(params):
         n = _item(params)

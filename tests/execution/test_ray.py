@@ -15,11 +15,11 @@ pytestmark = [pytest.mark.slow,  # starts Ray and a tiny local model: tens of se
 def test_ray_actors_store_the_same_judgments_as_one_process(tmp_path):
     pytest.importorskip("torch", reason="the tiny local model needs the 'local' extra")
     from scijudge.data import load_items
-    from scijudge.execution.ray_runner import judge_items_ray
+    from scijudge.run.ray import judge_items_ray
     from scijudge.lm.tiny import build_tiny_model
-    from scijudge.runner import JudgeRecipe, judge_items
-    from scijudge.runs import Run
-    from scijudge.specs import get_spec
+    from scijudge.run.threads import JudgeRecipe, judge_items
+    from scijudge.run.store import Run
+    from scijudge.spec.judge_spec import get_spec
 
     paths = build_tiny_model(tmp_path / "tiny")
     items, _ = load_items("datasets/yescieval_example/items.jsonl")

@@ -16,7 +16,7 @@ from scijudge.importers.judgments import (
     load_judgments,
     parse_mapping,
 )
-from scijudge.runs import Run
+from scijudge.run.store import Run
 
 
 def _write_jsonl(path, rows):

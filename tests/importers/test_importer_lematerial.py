@@ -17,7 +17,7 @@ from scijudge.importers.lematerial import (
 )
 from scijudge.materials.outputs import SynthesisJudgment
 from scijudge.records import RUN_COLUMNS
-from scijudge.runs import Run
+from scijudge.run.store import Run
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "lematerial_annotations"
 

@@ -10,16 +10,16 @@ from typing import Literal
 import pytest
 from pydantic import Field
 
-from scijudge import families, output_types
+from scijudge.spec import families, output_types
 from scijudge.data import Item
 from scijudge.errors import SpecError
-from scijudge.families import Family, get_family, register_family
+from scijudge.spec.families import Family, get_family, register_family
 from scijudge.judges.base import Judge, build_judge
-from scijudge.output_types import find_output, get_output, register_output
-from scijudge.outputs import JudgeOutput, LikertRating, RunFields
-from scijudge.runner import judge_items
-from scijudge.runs import Run
-from scijudge.specs import get_spec, load_spec_file
+from scijudge.spec.output_types import find_output, get_output, register_output
+from scijudge.spec.outputs import JudgeOutput, LikertRating, RunFields
+from scijudge.run.threads import judge_items
+from scijudge.run.store import Run
+from scijudge.spec.judge_spec import get_spec, load_spec_file
 from scijudge.testing.scripted import request_text, scripted_lm
 
 PAPERS = [{"title": "A study", "abstract": "It found things."}]
@@ -153,8 +153,8 @@ def test_shipped_spec_hashes_did_not_move() -> None:
 
 
 def test_likert_by_import_path_stays_unscaled_as_before(tmp_path: Path) -> None:
-    """'scijudge.outputs:LikertRating' was never the scaled built-in: it still imports the class as written."""
-    text = TOY_SPEC.replace('family = "toy"', 'family = "likert"\noutput = "scijudge.outputs:LikertRating"')
+    """'scijudge.spec.outputs:LikertRating' was never the scaled built-in: it still imports the class as written."""
+    text = TOY_SPEC.replace('family = "toy"', 'family = "likert"\noutput = "scijudge.spec.outputs:LikertRating"')
     (tmp_path / "l.toml").write_text(text + "\n[scale]\nmin = 0\nmax = 10\n", encoding="utf-8")
     assert load_spec_file(tmp_path / "l.toml").output_type() is LikertRating
 

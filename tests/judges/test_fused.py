@@ -11,7 +11,7 @@ from scijudge import Item, Run, get_spec, judge_items, load_judge
 from scijudge.errors import SpecError
 from scijudge.judges.fused import FusedJudge
 from scijudge.judges.layout import apply_layout
-from scijudge.structured import strict_schema
+from scijudge.chain.chain import strict_schema
 from scijudge.testing.scripted import request_text, scripted_lm
 
 RUBRICS = ["yescieval.qa.correctness", "yescieval.qa.completeness", "yescieval.qa.readability"]

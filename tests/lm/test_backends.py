@@ -11,7 +11,7 @@ from scijudge import Item, Run, judge_items, load_judge
 from scijudge.errors import ModelError
 from scijudge.lm import is_local_model, make_lm, register_backend
 from scijudge.lm._backends import backend_for, local_prefixes, unregister_backend
-from scijudge.runner import JudgeRecipe, WorkerPool
+from scijudge.run.threads import JudgeRecipe, WorkerPool
 from scijudge.testing.scripted import request_text, scripted_lm
 
 PAPERS = [{"title": "A study", "abstract": "It found things."}]
@@ -62,7 +62,7 @@ def test_executors_ask_the_registry_whether_a_model_is_local(toy_backend):
         assert is_local_model("toylocal:x") and not is_local_model("toy:x")
         with pytest.raises(ModelError, match="batches inside one process"):
             WorkerPool([JudgeRecipe(spec=None, model="toylocal:x")], processes=2)
-        from scijudge.execution.ray_runner import check_ray_recipes
+        from scijudge.run.ray import check_ray_recipes
 
         with pytest.raises(ModelError, match="is an API model"):
             check_ray_recipes([JudgeRecipe(spec=None, model="toy:x")])

@@ -20,7 +20,7 @@ from scijudge.data import Item  # noqa: E402
 from scijudge.judges.base import load_judge  # noqa: E402
 from scijudge.lm import make_lm  # noqa: E402
 from scijudge.lm._grammar import GrammarSpec, bound_strings  # noqa: E402
-from scijudge.runner import judge_items  # noqa: E402
+from scijudge.run.threads import judge_items  # noqa: E402
 
 LIKERT = {
     "type": "object",

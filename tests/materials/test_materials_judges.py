@@ -13,8 +13,8 @@ from scijudge.data import Item
 from scijudge.judges.base import load_judge
 from scijudge.lm import make_lm
 from scijudge.materials.outputs import FLAG_CODES, LinkingJudgment, SynthesisJudgment
-from scijudge.runs import Run
-from scijudge.specs import get_spec
+from scijudge.run.store import Run
+from scijudge.spec.judge_spec import get_spec
 from scijudge.testing import OpenAICompatServer
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "true")

@@ -205,8 +205,8 @@ def test_compliance_command_on_a_judged_example(tmp_path: Path) -> None:
         load_human_verdicts,
     )
     from scijudge.judges.checklist import ChecklistJudge
-    from scijudge.runner import judge_items
-    from scijudge.runs import Run
+    from scijudge.run.threads import judge_items
+    from scijudge.run.store import Run
     from scijudge.testing.scripted import request_text, scripted_lm
 
     human = {lab.part: lab.verdict for lab in load_human_verdicts(EXAMPLE / "human_verdicts.jsonl")}

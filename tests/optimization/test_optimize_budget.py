@@ -10,7 +10,7 @@ from typing import Any
 import dspy
 import pytest
 
-from scijudge.optimization._optimize_toy import toy_setup
+from scijudge.testing.toy_judge import toy_setup
 from scijudge.optimization._recipes import recipe_from_dict
 from scijudge.errors import BudgetExceeded
 from scijudge.lm import make_lm

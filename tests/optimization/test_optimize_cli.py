@@ -17,8 +17,8 @@ def test_checklist_from_tasks_and_reports_writes_a_named_spec_under_optimized(
         loopback: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from test_optimize_families import _checklist_answer, _checklist_files, _World
 
-    from scijudge.signatures import render_instructions
-    from scijudge.specs import get_spec
+    from scijudge.spec.signatures import render_instructions
+    from scijudge.spec.judge_spec import get_spec
 
     tasks_path, reports, verdicts_path, _ = _checklist_files(tmp_path)
     world = _World(_checklist_answer, render_instructions(get_spec("researchrubrics.checklist")))

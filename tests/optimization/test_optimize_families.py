@@ -14,7 +14,7 @@ from sklearn.metrics import accuracy_score, balanced_accuracy_score
 from scijudge.errors import InputError
 from scijudge.labels import HumanLabel
 from scijudge.optimization import optimize, recipe_from_dict
-from scijudge.optimization._optimize_toy import TRIGGER, ToyWorld, _split_messages, output_fields
+from scijudge.testing.toy_judge import TRIGGER, ToyWorld, _split_messages, output_fields
 from scijudge.testing.scripted import scripted_lm
 
 COPRO = {"optimizer": "copro", "settings": {"breadth": 3, "depth": 1, "num_threads": 1},
@@ -77,8 +77,8 @@ def _checklist_answer(system: str, final: str) -> dict[str, Any]:
 @pytest.mark.slow
 def test_checklist_judge_optimizes_against_human_verdicts(tmp_path: Path) -> None:
     from scijudge.importers.researchrubrics import load_checklist_items, load_human_verdicts, read_tasks
-    from scijudge.signatures import render_instructions
-    from scijudge.specs import get_spec
+    from scijudge.spec.signatures import render_instructions
+    from scijudge.spec.judge_spec import get_spec
 
     tasks_path, reports, verdicts_path, truth = _checklist_files(tmp_path)
     items, skipped = load_checklist_items(tasks_path, reports)
@@ -128,8 +128,8 @@ def _materials_setup(n: int = 14) -> tuple[list[Any], list[HumanLabel], dict[tup
 @pytest.mark.slow
 def test_materials_judge_optimizes_per_criterion() -> None:
     from scijudge.materials.outputs import SynthesisJudgment
-    from scijudge.signatures import render_instructions
-    from scijudge.specs import get_spec
+    from scijudge.spec.signatures import render_instructions
+    from scijudge.spec.judge_spec import get_spec
 
     items, labels, truth = _materials_setup()
     by_marker = {f"M-{int(i[1:]):03d}": i for i, _ in truth}
@@ -172,7 +172,7 @@ def test_robustness_term_prefers_instructions_that_rate_perturbed_answers_lower(
     """The toy proposer offers calibration with and without a 'penalise unsupported claims' rule; both agree
     equally with the humans on the originals, so only the robustness term tells them apart."""
     from scijudge.optimization import Robustness
-    from scijudge.optimization._optimize_toy import ROBUST_TRIGGER, toy_setup, toy_variants
+    from scijudge.testing.toy_judge import ROBUST_TRIGGER, toy_setup, toy_variants
 
     settings = {"gepa": {"max_metric_calls": 80}, "copro": {"breadth": 6, "depth": 1}}[name]
     recipe = recipe_from_dict({"optimizer": name, "settings": settings, "split": {"seed": 3},

@@ -2,7 +2,7 @@
 
 The toy judge rates true quality + 2 (clipped) unless its instructions carry calibration wording (which
 the scripted proposer offers in half its proposals) or its demonstrations show calibrated ratings; see
-scijudge.optimization._optimize_toy. Expected numbers come from the labels and sklearn, never from the code under test.
+scijudge.testing.toy_judge. Expected numbers come from the labels and sklearn, never from the code under test.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from sklearn.metrics import accuracy_score
 
 from scijudge.optimization._guard import InstructionGuard
 from scijudge.optimization._judge_metrics import FeedbackMetric, JudgeMetric, class_weights
-from scijudge.optimization._optimize_toy import CALIBRATION_SENTENCE, ToyWorld, markers, toy_setup
+from scijudge.testing.toy_judge import CALIBRATION_SENTENCE, ToyWorld, markers, toy_setup
 from scijudge.optimization._recipes import load_recipe, recipe_from_dict
 from scijudge.errors import InputError, ScijudgeError
 from scijudge.judges.base import Judge
 from scijudge.optimization import load_optimized_judge, load_program, optimize
-from scijudge.signatures import render_instructions
-from scijudge.specs import get_spec
+from scijudge.spec.signatures import render_instructions
+from scijudge.spec.judge_spec import get_spec
 from scijudge.testing.scripted import request_text, scripted_lm
 
 REPO = Path(__file__).resolve().parents[2]
@@ -154,7 +154,7 @@ def test_guard_rules() -> None:
 def test_metrics_by_hand() -> None:
     import dspy
 
-    from scijudge.outputs import LikertRating
+    from scijudge.spec.outputs import LikertRating
 
     ex = dspy.Example(sj_item="a", sj_part="", sj_human=2.0, sj_scores=[2.0], sj_rationales=["two claims are wrong"])
     pred = dspy.Prediction(judgment=LikertRating(rating=4, rationale="x"), abstained=False)
@@ -184,7 +184,7 @@ def test_verdict_metric_ranks_like_balanced_accuracy() -> None:
             self.verdict = verdict
 
         def run_fields(self) -> Any:
-            from scijudge.outputs import RunFields
+            from scijudge.spec.outputs import RunFields
 
             return RunFields(verdict=self.verdict)
 

@@ -13,8 +13,8 @@ import pytest
 from scijudge.errors import InputError
 from scijudge.lm import make_lm
 from scijudge.optimization import RetryPolicy, optimize, recipe_from_dict, run_experiment
-from scijudge.optimization._optimize_toy import markers, output_fields, toy_setup
-from scijudge.specs import get_spec
+from scijudge.testing.toy_judge import markers, output_fields, toy_setup
+from scijudge.spec.judge_spec import get_spec
 from scijudge.testing.faults import FlakyHandler
 from scijudge.testing.scripted import request_text, scripted_lm
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from scijudge.optimization._optimize_toy import toy_setup
+from scijudge.testing.toy_judge import toy_setup
 from scijudge.optimization._recipes import recipe_from_dict
 from scijudge.optimization._splits import split_items, split_sizes
 from scijudge.errors import InputError

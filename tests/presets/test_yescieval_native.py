@@ -12,7 +12,7 @@ import pytest
 from scijudge.data import Item
 from scijudge.errors import InputError, SpecError
 from scijudge.judges.base import Judge, load_judge
-from scijudge.specs import get_spec
+from scijudge.spec.judge_spec import get_spec
 from scijudge.testing.scripted import scripted_lm
 
 PAPERS = {"Perovskite films under damp heat": "Films kept 80% of their efficiency after 1,000 h at 85 C.",
@@ -91,7 +91,7 @@ def test_preset_is_refused_where_no_native_layout_exists() -> None:
 
 
 def test_task_context_block_is_on_by_default_and_can_be_switched_off() -> None:
-    from scijudge.signatures import render_instructions
+    from scijudge.spec.signatures import render_instructions
 
     for name in ("correctness", "completeness", "informativeness", "coherence", "integration", "relevancy",
                  "cohesion", "conciseness", "readability"):
@@ -116,8 +116,8 @@ def test_rubric_wording_keeps_the_source_meaning() -> None:
 
 
 def test_cli_block_and_preset_options(tmp_path: Path) -> None:
-    from scijudge.blocks import apply_blocks_and_preset
-    from scijudge.signatures import render_instructions
+    from scijudge.spec.blocks import apply_blocks_and_preset
+    from scijudge.spec.signatures import render_instructions
 
     specs = [get_spec("yescieval.deep.depth.causal_reasoning"), get_spec("yescieval.deep.breadth.scope_coverage")]
     vocab = tmp_path / "vocab.md"
@@ -138,7 +138,7 @@ def test_cli_block_and_preset_options(tmp_path: Path) -> None:
                                     preset="yescieval-native")
     assert qa.preset == "yescieval-native" and qa.blocks["task_context"].text == ""
     assert qa.spec_hash() != get_spec("yescieval.qa.coherence").spec_hash()
-    from scijudge.specs import resolve_judges
+    from scijudge.spec.judge_spec import resolve_judges
 
     mixed = apply_blocks_and_preset(resolve_judges(["yescieval.qa.coherence*"]), blocks=[], preset="yescieval-native")
     assert {s.name: s.preset for s in mixed} == {"yescieval.qa.coherence": "yescieval-native",
@@ -170,7 +170,7 @@ def test_native_prompt_on_the_tiny_local_model(tmp_path_factory: pytest.TempPath
             return ids
 
         runtime.encode_chat = spy
-        from scijudge.structured import ChainConfig, StructuredChain
+        from scijudge.chain.chain import ChainConfig, StructuredChain
 
         judge = Judge(get_spec("yescieval.qa.correctness").model_copy(update={"preset": "yescieval-native"}), lm=lm,
                       chain=StructuredChain(ChainConfig(strategies=())))  # the native request only: keep it fast
@@ -204,7 +204,7 @@ def test_cli_judge_with_block_and_preset(tmp_path: Path, loopback: Any) -> None:
     from typer.testing import CliRunner
 
     from scijudge.cli import app
-    from scijudge.runs import Run
+    from scijudge.run.store import Run
 
     bodies: list[dict[str, Any]] = []
 

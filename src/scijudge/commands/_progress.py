@@ -15,7 +15,7 @@ def run_with_progress(items, judges, store, concurrency, limit, retry_abstained,
     """Judge through the runner while a rich progress bar shows rate, tokens, cost and abstentions."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from scijudge.runner import judge_items, plan
+    from scijudge.run.threads import judge_items, plan
 
     tasks, _ = plan(items, judges, store, retry_abstained=retry_abstained)
     total = min(len(tasks), limit) if limit else len(tasks)

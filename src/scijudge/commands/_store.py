@@ -11,7 +11,7 @@ from scijudge.records import JudgeResult
 
 def write_records(path: str | Path, results: Iterable[JudgeResult], imports: dict[str, Any] | None = None) -> int:
     """Record every result through ``Run.record`` and append ``imports`` to the run's ``imports`` meta list."""
-    from scijudge.runs import Run
+    from scijudge.run.store import Run
 
     written = 0
     with Run(path) as run:

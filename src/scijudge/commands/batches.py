@@ -22,7 +22,7 @@ def batches_cmd(
     from rich.console import Console
     from rich.table import Table
 
-    from scijudge.execution.batch_store import BatchStore, batches_table_exists
+    from scijudge.run.batch.store import BatchStore, batches_table_exists
 
     if not run.is_file():
         raise InputError("run store not found", file=run)
@@ -53,14 +53,14 @@ def judge_scaled(loaded: list[Any], judges: list[Any], recipes: list[Any], store
     if batch and ray is not None:
         raise ModelError("choose --batch (provider batch APIs) or --ray (local hf: models on Ray), not both")
     if ray is not None:
-        from scijudge.execution.ray_runner import check_ray_recipes, judge_items_ray
+        from scijudge.run.ray import check_ray_recipes, judge_items_ray
 
         check_ray_recipes(recipes)
         if limit is not None:
             raise ModelError("--limit is not supported with --ray (each actor plans its own items)")
         return judge_items_ray(loaded, recipes, run=store, address=None if ray == "local" else ray,
                                concurrency=concurrency, retry_abstained=retry_abstained)
-    from scijudge.execution.batch import judge_items_batch
+    from scijudge.run.batch.executor import judge_items_batch
 
     def on_batch(record: Any) -> None:
         console.print(f"batch {record.remote_id or record.client_id}: {record.status} ({record.total} lines, "

@@ -15,7 +15,7 @@ def _parse_scale(text: str | None) -> tuple[float, float, float] | None:
     """'1,5,1' or '1:5:0.5' → (lo, hi, step); kept for callers of the single-scale form."""
     if text is None:
         return None
-    from scijudge.metrics.calibration.vocab import parse_scale
+    from scijudge.metrics.calibration.scales import parse_scale
 
     sc, _ = parse_scale(text)
     return sc
@@ -24,7 +24,7 @@ def _parse_scale(text: str | None) -> tuple[float, float, float] | None:
 def _scale_mapping(texts: list[str] | None, judges: list[str], stored: dict[str, Any]) -> dict[str, Any] | None:
     """Scales per judge: the runs' stored scales (importers write them), then --scale values ('lo,hi,step[,continuous]'
     for every judge, or 'JUDGE=lo,hi,step[,continuous]' for one)."""
-    from scijudge.metrics.calibration.vocab import parse_scale
+    from scijudge.metrics.calibration.scales import parse_scale
 
     mapping: dict[str, Any] = {j: v for j, v in stored.items() if j in judges}
     for text in [texts] if isinstance(texts, str) else texts or []:
@@ -75,8 +75,8 @@ def calibrate_cmd(
     from scijudge.labels import labels_to_frame, load_labels
     from scijudge.metrics.calibration import calibrate
     from scijudge.perturb import VARIANT_ID, robustness
-    from scijudge.report import print_summary, write_report
-    from scijudge.runs import Run
+    from scijudge.report.calibration import print_summary, write_report
+    from scijudge.run.store import Run
 
     if not run:
         raise InputError("give at least one --run", field="run")
@@ -99,7 +99,7 @@ def calibrate_cmd(
             raise InputError(f"no judgment in the runs is by a judge matching {list(judge)}", field="judge")
     is_variant = judgments["item_id"].astype(str).str.match(VARIANT_ID.pattern)
     scales = _scale_mapping(scale, sorted(judgments["judge"].unique()), stored_scales)
-    from scijudge.specs import load_spec_file
+    from scijudge.spec.judge_spec import load_spec_file
 
     specs = [load_spec_file(path) for path in spec or []]
     result = calibrate(judgments[~is_variant], label_frame, scale=scales, n_boot=n_boot, seed=seed,

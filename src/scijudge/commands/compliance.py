@@ -71,7 +71,7 @@ def compliance_cmd(
         facet_summary,
         facets_from_tasks,
     )
-    from scijudge.runs import Run
+    from scijudge.run.store import Run
 
     if not Path(run).exists():
         raise InputError("run store not found", file=run)

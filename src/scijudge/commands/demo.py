@@ -38,8 +38,8 @@ def demo_cmd(
     from scijudge.data import load_items
     from scijudge.judges.base import build_judge
     from scijudge.lm import make_lm
-    from scijudge.runs import Run
-    from scijudge.specs import resolve_judges
+    from scijudge.run.store import Run
+    from scijudge.spec.judge_spec import resolve_judges
 
     items_path = items or _bundled("datasets/yescieval_example/items.jsonl")
     tiny = model is None

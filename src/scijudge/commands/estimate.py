@@ -15,7 +15,7 @@ def _load_judgments(runs: list[Path], judge: list[str] | None) -> Any:
 
     from scijudge.commands.calibrate import _matches, _source_names
     from scijudge.perturb import VARIANT_ID
-    from scijudge.runs import Run
+    from scijudge.run.store import Run
 
     frames = []
     for path, name in zip(runs, _source_names(list(runs))):
@@ -125,7 +125,7 @@ def estimate_cmd(
     if out is not None:
         from rich.console import Console
 
-        from scijudge.estimation.report import write_estimate_html
+        from scijudge.report.estimate import write_estimate_html
 
         out.mkdir(parents=True, exist_ok=True)
         table.to_csv(out / "estimate.csv", index=False)

@@ -22,7 +22,7 @@ def export_cmd(
 
     Example: scijudge export runs/qa.sqlite --format csv --out qa.csv
     """
-    from scijudge.runs import Run
+    from scijudge.run.store import Run
 
     store = Run(run, create=False)
     target = output or run.with_suffix("." + format)

@@ -28,7 +28,7 @@ def import_lematerial_cmd(
     written = write_records(run, imported.results, imports={
         "file": str(folder), "kind": "lematerial", "rows": len(imported.results), "labels": len(imported.labels),
         "dropped_human_scores": imported.drop_counts()})
-    from scijudge.runs import Run
+    from scijudge.run.store import Run
 
     with Run(run) as store:  # calibrate reads these: the overall is continuous, criteria on half steps
         store.set_meta(scales={**(store.meta().get("scales") or {}), **imported.scales()})

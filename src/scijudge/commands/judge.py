@@ -89,12 +89,12 @@ def judge_cmd(
     from scijudge.data import load_items
     from scijudge.judges.base import build_judge
     from scijudge.lm import make_lm
-    from scijudge.runs import Run
-    from scijudge.specs import resolve_judges
+    from scijudge.run.store import Run
+    from scijudge.spec.judge_spec import resolve_judges
 
     specs = resolve_judges(judge)
     if block or preset:  # issue 16: text blocks from files, and prompt presets
-        from scijudge.blocks import apply_blocks_and_preset
+        from scijudge.spec.blocks import apply_blocks_and_preset
 
         specs = apply_blocks_and_preset(specs, blocks=block or [], preset=preset)
     if reports is not None:
@@ -150,7 +150,7 @@ def judge_cmd(
         try:
             if batch or ray is not None:
                 from scijudge.commands.batches import judge_scaled
-                from scijudge.runner import JudgeRecipe
+                from scijudge.run.threads import JudgeRecipe
 
                 recipes = [JudgeRecipe(spec, model, lm_options, judge_options, chain_options) for spec in specs]
                 summary = judge_scaled(loaded, judges, recipes, store, batch=batch, batch_size=batch_size,
@@ -158,7 +158,7 @@ def judge_cmd(
                                        concurrency=concurrency, limit=limit, retry_abstained=retry_abstained,
                                        console=console)
             elif processes > 1:
-                from scijudge.runner import JudgeRecipe, judge_items_in_processes
+                from scijudge.run.threads import JudgeRecipe, judge_items_in_processes
 
                 recipes = [JudgeRecipe(spec, model, lm_options, judge_options, chain_options) for spec in specs]
                 summary = judge_items_in_processes(loaded, recipes, processes=processes, run=store,

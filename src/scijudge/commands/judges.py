@@ -21,7 +21,7 @@ def judges_cmd(
 
     Example: scijudge judges --family likert
     """
-    from scijudge.specs import list_specs
+    from scijudge.spec.judge_spec import list_specs
 
     specs = [s for s in list_specs() if family is None or s.family == family]
     if as_json:

@@ -26,9 +26,9 @@ def robustness_cmd(
 
     from scijudge.commands.calibrate import _source_names
     from scijudge.metrics.robustness import robustness_table
-    from scijudge.report_robustness import write_robustness
-    from scijudge.report_text import print_frame
-    from scijudge.runs import Run
+    from scijudge.report.robustness import write_robustness
+    from scijudge.report.text import print_frame
+    from scijudge.run.store import Run
 
     if not runs:
         raise InputError("give at least one run store", field="runs")

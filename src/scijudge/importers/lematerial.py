@@ -58,7 +58,7 @@ from scijudge.materials.outputs import (
     SCORE_STEP,
     SynthesisJudgment,
 )
-from scijudge.outputs import coerce_number
+from scijudge.spec.outputs import coerce_number
 from scijudge.records import RUN_COLUMNS, JudgeResult, result_row
 
 JUDGE_NAME = "lematerial.synthesis"

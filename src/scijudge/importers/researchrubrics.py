@@ -34,7 +34,7 @@ from pydantic import (
 from scijudge.data import Item, Skipped, iter_jsonl, read_records
 from scijudge.errors import InputError, from_validation_error
 from scijudge.labels import HumanLabel
-from scijudge.rubric_criteria import AXES, Criterion, criterion_id, normalise_text
+from scijudge.spec.rubric_criteria import AXES, Criterion, criterion_id, normalise_text
 from scijudge.vocab import CRITERION_VERDICTS, canonical_verdict
 
 CHECKLIST_JUDGE = "researchrubrics.checklist"

@@ -13,10 +13,10 @@ from pydantic import BaseModel
 
 from scijudge.data import Item
 from scijudge.errors import InputError
-from scijudge.families import Family, get_family
-from scijudge.outputs import JudgeOutput, RunFields
-from scijudge.signatures import OUTPUT_FIELD, build_signature
-from scijudge.specs import JudgeSpec, get_spec
+from scijudge.spec.families import Family, get_family
+from scijudge.spec.outputs import JudgeOutput, RunFields
+from scijudge.spec.signatures import OUTPUT_FIELD, build_signature
+from scijudge.spec.judge_spec import JudgeSpec, get_spec
 from scijudge.records import (  # noqa: F401 - re-exported: scijudge.judges.base.JudgeResult etc. stay importable
     Attempt,
     JudgeResult,
@@ -28,7 +28,7 @@ from scijudge.records import (  # noqa: F401 - re-exported: scijudge.judges.base
     judgment_key,
     model_name,
 )
-from scijudge.structured import Abstained, StructuredChain, start_record, _CURRENT
+from scijudge.chain.chain import Abstained, StructuredChain, start_record, _CURRENT
 from scijudge.vocab import scale_of
 
 _DEFAULT_CHAIN = StructuredChain()
@@ -67,14 +67,14 @@ class Judge(dspy.Module):
             self.chain.share_memory(shared)
         self.predict = dspy.Predict(build_signature(spec))
         if spec.demos:
-            from scijudge.demos import demos_from_spec  # demonstrations saved in the spec (e.g. by an optimizer)
+            from scijudge.spec.demos import demos_from_spec  # demonstrations saved in the spec (e.g. by an optimizer)
 
             self.predict.demos = demos_from_spec(spec)
         self._spec_hash = spec.spec_hash()
         self._prepare = spec.prepare_function()
         self.preset = None  # hook (issue 16): a prompt preset tried before the structured chain
         if spec.preset:
-            from scijudge.presets import get_preset
+            from scijudge.judges.presets import get_preset
 
             self.preset = get_preset(spec.preset, source=spec.source)
             self.preset.check(spec)
@@ -229,7 +229,7 @@ def predict_judgment(judge: Any, inputs: dict[str, Any], *, preset: Any = None) 
 
 def build_judge(spec: JudgeSpec, *, lm: Any = None, rating_probs: bool = False,
                 chunk_tokens: int | None = None, overlap_tokens: int | None = None) -> Judge:
-    """The Judge class the spec's family registers (``scijudge.families``; checklist judges chunk long reports)."""
+    """The Judge class the spec's family registers (``scijudge.spec.families``; checklist judges chunk long reports)."""
     return get_family(spec.family, source=spec.source).build(spec, lm=lm, rating_probs=rating_probs,
                                                              chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens)
 

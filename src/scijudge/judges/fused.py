@@ -23,9 +23,9 @@ import pydantic
 from scijudge.data import Item
 from scijudge.errors import SpecError
 from scijudge.judges.base import Judge, JudgeResult, default_chain, judgment_key_for, predict_judgment
-from scijudge.signatures import OUTPUT_FIELD, build_signature, render_instructions
-from scijudge.specs import JudgeSpec
-from scijudge.structured import StructuredChain, _CURRENT, start_record
+from scijudge.spec.signatures import OUTPUT_FIELD, build_signature, render_instructions
+from scijudge.spec.judge_spec import JudgeSpec
+from scijudge.chain.chain import StructuredChain, _CURRENT, start_record
 
 _HEAD = (
     "Judge the input on each of the {n} qualities below, one at a time and independently of the others: "

@@ -13,7 +13,7 @@ import hashlib
 from typing import Any, Literal
 
 from scijudge.errors import InputError
-from scijudge.structured import StructuredChain
+from scijudge.chain.chain import StructuredChain
 
 Layout = Literal["rubric-first", "item-first"]
 LAYOUTS: tuple[str, ...] = ("rubric-first", "item-first")

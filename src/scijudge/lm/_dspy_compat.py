@@ -18,7 +18,7 @@ import warnings
 from functools import lru_cache
 from typing import Any
 
-from scijudge._litellm_env import use_local_cost_map
+from scijudge.lm._litellm_env import use_local_cost_map
 
 TESTED_DSPY = ("3.4",)
 _MODEL_INFO_PATCHED = False

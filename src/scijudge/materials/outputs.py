@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator, model_validator
 
-from scijudge.outputs import JudgeOutput, RunFields, snap_to_scale
+from scijudge.spec.outputs import JudgeOutput, RunFields, snap_to_scale
 
 SCORE_MIN, SCORE_MAX, SCORE_STEP = 1.0, 5.0, 0.5
 CONFIDENCE_VALUES: dict[str, float] = {"low": 0.33, "medium": 0.67, "high": 1.0}

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from scijudge.data import Item, load_items
-from scijudge.demos import demo_to_spec
+from scijudge.spec.demos import demo_to_spec
 from scijudge.errors import InputError, ModelError
 from scijudge.judges.base import Judge, model_name
 from scijudge.labels import HumanLabel, load_labels
@@ -43,8 +43,8 @@ from scijudge.optimization._result import OptimizationResult, write_outputs
 from scijudge.optimization._retry import RetryPolicy, preflight
 from scijudge.optimization._spec_io import optimized_spec
 from scijudge.optimization._splits import ItemSplit
-from scijudge.signatures import render_instructions
-from scijudge.specs import JudgeSpec, get_spec
+from scijudge.spec.signatures import render_instructions
+from scijudge.spec.judge_spec import JudgeSpec, get_spec
 
 RETRY_RESERVE = 1.25
 """Calls kept for the test evaluation per test example and judge: one call plus a quarter for the chain's retries."""

@@ -10,15 +10,15 @@ from typing import Any
 
 from scijudge.data import Item
 from scijudge.errors import InputError
-from scijudge.families import get_family
+from scijudge.spec.families import get_family
 from scijudge.labels import HumanLabel
 from scijudge.optimization._families import criteria_of, is_checklist, judge_for
 from scijudge.optimization._judge_metrics import CRITERION, HUMAN, ITEM, PART, RATIONALES, SCORES, VERDICT, VERDICTS
 from scijudge.optimization._recipes import Recipe, _line_of
 from scijudge.optimization._registry import minimum_sizes
 from scijudge.optimization._splits import ItemSplit, split_items
-from scijudge.signatures import OUTPUT_FIELD
-from scijudge.specs import JudgeSpec
+from scijudge.spec.signatures import OUTPUT_FIELD
+from scijudge.spec.judge_spec import JudgeSpec
 from scijudge.vocab import ScaleTuple, consensus_score, majority_verdict, norm_verdict, scale_of, snap
 
 
@@ -43,7 +43,7 @@ def _label_output(spec: JudgeSpec, consensus: float, rationales: list[str]) -> A
     """The human label as the judge's typed output (for labelled demonstrations), when that is well defined."""
     from pydantic import ValidationError
 
-    from scijudge.outputs import LikertRating
+    from scijudge.spec.outputs import LikertRating
 
     if spec.output_type() is not LikertRating:
         return None

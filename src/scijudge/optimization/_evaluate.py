@@ -96,7 +96,7 @@ class _RowJudgment:
         self._verdict = verdict
 
     def run_fields(self) -> Any:
-        from scijudge.outputs import RunFields
+        from scijudge.spec.outputs import RunFields
 
         return RunFields(score=self._score, verdict=self._verdict)
 

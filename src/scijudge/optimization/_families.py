@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from scijudge.families import get_family
+from scijudge.spec.families import get_family
 from scijudge.judges.base import Judge
-from scijudge.specs import JudgeSpec
+from scijudge.spec.judge_spec import JudgeSpec
 
 
 def is_checklist(spec: JudgeSpec) -> bool:
-    """True for specs whose optimizer judge (``scijudge.families``) is the ChecklistJudge: parts are criterion ids."""
+    """True for specs whose optimizer judge (``scijudge.spec.families``) is the ChecklistJudge: parts are criterion ids."""
     from scijudge.judges.checklist import ChecklistJudge
 
     return isinstance(judge_for(spec), ChecklistJudge)

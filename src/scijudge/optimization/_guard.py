@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from scijudge.signatures import OUTPUT_FIELD, render_instructions
-from scijudge.specs import JudgeSpec
+from scijudge.spec.signatures import OUTPUT_FIELD, render_instructions
+from scijudge.spec.judge_spec import JudgeSpec
 
 _PLACEHOLDER = re.compile(r"\{\{?\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}?\}")
 _MARKER = re.compile(r"\[\[\s*##\s*([A-Za-z_][A-Za-z0-9_]*)\s*##\s*\]\]")

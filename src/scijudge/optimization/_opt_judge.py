@@ -6,13 +6,13 @@ import hashlib
 import json
 from typing import Any
 
-from scijudge.demos import demo_to_spec
+from scijudge.spec.demos import demo_to_spec
 from scijudge.errors import ModelError
 from scijudge.judges.base import Judge
 from scijudge.optimization._budget import Gate, StopRun
 from scijudge.optimization._guard import InstructionGuard
 from scijudge.optimization._judge_metrics import Ledger
-from scijudge.specs import JudgeSpec
+from scijudge.spec.judge_spec import JudgeSpec
 
 
 class OptJudge(Judge):

@@ -11,7 +11,7 @@ from scijudge.judges.base import Judge
 from scijudge.optimization._recipes import Recipe
 from scijudge.optimization._spec_io import save_spec
 from scijudge.optimization._splits import ItemSplit
-from scijudge.specs import JudgeSpec
+from scijudge.spec.judge_spec import JudgeSpec
 
 
 @dataclass

@@ -8,7 +8,7 @@ chain's failure classes: 429 waits for Retry-After (capped), 5xx, timeouts and t
 exponentially, auth/billing/unknown-model errors end the run at once (``FatalModelError``). Every try is a
 call through the budget gate, so retries count against the budget.
 
-The chain's classification is imported from ``scijudge._chain_faults`` (one place decides what is transient).
+The chain's classification is imported from ``scijudge.chain.faults`` (one place decides what is transient).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class RetryPolicy:
 
 def classify(exc: Exception) -> str | None:
     """The chain's outcome for an LM error (``rate_limited``, ``server_error``, ...); None means fatal."""
-    from scijudge._chain_faults import classify as classify_fault
+    from scijudge.chain.faults import classify as classify_fault
 
     fault, outcome = classify_fault(exc)
     return None if fault in ("run", "not_found") else outcome
@@ -59,14 +59,14 @@ def classify(exc: Exception) -> str | None:
 
 def short_error(exc: Exception) -> str:
     """One line of an exception's text (the chain's shortening)."""
-    from scijudge._chain_faults import short
+    from scijudge.chain.faults import short
 
     return short(exc)
 
 
 def in_judge_call() -> bool:
     """True inside a judge's structured chain, which retries on its own (no second layer of retries)."""
-    from scijudge.structured import current_record
+    from scijudge.chain.chain import current_record
 
     return current_record() is not None
 

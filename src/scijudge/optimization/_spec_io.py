@@ -6,10 +6,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from scijudge.demos import demo_to_spec, demos_from_spec
+from scijudge.spec.demos import demo_to_spec, demos_from_spec
 from scijudge.judges.base import Judge
-from scijudge.signatures import render_instructions
-from scijudge.specs import JudgeSpec, get_spec
+from scijudge.spec.signatures import render_instructions
+from scijudge.spec.judge_spec import JudgeSpec, get_spec
 
 
 def _split_instructions(base: JudgeSpec, text: str) -> tuple[JudgeSpec, bool]:

@@ -25,9 +25,9 @@ from scijudge.judges.checklist import (
 )
 from scijudge.lm import make_lm
 from scijudge.metrics.compliance import compliance_by_report
-from scijudge.runner import judge_items
-from scijudge.runs import Run
-from scijudge.specs import get_spec
+from scijudge.run.threads import judge_items
+from scijudge.run.store import Run
+from scijudge.spec.judge_spec import get_spec
 from scijudge.testing import OpenAICompatServer, Reply
 from scijudge.testing.openai_server import last_user_text
 

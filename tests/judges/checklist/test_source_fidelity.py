@@ -98,8 +98,8 @@ def test_facets_come_from_the_task_file_for_older_runs() -> None:
 
 
 def test_criterion_prompt_treats_example_lists_as_illustrative() -> None:
-    from scijudge.signatures import render_instructions
-    from scijudge.specs import get_spec
+    from scijudge.spec.signatures import render_instructions
+    from scijudge.spec.judge_spec import get_spec
 
     for name in ("researchrubrics.checklist", "researchrubrics.checklist.ternary", "researchrubrics.synthesis"):
         text = " ".join(render_instructions(get_spec(name)).split())
@@ -122,7 +122,7 @@ def test_cli_allow_unknown_axes_and_chunk_tokens_1000(tmp_path: Path, loopback: 
     from typer.testing import CliRunner
 
     from scijudge.cli import app
-    from scijudge.runs import Run
+    from scijudge.run.store import Run
     from scijudge.testing.openai_server import last_user_text
 
     tasks, reports = _task_file(tmp_path, "Domain Accuracy")
@@ -170,8 +170,8 @@ def test_compliance_command_zero_policy_and_facet_tables(tmp_path: Path) -> None
     from scijudge.cli import app
     from scijudge.importers.researchrubrics import load_checklist_items
     from scijudge.judges.checklist import ChecklistJudge
-    from scijudge.runner import judge_items
-    from scijudge.runs import Run
+    from scijudge.run.threads import judge_items
+    from scijudge.run.store import Run
     from scijudge.testing.scripted import scripted_lm
 
     items, _ = load_checklist_items(EXAMPLE / "tasks.jsonl", EXAMPLE / "reports")

@@ -14,7 +14,7 @@ from sklearn import metrics as skm
 from scijudge.errors import InputError
 from scijudge.labels import labels_to_frame, load_labels
 from scijudge.metrics.calibration import POOLED, calibrate
-from scijudge.report import report_dict
+from scijudge.report.calibration import report_dict
 
 RUBRICS = ["yescieval.qa.correctness", "yescieval.qa.coherence", "yescieval.qa.completeness"]
 
@@ -360,7 +360,7 @@ def test_continuous_scale_keeps_raw_values_and_rounds_only_for_the_grid() -> Non
 
 
 def test_scale_comes_from_the_spec_matching_the_stored_hash_not_the_name() -> None:
-    from scijudge.specs import Scale, get_spec
+    from scijudge.spec.judge_spec import Scale, get_spec
 
     shipped = get_spec(RUBRICS[0])
     mine = shipped.model_copy(update={"scale": Scale(min=0, max=10, step=1)})  # a user's edit: same name

@@ -25,9 +25,9 @@ from scijudge.judges.checklist._outputs import ChunkEvidence, CriterionVerdict
 from scijudge.judges.checklist._quotes import unmatched_quotes
 from scijudge.judges.checklist._rubric import rubric_entries as _rubric_entries
 from scijudge.judges.checklist._rubric import rubric_summary, task_facets
-from scijudge.signatures import OUTPUT_FIELD, build_signature
-from scijudge.specs import JudgeSpec, get_spec
-from scijudge.structured import (
+from scijudge.spec.signatures import OUTPUT_FIELD, build_signature
+from scijudge.spec.judge_spec import JudgeSpec, get_spec
+from scijudge.chain.chain import (
     _CURRENT,
     Abstained,
     StructuredChain,

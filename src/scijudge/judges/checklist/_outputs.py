@@ -6,7 +6,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from scijudge.outputs import JudgeOutput, RunFields, coerce_number
+from scijudge.spec.outputs import JudgeOutput, RunFields, coerce_number
 from scijudge.vocab import criterion_verdict
 
 SCORES: dict[str, float] = {"satisfied": 1.0, "partially": 0.5, "not_satisfied": 0.0}

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from scijudge.data import Item
 from scijudge.errors import InputError, from_validation_error
-from scijudge.rubric_criteria import Criterion
+from scijudge.spec.rubric_criteria import Criterion
 
 
 def rubric_entries(item: Item, *, any_axis: bool = True) -> list[dict[str, Any]]:

@@ -22,8 +22,8 @@ from scijudge.metrics.calibration._result import (
     frame_records,
 )
 from scijudge.metrics.calibration.ordinal import _prob_row
-from scijudge.metrics.calibration.vocab import FAMILY_SCALES, _consensus
-from scijudge.metrics.calibration.vocab import (
+from scijudge.metrics.calibration.scales import FAMILY_SCALES, _consensus
+from scijudge.metrics.calibration.scales import (
     _resolve_scales as _resolve_scales_with_notes,
 )
 

@@ -30,7 +30,7 @@ from scijudge.metrics.calibration.ordinal import _ordinal_frames, _ordinal_group
 from scijudge.metrics.calibration.paired import _pair_blocks, _paired_frame
 from scijudge.metrics.calibration.position import position_consistency
 from scijudge.metrics.calibration.verdict import _verdict_frames, _verdict_groups
-from scijudge.metrics.calibration.vocab import (
+from scijudge.metrics.calibration.scales import (
     _consensus,
     _resolve_scales,
 )

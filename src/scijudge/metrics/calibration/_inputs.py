@@ -7,7 +7,7 @@ import pandas as pd
 
 from scijudge.errors import InputError
 from scijudge.metrics.calibration._result import ScaleTuple
-from scijudge.metrics.calibration.vocab import (
+from scijudge.metrics.calibration.scales import (
     _on_scale,
     _scale_text,
     in_range,

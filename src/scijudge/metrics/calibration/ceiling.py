@@ -12,7 +12,7 @@ import pandas as pd
 from scijudge.metrics import agreement as ag
 from scijudge.metrics.calibration._blocks import _Context, _intervals
 from scijudge.metrics.calibration._result import POOLED, ScaleTuple
-from scijudge.metrics.calibration.vocab import _scale_text, to_grid
+from scijudge.metrics.calibration.scales import _scale_text, to_grid
 
 
 @dataclass

@@ -23,7 +23,7 @@ from scijudge.metrics.calibration._blocks import (
     _rank,
     _table_reps,
 )
-from scijudge.metrics.calibration.vocab import _cat_index, _scale_text, to_grid
+from scijudge.metrics.calibration.scales import _cat_index, _scale_text, to_grid
 from scijudge.metrics.tables import (
     ORDINAL_STATS,
     ordinal_stats,

@@ -18,7 +18,7 @@ from scijudge.metrics.bootstrap import (
 )
 from scijudge.metrics.calibration._blocks import _Context, _Group, _table_reps
 from scijudge.metrics.calibration._result import PAIRED_METRICS, POOLED
-from scijudge.metrics.calibration.vocab import _cat_index
+from scijudge.metrics.calibration.scales import _cat_index
 from scijudge.metrics.tables import (
     ordinal_stats,
     verdict_stats,

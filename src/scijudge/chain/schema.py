@@ -15,7 +15,7 @@ from typing import Any
 import pydantic
 
 from scijudge.records import Outcome
-from scijudge.signatures import OUTPUT_FIELD
+from scijudge.spec.signatures import OUTPUT_FIELD
 
 
 class _Invalid(Exception):

@@ -1,6 +1,6 @@
 """Judge through provider batch APIs (about half the token price; results within the completion window).
 
-Pending judgments (``scijudge.runner.plan``) become batch lines whose ``custom_id`` is the judgment key,
+Pending judgments (``scijudge.run.threads.plan``) become batch lines whose ``custom_id`` is the judgment key,
 with the body the chain would send for its first strategy (``StructuredChain.chat_body``). Result lines are
 parsed and validated by the chain's own ``parse_answer`` and stored through ``Run.record``. Lines that
 failed or did not validate go to the chain's next strategy in a follow-up batch (or, with
@@ -21,16 +21,16 @@ from typing import Any, Literal
 
 from scijudge.data import Item
 from scijudge.errors import ModelError
-from scijudge.families import get_family
+from scijudge.spec.families import get_family
 from scijudge.lm import is_local_model
-from scijudge.execution._batch_openai import OpenAIBatchAPI
+from scijudge.run.batch.openai import OpenAIBatchAPI
 from scijudge.judges.base import judgment_key_for as task_key
-from scijudge.execution._pricing import batch_rates
-from scijudge.execution.batch_store import FINAL_STATUSES, BatchRecord, BatchStore
+from scijudge.run.batch.pricing import batch_rates
+from scijudge.run.batch.store import FINAL_STATUSES, BatchRecord, BatchStore
 from scijudge.judges.base import Judge, JudgeResult, model_name
 from scijudge.records import attempt_totals, safe_endpoint
-from scijudge.runs import Run
-from scijudge.structured import Attempt, CallRecord, InvalidAnswer, parse_answer
+from scijudge.run.store import Run
+from scijudge.chain.chain import Attempt, CallRecord, InvalidAnswer, parse_answer
 
 Fallback = Literal["next-strategy", "direct"]
 _RESENDS = 2  # times a line left unanswered by an ended batch (expired, cancelled) is sent again
@@ -97,7 +97,7 @@ class _BatchClients:
         index = (provider, kwargs.get("api_base"), kwargs.get("api_key"))
         if index not in self._clients:
             if provider == "anthropic":
-                from scijudge.execution._batch_anthropic import AnthropicBatchAPI
+                from scijudge.run.batch.anthropic import AnthropicBatchAPI
 
                 self._clients[index] = AnthropicBatchAPI(index[1], index[2])
             else:
@@ -121,7 +121,7 @@ def judge_items_batch(items: Sequence[Item], judges: Sequence[Judge], *, run: Ru
         fallback: where lines that failed go: ``next-strategy`` (a follow-up batch) or ``direct`` calls.
         on_batch: called whenever a batch is recorded or changes status (progress display).
     """
-    from scijudge.runner import _pending
+    from scijudge.run.threads import _pending
 
     if fallback not in ("next-strategy", "direct"):
         raise ModelError(f"--batch-fallback must be next-strategy or direct, not {fallback!r}")
@@ -291,7 +291,7 @@ def _judge_line(api: Any, record: BatchRecord, line: dict[str, Any] | None, entr
                              f"{_RESENDS + 1} times without an answer; re-run to try again")
         return None
     if response is None:
-        from scijudge._chain_faults import names_the_format
+        from scijudge.chain.faults import names_the_format
 
         refused_format = status in (400, 422) and names_the_format(Exception(error or ""))
         outcome = "format_rejected" if refused_format else "request_rejected" if status in (400, 422) else (
@@ -322,7 +322,7 @@ def _judge_line(api: Any, record: BatchRecord, line: dict[str, Any] | None, entr
     attempt.outcome = "recovered_wrapper" if recovered else "ok"
     call = CallRecord(attempts=entry.attempts, text=text)
     if response.logprobs:
-        from scijudge.structured import _logprobs_as_dicts
+        from scijudge.chain.chain import _logprobs_as_dicts
 
         call.logprobs = _logprobs_as_dicts(response.logprobs)
     prediction = Prediction(judgment=value, abstained=False, reason=None, attempts=entry.attempts)

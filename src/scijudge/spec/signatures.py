@@ -6,7 +6,7 @@ from typing import Optional
 
 import dspy
 
-from scijudge.specs import JudgeSpec
+from scijudge.spec.judge_spec import JudgeSpec
 
 OUTPUT_FIELD = "judgment"
 

@@ -14,12 +14,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from scijudge._litellm_env import LOCAL_COST_MAP
+from scijudge.lm._litellm_env import LOCAL_COST_MAP
 from scijudge.data import Item
 from scijudge.errors import ModelError
 from scijudge.lm import is_local_model
-from scijudge.runner import JudgeRecipe, Progress, RunSummary
-from scijudge.runs import Run
+from scijudge.run.threads import JudgeRecipe, Progress, RunSummary
+from scijudge.run.store import Run
 
 _ENV = ("PYTHONPATH", LOCAL_COST_MAP, "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HOME")
 
@@ -53,7 +53,7 @@ class _JudgeActor:
         from concurrent.futures import ThreadPoolExecutor
 
         from scijudge.judges.base import judgment_key_for as task_key
-        from scijudge.runner import plan
+        from scijudge.run.threads import plan
 
         loaded = [Item.model_validate(item) for item in items]
         missing: list[tuple[str, str]] = []

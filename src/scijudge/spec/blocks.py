@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from scijudge.errors import InputError
-from scijudge.specs import JudgeSpec
+from scijudge.spec.judge_spec import JudgeSpec
 
 BUILTIN_PREFIX = "builtin:"
 
@@ -95,7 +95,7 @@ def _preset_supported(specs: list[JudgeSpec], preset: str) -> set[str]:
     """Names of the specs the preset has a layout for (a glob like ``yescieval.qa.*`` also selects pairwise
     variants, which keep the default prompt); an error when it fits none of them."""
     from scijudge.errors import SpecError
-    from scijudge.presets import get_preset
+    from scijudge.judges.presets import get_preset
 
     chosen = get_preset(preset)
     names: set[str] = set()

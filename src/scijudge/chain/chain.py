@@ -25,18 +25,18 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
 
-from scijudge import _chain_faults as faults
-from scijudge._chain_cache import _logprobs_as_dicts
-from scijudge._chain_cache import cache_key as _cache_key
-from scijudge._chain_cache import cached_response as _cached_response
-from scijudge._chain_cache import store_response as _store_response
+from scijudge.chain import faults
+from scijudge.chain.cache import _logprobs_as_dicts
+from scijudge.chain.cache import cache_key as _cache_key
+from scijudge.chain.cache import cached_response as _cached_response
+from scijudge.chain.cache import store_response as _store_response
 from scijudge.errors import EndpointError, TransportFailure
 from scijudge.lm import _dspy_compat
 from scijudge.records import Attempt
-from scijudge._replies import non_json_reply
-from scijudge.fencing import fence_inputs, with_notice
-from scijudge.signatures import OUTPUT_FIELD
-from scijudge._chain_schema import (  # noqa: F401 - public names of the chain, kept importable from here
+from scijudge.chain.replies import non_json_reply
+from scijudge.chain.fencing import fence_inputs, with_notice
+from scijudge.spec.signatures import OUTPUT_FIELD
+from scijudge.chain.schema import (  # noqa: F401 - public names of the chain, kept importable from here
     InvalidAnswer,
     _Invalid,
     _json_object,

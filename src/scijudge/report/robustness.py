@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from scijudge.metrics.robustness import ALL_JUDGES, RobustnessResult
-from scijudge.report import _CSS, _img, _plt, _png, _table
+from scijudge.report.calibration import _CSS, _img, _plt, _png, _table
 
 
 def drop_plot(table: pd.DataFrame) -> str | None:

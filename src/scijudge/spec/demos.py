@@ -11,8 +11,8 @@ import json
 from typing import Any
 
 from scijudge.errors import SpecError, from_validation_error
-from scijudge.signatures import OUTPUT_FIELD
-from scijudge.specs import JudgeSpec
+from scijudge.spec.signatures import OUTPUT_FIELD
+from scijudge.spec.judge_spec import JudgeSpec
 
 
 def _plain(value: Any) -> Any:

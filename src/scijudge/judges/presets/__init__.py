@@ -16,7 +16,7 @@ PRESET_NAMES: tuple[str, ...] = ("yescieval-native",)
 def get_preset(name: str, *, source: str | None = None) -> Any:
     """The preset object for a name; an unknown name is a SpecError listing the known ones."""
     if name == "yescieval-native":
-        from scijudge.presets.yescieval_native import YESciEvalNativePreset
+        from scijudge.judges.presets.yescieval_native import YESciEvalNativePreset
 
         return YESciEvalNativePreset()
     raise SpecError(f"unknown preset {name!r}; known presets: {', '.join(PRESET_NAMES)}", file=source,

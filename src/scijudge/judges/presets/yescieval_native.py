@@ -179,14 +179,14 @@ class YESciEvalNativePreset:
         to the structured chain (the attempt says why). Transport failures propagate as the chain's do."""
         from dspy import lm15
 
-        from scijudge.structured import _to_lm15
+        from scijudge.chain.chain import _to_lm15
 
         lm = judge._lm()
         max_tokens = int(getattr(lm, "kwargs", {}).get("max_tokens") or judge.chain.config.max_tokens)
         system, chat = _to_lm15(self.messages(judge.spec, inputs))
         config = lm15.Config(temperature=0.0, max_tokens=max_tokens)
         request = lm15.Request(model=lm.model, messages=chat, system=system, config=config)
-        from scijudge.structured import _NextStrategy
+        from scijudge.chain.chain import _NextStrategy
 
         try:
             response = judge.chain._send(lm, request, NATIVE_STRATEGY, 0.0, max_tokens, record, last_strategy=False)

@@ -16,10 +16,10 @@ from scijudge.metrics.calibration._result import ScaleTuple
 from scijudge.vocab import majority_verdict
 
 class _FamilyScales(Mapping[str, ScaleTuple]):
-    """Default score scale per registered judge family (``scijudge.families``), read live from the registry."""
+    """Default score scale per registered judge family (``scijudge.spec.families``), read live from the registry."""
 
     def __getitem__(self, name: str) -> ScaleTuple:
-        from scijudge.families import find_family
+        from scijudge.spec.families import find_family
 
         found = find_family(name)
         if found is None:
@@ -27,12 +27,12 @@ class _FamilyScales(Mapping[str, ScaleTuple]):
         return found.score_scale
 
     def __iter__(self) -> Any:
-        from scijudge.families import family_names
+        from scijudge.spec.families import family_names
 
         return iter(family_names())
 
     def __len__(self) -> int:
-        from scijudge.families import family_names
+        from scijudge.spec.families import family_names
 
         return len(family_names())
 
@@ -73,7 +73,7 @@ def _resolve_scales(
     out: dict[str, ScaleTuple] = {}
     continuous: set[str] = set()
     notes: list[str] = []
-    from scijudge.families import find_family, score_scale_of_family
+    from scijudge.spec.families import find_family, score_scale_of_family
 
     by_hash: dict[str, Any] | None = None
     for judge in judges:
@@ -114,7 +114,7 @@ def _specs_by_hash(specs: Any) -> dict[str, Any]:
     """Judge specs by content hash: the ones passed in and every shipped spec (steps included)."""
     found: dict[str, Any] = {}
     try:
-        from scijudge.specs import list_specs
+        from scijudge.spec.judge_spec import list_specs
 
         shipped = list_specs(include_steps=True)
     except (ScijudgeError, ImportError):

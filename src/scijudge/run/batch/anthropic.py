@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from scijudge.errors import ModelError
-from scijudge.execution._batch_openai import BatchState
+from scijudge.run.batch.openai import BatchState
 from scijudge.lm import _dspy_compat
 
 _STATUS = {"in_progress": "in_progress", "canceling": "cancelling"}

@@ -22,7 +22,7 @@ from scijudge.data import Item
 from scijudge.errors import EndpointError, TransportFailure
 from scijudge.judges.base import Judge, JudgeResult, judgment_key_for
 from scijudge.records import endpoint_of, judgment_key, model_name
-from scijudge.runs import Run
+from scijudge.run.store import Run
 
 DEFAULT_BREAKER = 8
 """Judgments in a row that got no answer (timeouts, 5xx, resets) before the run stops."""
@@ -193,7 +193,7 @@ class _Gate:
         """Judge one task unless the gate is closed (None: not started, nothing sent)."""
         if self.closed:
             return None
-        from scijudge.structured import STOP
+        from scijudge.chain.chain import STOP
 
         token = STOP.set(self)  # the chain sends nothing (retries included) once the gate closes
         try:
@@ -389,7 +389,7 @@ def _worker(recipes: list[JudgeRecipe], concurrency: int, use_cache: bool, inbox
     outbox.put(("ready", None))
 
     def judge_one(judge: Judge, item: Item, part: str) -> JudgeResult | None:
-        from scijudge.structured import STOP
+        from scijudge.chain.chain import STOP
 
         if stop is not None and stop.is_set():
             return None

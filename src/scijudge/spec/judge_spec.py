@@ -18,8 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from scijudge._toml import read_toml
 from scijudge.errors import SpecError, UnknownJudgeError, from_validation_error
-from scijudge.families import family_names, get_family
-from scijudge.output_types import find_output, get_output, output_hash_key
+from scijudge.spec.families import family_names, get_family
+from scijudge.spec.output_types import find_output, get_output, output_hash_key
 
 PAIRWISE_SUFFIX = ".pairwise"
 TRUST_ENV = "SCIJUDGE_TRUST_SPEC_CODE"
@@ -108,7 +108,7 @@ class Block(BaseModel):
 
 
 class JudgeSpec(BaseModel):
-    """A judge as declared in TOML: compiled into a DSPy signature by ``scijudge.signatures``."""
+    """A judge as declared in TOML: compiled into a DSPy signature by ``scijudge.spec.signatures``."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -116,7 +116,7 @@ class JudgeSpec(BaseModel):
     family: str
     description: str
     instructions: str
-    output: str = Field(default="", description="A registered output type (scijudge.output_types) or 'module:Class'; "
+    output: str = Field(default="", description="A registered output type (scijudge.spec.output_types) or 'module:Class'; "
                         "default: the family's.")
     inputs: list[InputSpec]
     scale: Scale | None = None
@@ -127,7 +127,7 @@ class JudgeSpec(BaseModel):
     demos: list[dict[str, Any]] = Field(default_factory=list)
     step: bool = False
     prepare: str | None = Field(default=None, pattern=r"^[\w.]+:[\w.]+$")
-    preset: str | None = Field(default=None, description="Prompt preset (scijudge.presets), e.g. 'yescieval-native'.")
+    preset: str | None = Field(default=None, description="Prompt preset (scijudge.judges.presets), e.g. 'yescieval-native'.")
     source: str | None = Field(default=None, exclude=True)
 
     @field_validator("family")
@@ -166,7 +166,7 @@ class JudgeSpec(BaseModel):
         if not (isinstance(cls, type) and issubclass(cls, BaseModel)):
             raise SpecError(f"{self.output!r} is not a pydantic model class", file=self.source, field="output")
         if registered is not None and registered.scaled and self.scale is not None:
-            from scijudge.outputs import scaled_output
+            from scijudge.spec.outputs import scaled_output
             from scijudge.vocab import scale_of
 
             return scaled_output(cls, scale_of(self))
@@ -233,7 +233,7 @@ def _import_object(path: str, *, source: str | None, field: str, hint: str) -> A
     if not own and not spec_code_trusted():
         raise SpecError(
             f"{path!r} is code outside scijudge and specs with code run it; pass --trust-spec-code (or set "
-            f"{TRUST_ENV}=1, or call scijudge.specs.trust_spec_code()) if you trust this spec",
+            f"{TRUST_ENV}=1, or call scijudge.spec.judge_spec.trust_spec_code()) if you trust this spec",
             file=source, field=field)
     if any(part.startswith("_") and part != "__init__" for part in qualname.split(".")):
         raise SpecError(f"{path!r} names a private attribute", file=source, field=field)

@@ -17,7 +17,7 @@ from scijudge.errors import SpecError
 
 if TYPE_CHECKING:
     from scijudge.data import Item
-    from scijudge.specs import JudgeSpec
+    from scijudge.spec.judge_spec import JudgeSpec
 
 Track = Literal["ordinal", "verdict", "continuous"]
 JudgeFactory = Callable[..., Any]  # (spec, *, lm, rating_probs, chunk_tokens, overlap_tokens) -> Judge
@@ -43,7 +43,7 @@ class Family:
     Attributes:
         name: the ``family`` a spec writes.
         output: registered output type a spec of this family gets when it names none
-            (``scijudge.output_types``).
+            (``scijudge.spec.output_types``).
         judge: builds the family's Judge from a spec (``build_judge`` calls it with lm, rating_probs,
             chunk_tokens and overlap_tokens; a factory ignores options that are not its own).
         track: what its judgments are to calibration: ordinal scores on a scale's steps, categorical verdicts,

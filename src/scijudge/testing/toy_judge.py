@@ -29,7 +29,7 @@ from pydantic import Field
 
 from scijudge.data import Item, Paper
 from scijudge.labels import HumanLabel
-from scijudge.outputs import JudgeOutput, RunFields
+from scijudge.spec.outputs import JudgeOutput, RunFields
 
 CALIBRATION_SENTENCE = ("Start from the middle of the scale and reserve the two highest ratings for answers "
                         "whose claims you could check against the papers one by one.")
@@ -56,11 +56,11 @@ class ToyVerdict(JudgeOutput):
 
 def toy_verdict_spec() -> Any:
     """A verdict judge (family checklist) whose output is ``ToyVerdict``."""
-    from scijudge.specs import InputSpec, JudgeSpec
+    from scijudge.spec.judge_spec import InputSpec, JudgeSpec
 
     return JudgeSpec(name="toy.good_enough", family="checklist", description="Is the answer good enough?",
                      instructions="Decide whether the answer to the question is good enough.",
-                     output="scijudge.optimization._optimize_toy:ToyVerdict",
+                     output="scijudge.testing.toy_judge:ToyVerdict",
                      inputs=[InputSpec(name="question"), InputSpec(name="answer")])
 
 
@@ -255,8 +255,8 @@ class ToyWorld:
 def toy_setup(n_items: int = 30, *, seed: int = 1, judge: str = "yescieval.qa.correctness",
               annotators: int = 1) -> tuple[Any, list[Item], list[HumanLabel], ToyWorld]:
     """(spec, items, labels, world) for a toy optimization of a shipped judge (or of ``toy.good_enough``)."""
-    from scijudge.signatures import render_instructions
-    from scijudge.specs import get_spec
+    from scijudge.spec.signatures import render_instructions
+    from scijudge.spec.judge_spec import get_spec
 
     spec = toy_verdict_spec() if judge == "toy.good_enough" else get_spec(judge)
     items, labels, truth = make_items(n_items, seed=seed, judge=spec.name, annotators=annotators,

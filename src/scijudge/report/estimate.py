@@ -15,7 +15,7 @@ MAX_PLOTTED_ROWS = 40
 
 def estimate_plot(table: pd.DataFrame) -> str | None:
     """One line per (judge, model, group): the three estimates with their intervals (a base64 PNG)."""
-    from scijudge.report import _plt, _png  # the calibration report's matplotlib setup and PNG embedding
+    from scijudge.report.calibration import _plt, _png  # the calibration report's matplotlib setup and PNG embedding
 
     shown = table.dropna(subset=["estimate"])
     keys = list(dict.fromkeys(zip(shown["judge"], shown["model"], shown["group"])))[:MAX_PLOTTED_ROWS]
@@ -45,7 +45,7 @@ def estimate_plot(table: pd.DataFrame) -> str | None:
 def estimate_section_html(table: pd.DataFrame, coverage: pd.DataFrame | None = None,
                           needed: pd.DataFrame | None = None) -> str:
     """HTML for the estimates: a plot, the table, conformal coverage and labels needed when given."""
-    from scijudge.report import _img, _table
+    from scijudge.report.calibration import _img, _table
 
     parts = ["<h2>Estimates of the mean human score</h2>",
              "<p class='note'>PPI++ corrects the judge's scores on all scored items with the human labels on a "
@@ -69,7 +69,7 @@ def estimate_section_html(table: pd.DataFrame, coverage: pd.DataFrame | None = N
 def write_estimate_html(table: pd.DataFrame, path: str | Path, coverage: pd.DataFrame | None = None,
                         needed: pd.DataFrame | None = None, title: str = "scijudge estimates") -> Path:
     """A self-contained page with the estimates section (inline CSS and PNG)."""
-    from scijudge.report import _CSS
+    from scijudge.report.calibration import _CSS
 
     path = Path(path)
     page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"

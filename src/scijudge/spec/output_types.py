@@ -4,7 +4,7 @@ import path, so moving a class never breaks a shipped or a user's optimized spec
 Registrations hold an import path (imported on first use, so this module loads neither DSPy nor the output
 classes) or a class. A spec may still write ``module:Class``: a path that a registration knows resolves to
 that registration (and hashes like its name); any other path is imported as before, under the same trust
-rule as spec code (``scijudge.specs``).
+rule as spec code (``scijudge.spec.judge_spec``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ class OutputType:
     target: str | type  # 'module:Class' (imported lazily) or the class itself
     hash_key: str  # the text a spec hash records for the output (older specs wrote the import path)
     aliases: tuple[str, ...] = ()  # older import paths that name this output
-    scaled: bool = False  # the ratings follow the spec's [scale] (``scijudge.outputs.scaled_output``)
+    scaled: bool = False  # the ratings follow the spec's [scale] (``scijudge.spec.outputs.scaled_output``)
 
     def load(self) -> type:
         """The output class (imported on first use)."""
@@ -99,8 +99,8 @@ def output_hash_key(name_or_path: str) -> str:
 # --- the shipped output types (hash keys are what the shipped specs wrote before names existed) -----------
 _CHECKLIST = "scijudge.judges.checklist"
 _MATERIALS = "scijudge.materials.outputs"
-register_output("likert", "scijudge.outputs:LikertRating", scaled=True)
-register_output("pairwise", "scijudge.outputs:PairwiseJudgment", scaled=True)
+register_output("likert", "scijudge.spec.outputs:LikertRating", scaled=True)
+register_output("pairwise", "scijudge.spec.outputs:PairwiseJudgment", scaled=True)
 for _name, _cls, _module in (
     ("researchrubrics.verdict", "CriterionVerdict", _CHECKLIST),
     ("researchrubrics.verdict.ternary", "TernaryCriterionVerdict", _CHECKLIST),

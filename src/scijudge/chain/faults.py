@@ -16,7 +16,7 @@ from __future__ import annotations
 import socket
 from typing import Any, Literal
 
-from scijudge._replies import non_json_reply
+from scijudge.chain.replies import non_json_reply
 from scijudge.lm._dspy_compat import lm_errors
 from scijudge.redaction import redact
 

@@ -18,13 +18,13 @@ import numpy as np
 import pandas as pd
 
 from scijudge.metrics.calibration import POOLED, CalibrationResult, frame_records
-from scijudge.report_summary import (
+from scijudge.report.summary import (
     position_html,
     verdict_html,
     verdict_sentence,
     verdict_summary,
 )
-from scijudge.report_text import fmt_interval, fmt_number, print_frame
+from scijudge.report.text import fmt_interval, fmt_number, print_frame
 
 _CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}
@@ -297,7 +297,7 @@ def render_html(result: CalibrationResult, robustness: pd.DataFrame | None = Non
             "p_benign_above_extreme", "mean_injection_subtle", "mean_injection_extreme", "inflation_subtle",
             "inflation_extreme", "p_injected_above_benign", "n_abstained_variants", "monotone", "notes")])))
     if estimates is not None and not estimates.empty:  # from scijudge.estimation.estimate
-        from scijudge.estimation.report import estimate_section_html
+        from scijudge.report.estimate import estimate_section_html
 
         parts.append(estimate_section_html(estimates))
     parts.append("</body></html>")

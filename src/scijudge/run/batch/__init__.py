@@ -1,0 +1,1 @@
+"""The batch executor: provider batch APIs (OpenAI-compatible files + batches, Anthropic message batches)."""
