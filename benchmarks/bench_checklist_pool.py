@@ -74,7 +74,7 @@ def main() -> None:
 
     from scijudge.judges.checklist import ChecklistJudge
     from scijudge.lm import make_lm
-    from scijudge.run.threads import judge_items
+    from scijudge.run.api import judge_items
     from scijudge.run.store import Run
 
     dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
@@ -97,7 +97,7 @@ def main() -> None:
             ok = 0
             for item in items:  # the reference design: one report at a time, a semaphore of c inside it
                 with ThreadPoolExecutor(max_workers=c) as pool:
-                    for result in pool.map(lambda part, item=item: judge.judge_item(item, part), judge.parts(item)):
+                    for result in pool.map(lambda part, item=item: judge.judge_one(item, part), judge.parts(item)):
                         run.record(result)
                         ok += result.ok
             per_report = time.perf_counter() - started

@@ -82,7 +82,7 @@ def baseline(df: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:
 
 
 def time_cli(df: pd.DataFrame, store_dir: Path, n_boot: int) -> float:
-    from scijudge.judges.base import JudgeResult
+    from scijudge.records import JudgeResult
     from scijudge.run.store import Run
 
     store = store_dir / f"bench_robustness_{len(df)}.sqlite"

@@ -22,13 +22,13 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture(autouse=True)
 def _isolated_dspy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Each test starts with no configured LM, no response cache and a chain that has learnt nothing."""
-    from scijudge.judges.base import default_chain
+    from scijudge.chain.chain import shared_memory
 
     dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
-    default_chain()._rejected.clear()
+    shared_memory().reset()
     with dspy.context(lm=None, adapter=None):
         yield
-    default_chain()._rejected.clear()
+    shared_memory().reset()
 
 
 @pytest.fixture

@@ -167,7 +167,7 @@ def test_html_page_behind_http_200_is_retried_as_a_transport_error():
         chain = StructuredChain(ChainConfig(transport_retries=2, backoff_base=0.01, backoff_max=0.02))
         judge = Judge(get_spec("yescieval.qa.correctness"), lm=lm, chain=chain)
         with pytest.raises(EndpointError) as stopped:
-            judge.judge_item(Item(id="a", question="q", papers=[{"title": "t"}], answer="x"))
+            judge.judge_one(Item(id="a", question="q", papers=[{"title": "t"}], answer="x"))
     finally:
         server.shutdown()
     # Retried like any transport error (one try and two retries); a page every time means the wrong endpoint:

@@ -131,3 +131,70 @@ def test_the_cycle_check_finds_a_cycle_and_ignores_function_level_imports(tmp_pa
 def test_no_source_file_is_over_600_lines():
     sizes = {str(p.relative_to(SRC)): len(p.read_text(encoding="utf-8").splitlines()) for p in SRC.rglob("*.py")}
     assert {path: n for path, n in sizes.items() if n > MAX_LINES} == {}
+
+
+def unit_graph(package: Path) -> dict[str, set[str]]:
+    """Top-level unit -> units it imports, counting imports anywhere in a module (inside functions too), but not
+    under ``if TYPE_CHECKING``. A unit is a subpackage (``scijudge.run``) or a top-level module
+    (``scijudge.records``); the package's own ``__init__`` (the lazy user verbs) is not a unit."""
+    root = package.name
+    graph: dict[str, set[str]] = {}
+
+    def unit(name: str) -> str:
+        return ".".join(name.split(".")[:2])
+
+    for path in package.rglob("*.py"):
+        parts = list(path.relative_to(package.parent).with_suffix("").parts)
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        if module == root:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        hidden: set[int] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If):
+                test = node.test
+                if getattr(test, "id", None) == "TYPE_CHECKING" or getattr(test, "attr", None) == "TYPE_CHECKING":
+                    hidden.update(id(sub) for stmt in node.body for sub in ast.walk(stmt))
+        deps = graph.setdefault(unit(module), set())
+        for node in ast.walk(tree):
+            if id(node) in hidden:
+                continue
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module] if node.module != root else [f"{root}.{a.name}" for a in node.names]
+            for name in names:
+                if name.startswith(root + ".") and unit(name) != unit(module):
+                    deps.add(unit(name))
+    return graph
+
+
+def test_no_import_cycle_between_top_level_units_counting_imports_inside_functions():
+    graph = unit_graph(SRC)
+    assert {"scijudge.spec", "scijudge.chain", "scijudge.judges", "scijudge.run"} <= set(graph)
+    assert "scijudge.spec" in graph["scijudge.judges"]
+    assert find_cycle(graph) is None, find_cycle(graph)
+
+
+def test_the_unit_check_counts_imports_inside_functions(tmp_path):
+    package = tmp_path / "pkg"
+    (package / "low").mkdir(parents=True)
+    (package / "high").mkdir()
+    files = {
+        "__init__.py": "",
+        "low/__init__.py": "", "high/__init__.py": "",
+        "low/a.py": "def later():\n    from pkg.high import b\n",
+        "high/b.py": "from pkg.low import a\n",
+        "c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.high import b\n",
+    }
+    for name, text in files.items():
+        (package / name).write_text(text)
+    graph = unit_graph(package)
+    assert graph["pkg.low"] == {"pkg.high"} and graph["pkg.high"] == {"pkg.low"} and graph["pkg.c"] == set()
+    assert find_cycle(graph) is not None
+
+
+def test_no_more_than_15_modules_at_the_top_of_the_package():
+    top = sorted(p.name for p in SRC.glob("*.py"))
+    assert len(top) <= 15, top

@@ -238,7 +238,7 @@ def test_rating_probabilities_follow_the_spec_scale(tmp_path, step, rating, valu
     output = spec.output_type().model_validate({"rationale": "ok", "rating": rating})
     record = CallRecord(logprobs=_logprobs(value_tokens))
     prediction = dspy.Prediction(judgment=output, abstained=False, reason=None)
-    result = judge._result("i", "", prediction, record, 0.0, "h")
+    result = judge.build_result("i", "", prediction, record, 0.0, "h")
     assert result.score == rating
     assert result.probs == (pytest.approx(probs) if probs else None)
 
@@ -246,7 +246,7 @@ def test_rating_probabilities_follow_the_spec_scale(tmp_path, step, rating, valu
 def test_cost_map_setting_keeps_a_users_choice(monkeypatch):
     import os
 
-    from scijudge.lm._litellm_env import LOCAL_COST_MAP, use_local_cost_map
+    from scijudge.lm._dspy_compat import LOCAL_COST_MAP, use_local_cost_map
 
     monkeypatch.delenv(LOCAL_COST_MAP, raising=False)
     use_local_cost_map()

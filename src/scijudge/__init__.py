@@ -27,7 +27,8 @@ _LAZY: dict[str, str] = {
     "load_spec_file": "scijudge.spec.judge_spec",
     "make_lm": "scijudge.lm",
     # running and storing
-    "judge_items": "scijudge.run.threads", "RunSummary": "scijudge.run.threads",
+    "judge_items": "scijudge.run.api", "RunSummary": "scijudge.run.summary", "JudgeRecipe": "scijudge.judges.recipe",
+    "JudgeProtocol": "scijudge.judges.contract",
     "Run": "scijudge.run.store",
     # the chain (advanced use)
     "Abstained": "scijudge.chain.chain", "ChainConfig": "scijudge.chain.chain", "StructuredChain": "scijudge.chain.chain",
@@ -38,6 +39,7 @@ _LAZY: dict[str, str] = {
 
 __all__ = [
     "Abstained", "Attempt", "ChainConfig", "HumanLabel", "InputError", "Item", "Judge", "JudgeOutput",
+    "JudgeProtocol", "JudgeRecipe",
     "JudgeResult", "JudgeSpec", "LikertRating", "ModelError", "PairwiseJudgment", "Paper", "Run", "RunFields",
     "RunSummary", "ScijudgeError", "SpecError", "StructuredChain", "UnknownJudgeError", "__version__",
     "calibrate", "estimate", "get_spec", "judge_items", "list_specs", "load_items", "load_judge",
@@ -69,7 +71,10 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from scijudge.optimization import optimize
     from scijudge.spec.outputs import JudgeOutput, LikertRating, PairwiseJudgment, RunFields
     from scijudge.records import Attempt, JudgeResult
-    from scijudge.run.threads import RunSummary, judge_items
+    from scijudge.judges.contract import JudgeProtocol
+    from scijudge.judges.recipe import JudgeRecipe
+    from scijudge.run.api import judge_items
+    from scijudge.run.summary import RunSummary
     from scijudge.run.store import Run
     from scijudge.spec.judge_spec import JudgeSpec, get_spec, list_specs, load_spec_file
     from scijudge.chain.chain import Abstained, ChainConfig, StructuredChain

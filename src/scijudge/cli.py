@@ -123,7 +123,7 @@ _register_commands()
 
 
 def main() -> None:  # pragma: no cover - console script entry point
-    from scijudge.lm._litellm_env import use_local_cost_map
+    from scijudge.lm._dspy_compat import use_local_cost_map
 
     use_local_cost_map()
     app()

@@ -59,6 +59,16 @@ class Item(BaseModel):
             raise ValueError("answer is blank (only whitespace)")
         return value
 
+    @property
+    def origin(self) -> tuple[str | None, int | None]:
+        """(file, line) the item was read from, for error messages; (None, None) for an item built in code."""
+        return self._origin or (None, None)
+
+    def set_origin(self, origin: tuple[str, int] | None) -> Item:
+        """Record where the item was read from (importers that build items from other records)."""
+        self._origin = origin
+        return self
+
     def papers_text(self) -> str:
         """Sources as the judge reads them: ``[1] Title\\nAbstract`` blocks."""
         return "\n\n".join(f"[{i}] {p.title.strip()}\n{p.abstract.strip()}" for i, p in enumerate(self.papers, 1))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
@@ -93,6 +94,30 @@ class JudgeResult(BaseModel):
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """What makes one judgment what it is, known before it is made: the run store's key is computed from it."""
+
+    item_id: str
+    judge: str
+    part: str
+    spec_hash: str
+    model: str
+    endpoint: str = ""
+    input_hash: str = ""
+    decoding: str = ""
+
+    @property
+    def key(self) -> str:
+        return judgment_key(self.item_id, self.judge, self.part, self.spec_hash, self.model, self.endpoint,
+                            self.input_hash, self.decoding)
+
+    @property
+    def legacy_key(self) -> str:
+        """The key a store written before content and endpoint were part of the identity gave this judgment."""
+        return judgment_key(self.item_id, self.judge, self.part, self.spec_hash, self.model)
 
 
 def result_row(result: JudgeResult, *, current: bool = True) -> dict[str, Any]:

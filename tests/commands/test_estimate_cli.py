@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from scijudge.cli import app
-from scijudge.judges.base import JudgeResult
+from scijudge.records import JudgeResult
 from scijudge.run.store import Run
 
 JUDGE = "yescieval.qa.correctness"

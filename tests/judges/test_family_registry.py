@@ -14,10 +14,11 @@ from scijudge.spec import families, output_types
 from scijudge.data import Item
 from scijudge.errors import SpecError
 from scijudge.spec.families import Family, get_family, register_family
-from scijudge.judges.base import Judge, build_judge
+from scijudge.judges.base import Judge
+from scijudge.judges.build import build_judge
 from scijudge.spec.output_types import find_output, get_output, register_output
 from scijudge.spec.outputs import JudgeOutput, LikertRating, RunFields
-from scijudge.run.threads import judge_items
+from scijudge.run.api import judge_items
 from scijudge.run.store import Run
 from scijudge.spec.judge_spec import get_spec, load_spec_file
 from scijudge.testing.scripted import request_text, scripted_lm

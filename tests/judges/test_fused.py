@@ -92,10 +92,10 @@ def test_item_first_puts_the_item_before_the_rubric_and_changes_identity():
     judge = load_judge(RUBRICS[0], lm=lm)
     first_hash = judge.spec_hash
     rubric_first = scripted_lm(lambda r: json.dumps({"judgment": {"rationale": "x", "rating": 3}}))
-    load_judge(RUBRICS[0], lm=rubric_first).judge_item(ITEMS[0])
+    load_judge(RUBRICS[0], lm=rubric_first).judge_one(ITEMS[0])
     apply_layout(judge, "item-first")
     lm.engine.respond = lambda r: json.dumps({"judgment": {"rationale": "x", "rating": 3}})
-    assert judge.judge_item(ITEMS[0]).ok and judge.spec_hash != first_hash
+    assert judge.judge_one(ITEMS[0]).ok and judge.spec_hash != first_hash
     before, after = rubric_first.engine.requests[0], lm.engine.requests[0]
     assert before.system is not None and after.system is None
     text = request_text(after)

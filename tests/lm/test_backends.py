@@ -11,7 +11,8 @@ from scijudge import Item, Run, judge_items, load_judge
 from scijudge.errors import ModelError
 from scijudge.lm import is_local_model, make_lm, register_backend
 from scijudge.lm._backends import backend_for, local_prefixes, unregister_backend
-from scijudge.run.threads import JudgeRecipe, WorkerPool
+from scijudge.judges.recipe import JudgeRecipe
+from scijudge.run.processes import WorkerPool
 from scijudge.testing.scripted import request_text, scripted_lm
 
 PAPERS = [{"title": "A study", "abstract": "It found things."}]

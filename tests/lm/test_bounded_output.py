@@ -17,10 +17,10 @@ pytestmark = [pytest.mark.slow,  # builds and runs a tiny random transformers mo
 from dspy.lm15 import Config, Message, Request  # noqa: E402
 
 from scijudge.data import Item  # noqa: E402
-from scijudge.judges.base import load_judge  # noqa: E402
+from scijudge.judges.build import load_judge  # noqa: E402
 from scijudge.lm import make_lm  # noqa: E402
 from scijudge.lm._grammar import GrammarSpec, bound_strings  # noqa: E402
-from scijudge.run.threads import judge_items  # noqa: E402
+from scijudge.run.api import judge_items  # noqa: E402
 
 LIKERT = {
     "type": "object",

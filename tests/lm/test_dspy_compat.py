@@ -132,10 +132,10 @@ def test_model_prices_and_lm_errors_come_from_dspy():
 
 def test_offline_model_metadata_sets_the_variable_once_and_respects_the_user(monkeypatch):
     monkeypatch.delenv("LITELLM_LOCAL_MODEL_COST_MAP", raising=False)
-    _dspy_compat.offline_model_metadata()
+    _dspy_compat.use_local_cost_map()
     assert os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] == "true"
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "false")
-    _dspy_compat.offline_model_metadata()
+    _dspy_compat.use_local_cost_map()
     assert os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] == "false"
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from scijudge.data import Item
-from scijudge.judges.base import load_judge
+from scijudge.judges.build import load_judge
 from scijudge.lm import make_lm
 from scijudge.materials.outputs import FLAG_CODES, LinkingJudgment, SynthesisJudgment
 from scijudge.run.store import Run
@@ -64,7 +64,7 @@ def test_synthesis_judge_recomputes_overall_through_the_real_client() -> None:
     with OpenAICompatServer(lambda body: _synthesis_answer([4, 4.5, 4, 2, 4.5, 4.5, 5], overall=1.0)) as server:
         judge = load_judge("lematerial.synthesis", lm=make_lm("judge", api_base=server.url, cache=False))
         item = Item(id="lfp", inputs={"source_text": PAPER, "extracted_synthesis": json.dumps(ONTOLOGY)})
-        result = judge.judge_item(item)
+        result = judge.judge_one(item)
         request = server.requests[0]
     assert result.status == "ok"
     assert result.score == pytest.approx(28.5 / 7)  # hand mean of the seven scores, not the model's 1.0
@@ -82,7 +82,7 @@ def test_off_scale_answer_is_retried_not_guessed() -> None:
     answers = iter([_synthesis_answer([4.2, 4, 4, 4, 4, 4, 4], 4.0), _synthesis_answer([3.5] * 7, 3.5)])
     with OpenAICompatServer(lambda body: next(answers)) as server:
         judge = load_judge("lematerial.synthesis", lm=make_lm("judge", api_base=server.url, cache=False))
-        result = judge.judge_item(Item(id="a", inputs={"source_text": PAPER,
+        result = judge.judge_one(Item(id="a", inputs={"source_text": PAPER,
                                                        "extracted_synthesis": json.dumps(ONTOLOGY)}))
     assert result.status == "ok" and result.score == 3.5
     assert [a.outcome for a in result.attempts] == ["validation_error", "ok"]
@@ -95,7 +95,7 @@ def test_linking_flags_survive_the_run_store(tmp_path: Path) -> None:
               "linking_output": json.dumps({"links": [{"synthesis": "LiFePO4/C", "series": ["LFP-700"]}]})}
     with OpenAICompatServer(lambda body: _linking_answer(flags)) as server:
         judge = load_judge("lematerial.linking", lm=make_lm("judge", api_base=server.url, cache=False))
-        result = judge.judge_item(Item(id="paper-1", inputs=inputs))
+        result = judge.judge_one(Item(id="paper-1", inputs=inputs))
     assert result.status == "ok" and result.score == 3.5
     with Run(tmp_path / "run.sqlite") as run:
         run.record(result)

@@ -10,7 +10,7 @@ import pytest
 
 from scijudge.data import Item
 from scijudge.errors import InputError
-from scijudge.judges.base import load_judge
+from scijudge.judges.build import load_judge
 from scijudge.materials import MIN_SOURCE_CHARS, check_source_text, parse_ontology
 from scijudge.materials.ontology import MATERIAL_TYPES, SYNTHESIS_METHODS
 from scijudge.materials.outputs import LinkingJudgment

@@ -205,7 +205,7 @@ def test_compliance_command_on_a_judged_example(tmp_path: Path) -> None:
         load_human_verdicts,
     )
     from scijudge.judges.checklist import ChecklistJudge
-    from scijudge.run.threads import judge_items
+    from scijudge.run.api import judge_items
     from scijudge.run.store import Run
     from scijudge.testing.scripted import request_text, scripted_lm
 

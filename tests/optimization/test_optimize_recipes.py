@@ -63,7 +63,7 @@ def prompts(judge: Judge, items: list[Any]) -> list[str]:
     lm = judge.lm
     start = len(lm.engine.requests)
     for item in items:
-        judge.judge_item(item)
+        judge.judge_one(item)
     return [request_text(r) + json.dumps(r.config.response_format, sort_keys=True)
             for r in lm.engine.requests[start:]]
 

@@ -12,7 +12,7 @@ from typing import Any
 from scijudge.lm import _dspy_compat
 
 
-def _logprobs_as_dicts(logprobs: Any) -> list[dict[str, Any]] | None:
+def logprobs_as_dicts(logprobs: Any) -> list[dict[str, Any]] | None:
     if not logprobs:
         return None
     return [
@@ -51,7 +51,7 @@ def cached_response(key: dict[str, Any]) -> _CachedResponse | None:
 def store_response(key: dict[str, Any], response: Any) -> None:
     _dspy_compat.cache_put(key, {"version": _CACHE_VERSION, "text": response.text or "",
                                  "finish_reason": response.finish_reason,
-                                 "logprobs": _logprobs_as_dicts(response.logprobs)})
+                                 "logprobs": logprobs_as_dicts(response.logprobs)})
 
 
 @dataclass

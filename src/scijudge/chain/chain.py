@@ -21,12 +21,14 @@ import contextvars
 import random
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
 
 from scijudge.chain import faults
-from scijudge.chain.cache import _logprobs_as_dicts
+from scijudge.chain.cache import logprobs_as_dicts
 from scijudge.chain.cache import cache_key as _cache_key
 from scijudge.chain.cache import cached_response as _cached_response
 from scijudge.chain.cache import store_response as _store_response
@@ -84,10 +86,57 @@ def current_record() -> CallRecord | None:
     return _CURRENT.get()
 
 
-def start_record() -> tuple[CallRecord, contextvars.Token]:
-    """Begin collecting attempts for one judge call (reset the token when done)."""
+@contextmanager
+def recording(*, join: bool = False) -> Iterator[CallRecord]:
+    """Collect the attempts of one judge call. With ``join``, a call made inside another judge call (a step of
+    a checklist judgment, the predictor inside ``judge_item``) adds its attempts to that call's record."""
+    outer = _CURRENT.get()
+    if join and outer is not None:
+        yield outer
+        return
     record = CallRecord()
-    return record, _CURRENT.set(record)
+    token = _CURRENT.set(record)
+    try:
+        yield record
+    finally:
+        _CURRENT.reset(token)
+
+
+@contextmanager
+def stopping_on(event: Any) -> Iterator[None]:
+    """Within this block the chain sends nothing once ``event.is_set()`` (retries included): how a run's stop
+    request and its fault gate reach requests already inside the chain."""
+    token = STOP.set(event)
+    try:
+        yield
+    finally:
+        STOP.reset(token)
+
+
+class ChainMemory:
+    """What providers taught the chain, per model and endpoint: refused formats, formats that worked, and
+    rate-limit pauses. Shared by every chain of a process by default (a refusal is true whatever the prompt
+    layout or run); ``reset()`` forgets it all (tests)."""
+
+    def __init__(self) -> None:
+        self.rejected: dict[str, set[str]] = {}
+        self.working: dict[str, set[str]] = {}
+        self.paused_until: dict[str, float] = {}
+        self.lock = threading.Lock()
+
+    def reset(self) -> None:
+        with self.lock:
+            self.rejected.clear()
+            self.working.clear()
+            self.paused_until.clear()
+
+
+_SHARED_MEMORY = ChainMemory()
+
+
+def shared_memory() -> ChainMemory:
+    """The process's chain memory (what every chain learns from providers unless given its own)."""
+    return _SHARED_MEMORY
 
 
 @dataclass(frozen=True)
@@ -122,13 +171,16 @@ class _NextStrategy(Exception):
 class StructuredChain(JSONAdapter):
     """A DSPy adapter that runs the fallback chain around every LM call (see module docstring)."""
 
-    def __init__(self, config: ChainConfig | None = None) -> None:
+    def __init__(self, config: ChainConfig | None = None, *, memory: ChainMemory | None = None) -> None:
         super().__init__(use_native_function_calling=False)
         self.config = config or ChainConfig()
-        self._rejected: dict[str, set[str]] = {}
-        self._working: dict[str, set[str]] = {}
-        self._paused_until: dict[str, float] = {}
-        self._lock = threading.Lock()
+        self.memory = memory or shared_memory()
+
+    def with_config(self, **changes: Any) -> StructuredChain:
+        """A chain of the same kind and memory with some settings changed (this one is left as it is)."""
+        from dataclasses import replace
+
+        return type(self)(replace(self.config, **changes), memory=self.memory)
 
     def format(self, signature: Any, demos: list[dict[str, Any]], inputs: dict[str, Any]) -> list[dict[str, Any]]:
         """DSPy's JSON prompt, with every input value fenced (issue 11: no value can open or close a section)."""
@@ -138,7 +190,7 @@ class StructuredChain(JSONAdapter):
 
     def share_memory(self, other: StructuredChain) -> None:
         """Share what another chain learnt (refused formats, working formats, rate-limit pauses)."""
-        self._rejected, self._working, self._paused_until = other._rejected, other._working, other._paused_until
+        self.memory = other.memory
 
     def format_system_message(self, signature: Any) -> str:
         """The system message depends only on the signature: cache it (schema rendering is slow)."""
@@ -154,16 +206,25 @@ class StructuredChain(JSONAdapter):
     # --- what the provider refused or accepted, remembered per model and endpoint -------------
     def rejected_formats(self, lm: Any) -> set[str]:
         """Formats this model's provider refused earlier in this process."""
-        with self._lock:
-            return set(self._rejected.get(_model_key(lm), set()))
+        with self.memory.lock:
+            return set(self.memory.rejected.get(_model_key(lm), set()))
+
+    def strategies_for(self, lm: Any) -> list[Strategy]:
+        """The strategies a judgment with ``lm`` goes through, in order (formats its provider refused left out)."""
+        rejected = self.rejected_formats(lm)
+        return [s for s in self.config.strategies if s not in rejected]
+
+    def remember_rejected(self, lm: Any, strategy: str) -> None:
+        """Note that ``lm``'s provider refuses ``strategy`` (e.g. learnt from a batch's error lines)."""
+        self._remember(self.memory.rejected, lm, strategy)
 
     def _remember(self, table: dict[str, set[str]], lm: Any, strategy: str) -> None:
-        with self._lock:
+        with self.memory.lock:
             table.setdefault(_model_key(lm), set()).add(strategy)
 
     def _works(self, lm: Any, strategy: str) -> bool:
-        with self._lock:
-            return strategy in self._working.get(_model_key(lm), set())
+        with self.memory.lock:
+            return strategy in self.memory.working.get(_model_key(lm), set())
 
     # --- DSPy adapter entry points ------------------------------------------------------------
     def __call__(self, lm: Any, lm_kwargs: dict[str, Any], signature: Any, demos: list[dict[str, Any]],
@@ -187,12 +248,12 @@ class StructuredChain(JSONAdapter):
         from dspy import lm15
 
         output_type = signature.output_fields[OUTPUT_FIELD].annotation
-        system, chat = _to_lm15(messages)
+        system, chat = to_lm15(messages)
         base_tokens = int(lm_kwargs.get("max_tokens") or getattr(lm, "kwargs", {}).get("max_tokens")
                           or self.config.max_tokens)
         use_cache = bool(getattr(lm, "cache", False))
         last_problem = "no strategy was tried"
-        strategies = [s for s in self.config.strategies if s not in self.rejected_formats(lm)]
+        strategies = self.strategies_for(lm)
         for position, strategy in enumerate(strategies):
             response_format = response_format_for(strategy, output_type)
             last_strategy = position == len(strategies) - 1
@@ -230,16 +291,16 @@ class StructuredChain(JSONAdapter):
                                 attempt.outcome = "truncated"
                             break
                         attempt.outcome = "recovered_wrapper" if recovered else "ok"
-                        self._remember(self._working, lm, strategy)
+                        self._remember(self.memory.working, lm, strategy)
                         record.text = text
-                        record.logprobs = _logprobs_as_dicts(response.logprobs)
+                        record.logprobs = logprobs_as_dicts(response.logprobs)
                         if key is not None and not attempt.cached:
                             _store_response(key, response)  # only answers that parsed and validated
                         return value
             except _NextStrategy as exc:
                 last_problem = str(exc)
                 if exc.remember:
-                    self._remember(self._rejected, lm, strategy)
+                    self._remember(self.memory.rejected, lm, strategy)
         raise Abstained(f"all strategies failed; last problem: {last_problem}", record.attempts)
 
     # --- the same request and parsing for callers that send requests themselves (provider batch APIs) ---
@@ -268,11 +329,27 @@ class StructuredChain(JSONAdapter):
         from dspy import lm15
 
         signature, inputs = _drop_empty_optional(signature, inputs)
-        system, chat = _to_lm15(self.format(signature, demos, inputs))
+        system, chat = to_lm15(self.format(signature, demos, inputs))
         fmt = response_format_for(strategy, signature.output_fields[OUTPUT_FIELD].annotation)
         config = lm15.Config(temperature=temperature, max_tokens=max_tokens or self.config.max_tokens,
                              response_format=fmt, logprobs=self.config.logprobs)
         return lm15.Request(model=model, messages=chat, system=system, config=config)
+
+    def send_free_text(self, lm: Any, messages: list[dict[str, str]], *, label: str, record: CallRecord,
+                       temperature: float = 0.0, max_tokens: int | None = None) -> Any | None:
+        """Send chat ``messages`` with no response format, through the chain's transport (retries, pauses,
+        fault classes, attempts recorded under ``label``). The response, or None when the provider refused
+        the request as a format, so that the caller falls back to the structured chain."""
+        from dspy import lm15
+
+        budget = int(max_tokens or getattr(lm, "kwargs", {}).get("max_tokens") or self.config.max_tokens)
+        system, chat = to_lm15(messages)
+        config = lm15.Config(temperature=temperature, max_tokens=budget)
+        request = lm15.Request(model=lm.model, messages=chat, system=system, config=config)
+        try:
+            return self._send(lm, request, label, temperature, budget, record, last_strategy=False)
+        except _NextStrategy:
+            return None
 
     def _send(self, lm: Any, request: Any, strategy: str, temperature: float, max_tokens: int,
               record: CallRecord, last_strategy: bool) -> Any:
@@ -371,19 +448,19 @@ class StructuredChain(JSONAdapter):
         record.attempts.append(Attempt(strategy=f"{strategy} probe", temperature=request.config.temperature,
                                        outcome="ok", tokens_in=usage.input_tokens, tokens_out=usage.output_tokens,
                                        cost=_cost(lm, response), latency_s=time.perf_counter() - started))
-        self._remember(self._working, lm, strategy)
+        self._remember(self.memory.working, lm, strategy)
         return False
 
     # --- rate limits pause every request to the same model and endpoint ------------------------
     def _pause(self, lm: Any, seconds: float) -> None:
         until = time.monotonic() + min(max(seconds, 0.0), self.config.retry_after_cap)
-        with self._lock:
+        with self.memory.lock:
             key = _model_key(lm)
-            self._paused_until[key] = max(self._paused_until.get(key, 0.0), until)
+            self.memory.paused_until[key] = max(self.memory.paused_until.get(key, 0.0), until)
 
     def _wait_for_pause(self, lm: Any) -> None:
-        with self._lock:
-            until = self._paused_until.get(_model_key(lm), 0.0)
+        with self.memory.lock:
+            until = self.memory.paused_until.get(_model_key(lm), 0.0)
         while (remaining := until - time.monotonic()) > 0 and not _stopped():
             time.sleep(min(remaining, 0.1))
 
@@ -465,7 +542,7 @@ def _without(signature: Any, names: tuple[str, ...]) -> Any:
     return signature
 
 
-def _to_lm15(messages: list[dict[str, Any]]) -> tuple[str | None, tuple[Any, ...]]:
+def to_lm15(messages: list[dict[str, Any]]) -> tuple[str | None, tuple[Any, ...]]:
     from dspy import lm15
 
     system_parts = [m["content"] for m in messages if m["role"] == "system"]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from rich.markup import escape
 from rich.table import Table
@@ -11,27 +14,24 @@ from scijudge.commands._console import console, out
 from scijudge.redaction import redact
 
 
-def run_with_progress(items, judges, store, concurrency, limit, retry_abstained, show, stop=None, grace=10.0):
-    """Judge through the runner while a rich progress bar shows rate, tokens, cost and abstentions."""
+@contextmanager
+def progress_bar(show: bool) -> Iterator[Callable[[Any, Any], None]]:
+    """A rich progress bar (rate, tokens, cost, abstentions) as the run's ``on_result`` callback; its total is
+    the run's planned judgments, known from the first result on."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from scijudge.run.threads import judge_items, plan
-
-    tasks, _ = plan(items, judges, store, retry_abstained=retry_abstained)
-    total = min(len(tasks), limit) if limit else len(tasks)
     with Progress(TextColumn("[bold]judging"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
                   TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[extra]}"),
-                  console=console, disable=not show or total == 0) as bar:
-        task = bar.add_task("judge", total=total, rate="", extra="")
+                  console=console, disable=not show) as bar:
+        task = bar.add_task("judge", total=None, rate="", extra="")
 
-        def on_result(result, summary):
+        def on_result(result: Any, summary: Any) -> None:
             elapsed = bar.tasks[0].elapsed or 1e-9
-            cost = f" ${summary.cost:.4f}" if summary.cost else ""
-            bar.update(task, advance=1, rate=f"{summary.judged / elapsed:.1f}/s",
+            cost = f" ${summary.cost:.4f}" if summary.cost_known else ""
+            bar.update(task, advance=1, total=summary.planned, rate=f"{summary.judged / elapsed:.1f}/s",
                        extra=f"tok {summary.tokens_in + summary.tokens_out:,}{cost} abst {summary.abstained}")
 
-        return judge_items(items, judges, run=store, concurrency=concurrency, limit=limit,
-                           retry_abstained=retry_abstained, on_result=on_result, stop=stop, grace=grace)
+        yield on_result
 
 
 def print_summary(summary, run_path: Path) -> None:

@@ -1,10 +1,10 @@
-"""CLI command `scijudge batches RUN` (the batches a run sent and their status), and the `judge --batch/--ray` paths."""
+"""CLI command `scijudge batches RUN`: the provider batches a run sent and their status."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -42,30 +42,3 @@ def batches_cmd(
                       str(r.total), str(r.completed), str(r.failed), f"{r.strategy}@{r.temperature:g}", r.model,
                       r.price_basis or "-", r.created_at, r.updated_at)
     Console(width=200).print(table)
-
-
-def judge_scaled(loaded: list[Any], judges: list[Any], recipes: list[Any], store: Any, *, batch: bool,
-                 batch_size: int, batch_poll: float, batch_fallback: str, ray: str | None, concurrency: int,
-                 limit: int | None, retry_abstained: bool, console: Any) -> Any:
-    """The `judge --batch` and `judge --ray ADDRESS` paths; returns the runner's summary."""
-    from scijudge.errors import ModelError
-
-    if batch and ray is not None:
-        raise ModelError("choose --batch (provider batch APIs) or --ray (local hf: models on Ray), not both")
-    if ray is not None:
-        from scijudge.run.ray import check_ray_recipes, judge_items_ray
-
-        check_ray_recipes(recipes)
-        if limit is not None:
-            raise ModelError("--limit is not supported with --ray (each actor plans its own items)")
-        return judge_items_ray(loaded, recipes, run=store, address=None if ray == "local" else ray,
-                               concurrency=concurrency, retry_abstained=retry_abstained)
-    from scijudge.run.batch.executor import judge_items_batch
-
-    def on_batch(record: Any) -> None:
-        console.print(f"batch {record.remote_id or record.client_id}: {record.status} ({record.total} lines, "
-                      f"{record.strategy})", highlight=False)
-
-    return judge_items_batch(loaded, judges, run=store, batch_size=batch_size, poll=batch_poll,
-                             fallback=batch_fallback, limit=limit, retry_abstained=retry_abstained,
-                             on_batch=on_batch)

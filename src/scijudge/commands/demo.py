@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from scijudge.commands._console import console, out
-from scijudge.commands._progress import print_summary, run_with_progress
+from scijudge.commands._progress import print_summary, progress_bar
 from scijudge.errors import ScijudgeError
 
 
@@ -36,7 +36,7 @@ def demo_cmd(
     Example: scijudge demo            (offline)    |    scijudge demo --model openai/gpt-4o-mini
     """
     from scijudge.data import load_items
-    from scijudge.judges.base import build_judge
+    from scijudge.judges.build import build_judge
     from scijudge.lm import make_lm
     from scijudge.run.store import Run
     from scijudge.spec.judge_spec import resolve_judges
@@ -56,7 +56,10 @@ def demo_cmd(
     judges = [build_judge(spec, lm=lm, rating_probs=tiny) for spec in specs]
     store = Run(run)
     store.set_meta(items=str(items_path), judges=[s.name for s in specs], model=model, demo=True)
-    summary = run_with_progress(loaded, judges, store, concurrency, None, False, progress)
+    from scijudge.run.api import judge_items
+
+    with progress_bar(progress) as on_result:
+        summary = judge_items(loaded, judges, store, concurrency=concurrency, on_result=on_result)
     print_summary(summary, run)
     frame = store.to_pandas()
     table = Table("judge", "judged", "ok", "abstained", "mean score", title="per judge (this run store)")

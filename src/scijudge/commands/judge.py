@@ -9,9 +9,9 @@ import typer
 from rich.markup import escape
 
 from scijudge.commands._console import console
-from scijudge.commands._progress import print_summary, run_with_progress
+from scijudge.commands._progress import print_summary, progress_bar
 from scijudge.commands._run_control import StopOnSignal, exit_run, resume_command, safe_argv
-from scijudge.errors import EXIT_INCOMPLETE, EXIT_INTERRUPTED, ScijudgeError
+from scijudge.errors import EXIT_INCOMPLETE, EXIT_INTERRUPTED, InputError, ScijudgeError
 from scijudge.redaction import redact
 
 
@@ -87,93 +87,64 @@ def judge_cmd(
     Fused example: scijudge judge items.jsonl -j 'yescieval.qa.*' --fused --layout item-first -m hf:/models/adapter
     """
     from scijudge.data import load_items
-    from scijudge.judges.base import build_judge
-    from scijudge.lm import make_lm
+    from scijudge.judges.build import judges_for_run
+    from scijudge.judges.presets import apply_blocks_and_preset
+    from scijudge.records import safe_endpoint
+    from scijudge.run.api import judge_items, make_executor
+    from scijudge.run.plan import valid_items
     from scijudge.run.store import Run
     from scijudge.spec.judge_spec import resolve_judges
+    from scijudge.vocab import score_scale_of
 
-    specs = resolve_judges(judge)
-    if block or preset:  # issue 16: text blocks from files, and prompt presets
-        from scijudge.spec.blocks import apply_blocks_and_preset
-
-        specs = apply_blocks_and_preset(specs, blocks=block or [], preset=preset)
+    if batch and ray is not None:
+        raise InputError("choose --batch (provider batch APIs) or --ray (local hf: models on Ray), not both",
+                         field="--batch")
+    name = "batch" if batch else "ray" if ray is not None else "processes" if processes > 1 else "threads"
+    specs = apply_blocks_and_preset(resolve_judges(judge), blocks=block or [], preset=preset)
     if reports is not None:
         from scijudge.importers.researchrubrics import load_checklist_items
 
-        loaded, skipped = load_checklist_items(items, reports, skip_invalid=skip_invalid,
-                                               any_axis=allow_unknown_axes)
+        loaded, skipped = load_checklist_items(items, reports, skip_invalid=skip_invalid, any_axis=allow_unknown_axes)
     else:
         loaded, skipped = load_items(items, skip_invalid=skip_invalid)
     for s in skipped:
         console.print(f"[yellow]skipped[/] {escape(redact(str(s)))}", highlight=False, soft_wrap=True)
-    lm_options = dict(api_base=api_base, cache=cache, timeout=timeout, max_tokens=max_tokens)
-    judge_options = dict(rating_probs=rating_probs, chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens)
-    chain_options = dict(retry_after_cap=retry_after_cap)
-    _configure_chain(chain_options)
-    lm = make_lm(model, **lm_options) if ray is None else None  # Ray actors load local models, not the driver
-    judges = [build_judge(spec, lm=lm, **judge_options) for spec in specs] if lm is not None else []
-    if judges and (fused or layout != "rubric-first"):  # issue 17 hook: fused judge and prompt layout
-        from scijudge.errors import InputError
-        from scijudge.judges.fused import FusedJudge
-        from scijudge.judges.layout import apply_layout
-
-        if processes > 1:
-            raise InputError("--fused and --layout run in one process; drop --processes", field="processes")
-        if fused:  # the Likert rubrics in one call per item; other judges (pairwise...) stay separate
-            likert = [s for s in specs if s.family == "likert"]
-            if len(likert) < 2:
-                raise InputError("--fused needs at least two Likert rubrics among the judges", field="judge")
-            judges = [FusedJudge(likert, lm=lm)] + [j for s, j in zip(specs, judges) if s.family != "likert"]
-        judges = [apply_layout(j, layout) for j in judges]
+    judges = judges_for_run(specs, model, lm_options=dict(api_base=api_base, cache=cache, timeout=timeout,
+                                                          max_tokens=max_tokens),
+                            rating_probs=rating_probs, chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens,
+                            fused=fused, layout=layout, chain_options=dict(retry_after_cap=retry_after_cap),
+                            executor=name)
+    options: dict = {}
+    if name == "processes":
+        options = dict(processes=processes, use_cache=cache)
+    elif name == "batch":
+        options = dict(batch_size=batch_size, poll=batch_poll, fallback=batch_fallback, on_batch=_print_batch)
+    elif name == "ray":
+        options = dict(address=None if ray == "local" else ray)
+    executor = make_executor(name, concurrency=concurrency, **options)
+    executor.check(judges)
+    if skip_invalid and name != "ray":
+        loaded, problems = valid_items(loaded, judges)
+        for problem in problems:
+            console.print(f"[yellow]skipped[/] {escape(redact(str(problem)))}", highlight=False, soft_wrap=True)
     run_path = run or Path("runs") / f"{items.stem}.sqlite"
     store = Run(run_path).claim_writer()
-    from scijudge.records import safe_endpoint
-    from scijudge.vocab import score_scale_of
-
     store.set_meta(items=str(items), judges=[s.name for s in specs], model=model,
                    api_base=safe_endpoint(api_base) or None, argv=safe_argv(),
                    # the score scale of each judge as its spec declared it, for calibration (issue 11)
                    scales={s.name: list(score_scale_of(s)) for s in specs if s.scale is not None})
-    if skip_invalid:
-        # Items that lack an input a judge needs are skipped with a message, not fatal, under --skip-invalid.
-        valid = []
-        for item in loaded:
-            try:
-                for j in judges:
-                    j.inputs_for(item, j.parts(item)[0])
-                valid.append(item)
-            except ScijudgeError as exc:
-                console.print(f"[yellow]skipped[/] {escape(redact(str(exc)))}", highlight=False, soft_wrap=True)
-        loaded = valid
     stop = StopOnSignal(grace)
-    with stop:
+    with stop, progress_bar(progress and name in ("threads", "processes")) as on_result:
         try:
-            if batch or ray is not None:
-                from scijudge.commands.batches import judge_scaled
-                from scijudge.run.threads import JudgeRecipe
-
-                recipes = [JudgeRecipe(spec, model, lm_options, judge_options, chain_options) for spec in specs]
-                summary = judge_scaled(loaded, judges, recipes, store, batch=batch, batch_size=batch_size,
-                                       batch_poll=batch_poll, batch_fallback=batch_fallback, ray=ray,
-                                       concurrency=concurrency, limit=limit, retry_abstained=retry_abstained,
-                                       console=console)
-            elif processes > 1:
-                from scijudge.run.threads import JudgeRecipe, judge_items_in_processes
-
-                recipes = [JudgeRecipe(spec, model, lm_options, judge_options, chain_options) for spec in specs]
-                summary = judge_items_in_processes(loaded, recipes, processes=processes, run=store,
-                                                   concurrency=concurrency, limit=limit,
-                                                   retry_abstained=retry_abstained, use_cache=cache,
-                                                   stop=stop.event, grace=grace)
-            else:
-                summary = run_with_progress(loaded, judges, store, concurrency, limit, retry_abstained, progress,
-                                             stop=stop.event, grace=grace)
+            summary = judge_items(loaded, judges, store, executor=executor, concurrency=concurrency, limit=limit,
+                                  retry_abstained=retry_abstained, stop=stop.event, grace=grace, on_result=on_result)
         except ScijudgeError as exc:
             partial = getattr(exc, "summary", None)
             if partial is not None:
                 print_summary(partial, run_path)
             console.print(f"[bold red]error:[/] {escape(redact(str(exc)))}", highlight=False, soft_wrap=True)
-            console.print(f"resume with: {escape(resume_command())}", highlight=False, soft_wrap=True)
+            if partial is not None and partial.resumable:
+                console.print(f"resume with: {escape(resume_command())}", highlight=False, soft_wrap=True)
             exit_run(store, getattr(exc, "exit_code", 3))
     print_summary(summary, run_path)
     if summary.interrupted:
@@ -188,11 +159,7 @@ def judge_cmd(
     store.close()
 
 
-def _configure_chain(options: dict) -> None:
-    """Apply run-wide chain settings (e.g. the Retry-After cap) to the process-wide chain."""
-    from dataclasses import replace
-
-    from scijudge.judges.base import default_chain
-
-    chain = default_chain()
-    chain.config = replace(chain.config, **options)
+def _print_batch(record) -> None:
+    """One line per batch as it is recorded or changes status."""
+    console.print(f"batch {record.remote_id or record.client_id}: {record.status} ({record.total} lines, "
+                  f"{record.strategy})", highlight=False)

@@ -112,9 +112,9 @@ def item_meta_map(items: Any, field: str, *, path: Any = None) -> dict[str, str]
         meta = item.meta if hasattr(item, "meta") else dict(item.get("meta") or {})
         item_id = item.id if hasattr(item, "id") else str(item["id"])
         if field not in meta or meta[field] is None:
-            origin = getattr(item, "_origin", None)
+            file, line = item.origin if hasattr(item, "origin") else (None, None)
             raise InputError(f"item {item_id!r} has no meta field {field!r} to group or pair by",
-                             file=origin[0] if origin else path, line=origin[1] if origin else None,
+                             file=file or path, line=line,
                              field=f"meta.{field}")
         mapping[item_id] = str(meta[field])
     return mapping

@@ -113,9 +113,7 @@ class Task(BaseModel):
                 meta[name] = value
         if report_file is not None:
             meta["report_file"] = report_file
-        item = Item(id=self.sample_id, question=self.prompt, answer=report, meta=meta)
-        item._origin = self._origin
-        return item
+        return Item(id=self.sample_id, question=self.prompt, answer=report, meta=meta).set_origin(self._origin)
 
 
 class Report(BaseModel):

@@ -22,10 +22,11 @@ import pydantic
 
 from scijudge.data import Item
 from scijudge.errors import SpecError
-from scijudge.judges.base import Judge, JudgeResult, default_chain, judgment_key_for, predict_judgment
+from scijudge.judges.base import Judge, predict_judgment
 from scijudge.spec.signatures import OUTPUT_FIELD, build_signature, render_instructions
 from scijudge.spec.judge_spec import JudgeSpec
-from scijudge.chain.chain import StructuredChain, _CURRENT, start_record
+from scijudge.chain.chain import StructuredChain, recording
+from scijudge.records import Identity, JudgeResult
 
 _HEAD = (
     "Judge the input on each of the {n} qualities below, one at a time and independently of the others: "
@@ -88,15 +89,15 @@ class FusedJudge(dspy.Module):
         specs = list(specs)
         _check(specs)
         self.specs = specs
-        self.lm = lm
-        self.chain = chain or default_chain()
+        self._bound_lm = lm
+        self.chain = chain or StructuredChain()
         # Each rubric's generic judge builds that rubric's results; kept out of DSPy's sight (a plain holder),
         # since only the fused predictor is ever called or tuned.
         self._holder = _RubricJudges([Judge(spec, lm=lm, chain=self.chain) for spec in specs])
         digest = hashlib.sha256("\x1f".join(f"{s.name}:{s.spec_hash()}" for s in specs).encode()).hexdigest()
         self._spec_hash = digest[:16]
         for rubric in self.rubrics:  # a fused judgment of a rubric is not the separate one: its own identity
-            rubric._spec_hash = hashlib.sha256(f"fused:{self._spec_hash}:{rubric.spec_hash}".encode()).hexdigest()[:16]
+            rubric.tag_identity(f"fused:{self._spec_hash}")
         signature = build_signature(specs[0], instructions=fused_instructions(specs))
         self.predict = dspy.Predict(signature.with_updated_fields(OUTPUT_FIELD, type_=fused_output_type(specs)))
 
@@ -107,7 +108,7 @@ class FusedJudge(dspy.Module):
         clone = self.__class__.__new__(self.__class__)
         memo[id(self)] = clone
         for key, value in self.__dict__.items():
-            shared = key in ("lm", "chain", "_holder", "specs")
+            shared = key in ("_bound_lm", "chain", "_holder", "specs")
             clone.__dict__[key] = value if shared else copy.deepcopy(value, memo)
         return clone
 
@@ -133,8 +134,30 @@ class FusedJudge(dspy.Module):
     def input_names(self) -> list[str]:
         return self.rubrics[0].input_names
 
-    def _lm(self) -> Any:
-        return self.lm or dspy.settings.lm
+    @property
+    def lm(self) -> Any:
+        """The LM this judge calls: its own, else DSPy's configured one."""
+        return self._bound_lm or dspy.settings.lm
+
+    @lm.setter
+    def lm(self, value: Any) -> None:
+        self._bound_lm = value
+        for rubric in self.rubrics:
+            rubric.lm = value
+
+    def tag_identity(self, tag: str) -> None:
+        """Judgments made under a variant (e.g. another prompt layout) get their own identity, rubric by rubric."""
+        from scijudge.judges.base import tagged_hash
+
+        self._spec_hash = tagged_hash(tag, self._spec_hash)
+        for rubric in self.rubrics:
+            rubric.tag_identity(tag)
+
+    def use_chain(self, chain: StructuredChain) -> None:
+        """Send through another chain (e.g. one that lays the prompt out item-first)."""
+        self.chain = chain
+        for rubric in self.rubrics:
+            rubric.use_chain(chain)
 
     def parts(self, item: Item) -> list[str]:
         return [""]
@@ -142,22 +165,19 @@ class FusedJudge(dspy.Module):
     def inputs_for(self, item: Item, part: str = "") -> dict[str, Any]:
         return self.rubrics[0].inputs_for(item, part)
 
-    def result_keys(self, item: Item, part: str = "") -> list[str]:
-        """The run-store keys of the judgments one call produces (one per rubric)."""
-        return [judgment_key_for(item, r, part) for r in self.rubrics]
+    def identity(self, item: Item, part: str = "") -> list[Identity]:
+        """The judgments one call produces: one per rubric, in rubric order."""
+        return [one for rubric in self.rubrics for one in rubric.identity(item, part)]
 
     def forward(self, **inputs: Any) -> dspy.Prediction:
         return predict_judgment(self, inputs)
 
     def judge_item(self, item: Item, part: str = "") -> list[JudgeResult]:
         """Judge one item on every rubric in one call: one result per rubric, sharing a call id."""
-        record, token = start_record()
-        started = time.perf_counter()
-        try:
+        with recording() as record:
+            started = time.perf_counter()
             prediction = self(**self.inputs_for(item, part))
-        finally:
-            _CURRENT.reset(token)
-        latency = time.perf_counter() - started
+            latency = time.perf_counter() - started
         record.logprobs = None  # several ratings in one answer: per-rubric probabilities are not read from it
         call_id = uuid.uuid4().hex[:16]
         results = []
@@ -166,7 +186,8 @@ class FusedJudge(dspy.Module):
             if not prediction.abstained:
                 one = dspy.Prediction(judgment=getattr(prediction.judgment, short_name(rubric.spec)),
                                       abstained=False, reason=None, attempts=prediction.attempts)
-            results.append(rubric._result(item.id, part, one, record, latency, rubric.identity(item, part)[0]))
+            results.append(rubric.build_result(item.id, part, one, record, latency,
+                                               rubric.identity(item, part)[0].input_hash))
         return _shared(results, call_id, [s.name for s in self.specs])
 
 

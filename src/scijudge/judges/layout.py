@@ -9,7 +9,6 @@ changes, and with it the judgment's identity (the spec hash a judge records is s
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, Literal
 
 from scijudge.errors import InputError
@@ -42,9 +41,7 @@ def chain_for(layout: str, base: StructuredChain) -> StructuredChain:
         raise InputError(f"unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}", field="layout")
     if layout == "rubric-first":
         return base
-    chain = ItemFirstChain(base.config)
-    chain._rejected = base._rejected  # what a provider refused is true whatever the prompt order
-    return chain
+    return ItemFirstChain(base.config, memory=base.memory)  # what a provider refused is true in any prompt order
 
 
 def apply_layout(judge: Any, layout: str) -> Any:
@@ -52,8 +49,6 @@ def apply_layout(judge: Any, layout: str) -> Any:
     chain = chain_for(layout, judge.chain)
     if chain is judge.chain:
         return judge
-    judge.chain = chain
-    for one in [judge, *getattr(judge, "rubrics", [])]:
-        one.chain = chain
-        one._spec_hash = hashlib.sha256(f"{layout}:{one.spec_hash}".encode()).hexdigest()[:16]
+    judge.use_chain(chain)
+    judge.tag_identity(layout)
     return judge

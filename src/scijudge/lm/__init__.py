@@ -47,19 +47,19 @@ def make_lm(model: str, *, api_base: str | None = None, api_key: str | None = No
     Model strings with a registered prefix (``hf:``, see ``register_backend``) go to that backend's factory
     with every argument above and the extra keyword options; all others go to DSPy/litellm.
     """
-    from scijudge.lm import _dspy_compat, _speedups
+    from scijudge.lm import _dspy_compat
 
-    _dspy_compat.offline_model_metadata()  # before DSPy first reads its price map
+    _dspy_compat.prepare_dspy()  # once per process, before DSPy first reads its price map
     import dspy
 
-    _dspy_compat.warn_if_untested()
-    _speedups.install()
     if not model or not isinstance(model, str):
         raise ModelError("a model string is required, e.g. openai/gpt-4o-mini or hf:/path/to/adapter")
+    recipe = {"model": model, "api_base": api_base, "cache": cache, "timeout": timeout, "engine": engine,
+              "max_tokens": max_tokens, **local_options}
     backend = backend_for(model)
     if backend is not None:
-        return backend.factory(model, cache=cache, max_tokens=max_tokens, api_base=api_base, api_key=api_key,
-                               timeout=timeout, engine=engine, **local_options)
+        return _noted(backend.factory(model, cache=cache, max_tokens=max_tokens, api_base=api_base, api_key=api_key,
+                                      timeout=timeout, engine=engine, **local_options), recipe)
     if local_options:
         raise ModelError(f"options {sorted(local_options)} apply only to local models "
                          f"({', '.join(local_prefixes())} model strings)")
@@ -82,6 +82,17 @@ def make_lm(model: str, *, api_base: str | None = None, api_key: str | None = No
     if "/" not in model:
         raise ModelError(f"model {model!r} needs a provider prefix, e.g. openai/{model}, or pass --api-base")
     try:
-        return dspy.LM(model, cache=cache, num_retries=0, engine=engine, max_tokens=max_tokens, **kwargs)
+        lm = dspy.LM(model, cache=cache, num_retries=0, engine=engine, max_tokens=max_tokens, **kwargs)
     except (ValueError, TypeError) as exc:
         raise ModelError(f"cannot build model {model!r}: {exc}") from exc
+    return _noted(lm, recipe)
+
+
+def _noted(lm: Any, recipe: dict[str, Any]) -> Any:
+    """Note how an LM was built (never its key: an explicit one stays in this process), so that a worker
+    process can build the same one (``scijudge.judges.recipe``)."""
+    try:
+        lm.scijudge_recipe = {k: v for k, v in recipe.items() if v is not None}
+    except AttributeError:
+        pass
+    return lm

@@ -18,16 +18,35 @@ import warnings
 from functools import lru_cache
 from typing import Any
 
-from scijudge.lm._litellm_env import use_local_cost_map
+import os
 
 TESTED_DSPY = ("3.4",)
 _MODEL_INFO_PATCHED = False
+_PREPARED = False
+
+LOCAL_COST_MAP = "LITELLM_LOCAL_MODEL_COST_MAP"
+"""litellm's switch: "true" reads its bundled price table instead of downloading one at import."""
 
 
-def offline_model_metadata() -> None:
-    """Make DSPy read its bundled model-metadata map instead of fetching one (5 s timeout) on first use:
-    call it before DSPy first builds an LM or reads prices (the switch itself lives in ``_litellm_env``)."""
+def use_local_cost_map() -> None:
+    """The one place scijudge sets litellm's cost-map switch: DSPy and litellm read their bundled model
+    metadata and price table instead of fetching them (5 s timeout) on first use, so offline runs work; a
+    user's own setting wins. Call it before anything imports DSPy or litellm (litellm reads it once)."""
+    os.environ.setdefault(LOCAL_COST_MAP, "true")
+
+
+def prepare_dspy() -> None:
+    """Everything scijudge sets up around DSPy, once per process: the cost-map switch, the version warning
+    and the memoised model-metadata lookup (``scijudge.lm._speedups``)."""
+    global _PREPARED
+    if _PREPARED:
+        return
     use_local_cost_map()
+    warn_if_untested()
+    from scijudge.lm import _speedups
+
+    _speedups.install()
+    _PREPARED = True
 
 
 def dspy_version() -> str:
@@ -178,7 +197,7 @@ def lm_error_class() -> type:
 
 def model_rates(provider: str, name: str, keys: tuple[str, str]) -> tuple[float | None, float | None]:
     """Two per-token prices (e.g. input/output) of a model from DSPy's metadata map; None where it has none."""
-    offline_model_metadata()
+    use_local_cost_map()
     from dspy.clients.model_metadata import model_info, rate
 
     info = model_info(provider, name)

@@ -388,9 +388,9 @@ def local_lm(
     """
     import dspy
 
-    from scijudge.lm._dspy_compat import offline_model_metadata
+    from scijudge.lm._dspy_compat import use_local_cost_map
 
-    offline_model_metadata()
+    use_local_cost_map()
     engine = LocalEngine(
         model, dtype=dtype, device_map=device_map, max_batch_size=max_batch_size, max_wait_ms=max_wait_ms,
         merge_adapter=merge_adapter, grammar=grammar, max_string_chars=max_string_chars, force_close=force_close,

@@ -28,7 +28,8 @@ from typing import Any
 from scijudge.data import Item, load_items
 from scijudge.spec.demos import demo_to_spec
 from scijudge.errors import InputError, ModelError
-from scijudge.judges.base import Judge, model_name
+from scijudge.judges.base import Judge
+from scijudge.records import model_name
 from scijudge.labels import HumanLabel, load_labels
 from scijudge.optimization._budget import Budget, BudgetStop, Gate, StopRun, budgeted
 from scijudge.optimization._data import Data, build_data, split_data

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scijudge.data import Item
-from scijudge.judges.base import Judge, JudgeResult
+from scijudge.judges.base import Judge
+from scijudge.records import JudgeResult
 from scijudge.labels import HumanLabel, labels_to_frame
 from scijudge.optimization._budget import BudgetStop
 from scijudge.optimization._families import criterion_score, judge_for
@@ -25,7 +26,7 @@ def judge_examples(judges: dict[str, Judge], examples: list[Any], items: dict[st
     def run(task: tuple[str, Any]) -> tuple[str, Any, JudgeResult | None]:
         role, ex = task
         try:
-            return role, ex, judges[role].judge_item(items[ex[ITEM]], ex[PART])
+            return role, ex, judges[role].judge_item(items[ex[ITEM]], ex[PART])[0]
         except BudgetStop:
             return role, ex, None
 

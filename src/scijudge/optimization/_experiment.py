@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from scijudge.errors import InputError, ModelError, ScijudgeError
-from scijudge.judges.base import model_name
+from scijudge.records import model_name
 from scijudge.optimization._api import prepare, run_plan
 from scijudge.optimization._evaluate import judge_baseline, summaries
 from scijudge.optimization._judge_metrics import JudgeMetric

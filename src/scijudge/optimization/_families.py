@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from scijudge.spec.families import get_family
 from scijudge.judges.base import Judge
+from scijudge.judges.build import build_optimizer_judge
 from scijudge.spec.judge_spec import JudgeSpec
 
 
@@ -27,7 +27,7 @@ def is_checklist(spec: JudgeSpec) -> bool:
 def judge_for(spec: JudgeSpec, lm: Any = None) -> Judge:
     """The Judge that runs ``spec`` on items in an optimization, as its family declares (checklist verdict
     specs: the ChecklistJudge; other verdict specs and every other family: the plain Judge)."""
-    return get_family(spec.family, source=spec.source).build_for_optimizer(spec, lm=lm)
+    return build_optimizer_judge(spec, lm=lm)  # type: ignore[no-any-return]
 
 
 def criteria_of(spec: JudgeSpec) -> tuple[str, ...]:

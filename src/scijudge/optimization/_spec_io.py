@@ -79,7 +79,7 @@ def save_spec(spec: JudgeSpec, path: str | Path) -> Path:
 
 def load_optimized_judge(path: str | Path, *, lm: Any = None, model: str | None = None) -> Judge:
     """A judge from a spec file, with the spec's demos (``Judge`` applies a spec's demos when it is built)."""
-    from scijudge.judges.base import load_judge
+    from scijudge.judges.build import load_judge
 
     return load_judge(Path(path), lm=lm, model=model)
 

@@ -10,16 +10,16 @@ and identity behave exactly as on one machine. Needs the optional ``ray`` extra.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from scijudge.lm._litellm_env import LOCAL_COST_MAP
+from scijudge.lm._dspy_compat import LOCAL_COST_MAP
 from scijudge.data import Item
 from scijudge.errors import ModelError
 from scijudge.lm import is_local_model
-from scijudge.run.threads import JudgeRecipe, Progress, RunSummary
-from scijudge.run.store import Run
+from scijudge.judges.recipe import JudgeRecipe, recipe_of
+from scijudge.run.lifecycle import Lifecycle
 
 _ENV = ("PYTHONPATH", LOCAL_COST_MAP, "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HOME")
 
@@ -32,9 +32,9 @@ def _require_ray() -> Any:
     return ray
 
 
-def check_ray_recipes(recipes: Sequence[JudgeRecipe]) -> None:
+def check_ray_recipes(recipes: Sequence[Any]) -> None:
     """Ray is for local models; API judges are served faster by --processes or --batch."""
-    for recipe in recipes:
+    for recipe in (recipe_of(r) for r in recipes):
         if not is_local_model(recipe.model):
             raise ModelError(f"{recipe.model} is an API model: API judges do not need Ray (its actors run local hf: "
                              "engines); use --concurrency/--processes for speed or --batch for the batch price")
@@ -52,28 +52,29 @@ class _JudgeActor:
         """(results, already done, not applicable, fatal error) for these items."""
         from concurrent.futures import ThreadPoolExecutor
 
-        from scijudge.judges.base import judgment_key_for as task_key
-        from scijudge.run.threads import plan
+        from scijudge.run.plan import plan_run
 
         loaded = [Item.model_validate(item) for item in items]
-        missing: list[tuple[str, str]] = []
-        tasks, _ = plan(loaded, self.judges, None, not_applicable=missing)
-        todo = [task for task in tasks if task_key(*task) not in self.done]
+        found = plan_run(loaded, self.judges, None)
+        todo = [task for task in found.tasks
+                if not all(one.key in self.done for one in task[1].identity(task[0], task[2]))]
         results: list[dict[str, Any]] = []
+        missing = len(found.not_applicable)
         try:
             with ThreadPoolExecutor(max_workers=max(1, self.concurrency)) as pool:
-                for result in pool.map(lambda t: t[1].judge_item(t[0], t[2]), todo):
-                    results.append(result.model_dump(mode="json"))
+                for made in pool.map(lambda t: t[1].judge_item(t[0], t[2]), todo):
+                    results.extend(one.model_dump(mode="json") for one in made)
         except Exception as exc:
-            return results, len(tasks) - len(todo), len(missing), f"{type(exc).__name__}: {exc}"
-        return results, len(tasks) - len(todo), len(missing), None
+            return results, len(found.tasks) - len(todo), missing, f"{type(exc).__name__}: {exc}"
+        return results, len(found.tasks) - len(todo), missing, None
 
 
-def judge_items_ray(items: Sequence[Item], recipes: Sequence[JudgeRecipe], *, run: Run | None = None,
-                    address: str | None = None, workers: int | None = None, concurrency: int = 8,
-                    chunk_items: int = 4, retry_abstained: bool = False,
-                    on_result: Progress | None = None) -> RunSummary:
-    """Judge items with ``hf:`` judges on Ray actors; the driver writes every result to ``run`` as it arrives.
+@dataclass
+class RayExecutor:
+    """Judge with local ``hf:`` judges on Ray actors (one engine per GPU); the driver stores every result.
+
+    The driver never loads the model: judges travel as recipes and each actor plans its chunk of items
+    against the keys the store already holds.
 
     Args:
         address: a Ray cluster address (``auto``, ``ray://host:10001``); None starts a local Ray on this machine.
@@ -81,49 +82,60 @@ def judge_items_ray(items: Sequence[Item], recipes: Sequence[JudgeRecipe], *, ru
         concurrency: judgments in flight per actor (its local engine batches them).
         chunk_items: items per task sent to an actor (results stream back per chunk).
     """
-    check_ray_recipes(recipes)
-    ray = _require_ray()
-    env = {name: os.environ[name] for name in _ENV if name in os.environ}
-    started_here = not ray.is_initialized()
-    if started_here:
-        init: dict[str, Any] = {"runtime_env": {"env_vars": env}, "include_dashboard": False,
-                                "log_to_driver": False, "configure_logging": False}
-        if address:
-            init["address"] = address
-        else:
-            init["num_cpus"] = max(workers or 1, 1)
-        ray.init(**init)
-    try:
-        return _drive(ray, items, list(recipes), run, workers, concurrency, chunk_items, retry_abstained, on_result)
-    finally:
+
+    address: str | None = None
+    workers: int | None = None
+    concurrency: int = 8
+    chunk_items: int = 4
+    name: str = "ray"
+    plans_locally: bool = False
+
+    def check(self, judges: Sequence[Any]) -> None:
+        check_ray_recipes(judges)
+
+    def execute_remote(self, items: Sequence[Item], recipes: Sequence[Any], life: Lifecycle, *,
+                       retry_abstained: bool) -> int:
+        """Deal the items to actors; returns how many chunks were left undealt when the run stopped."""
+        ray = _require_ray()
+        env = {name: os.environ[name] for name in _ENV if name in os.environ}
+        started_here = not ray.is_initialized()
         if started_here:
-            ray.shutdown()
+            init: dict[str, Any] = {"runtime_env": {"env_vars": env}, "include_dashboard": False,
+                                    "log_to_driver": False, "configure_logging": False}
+            if self.address:
+                init["address"] = self.address
+            else:
+                init["num_cpus"] = max(self.workers or 1, 1)
+            ray.init(**init)
+        try:
+            return _drive(ray, items, [recipe_of(r) for r in recipes], life, self.workers, self.concurrency,
+                          self.chunk_items, retry_abstained)
+        finally:
+            if started_here:
+                ray.shutdown()
 
 
-def _drive(ray: Any, items: Sequence[Item], recipes: list[JudgeRecipe], run: Run | None, workers: int | None,
-           concurrency: int, chunk_items: int, retry_abstained: bool, on_result: Progress | None) -> RunSummary:
+def _drive(ray: Any, items: Sequence[Item], recipes: list[JudgeRecipe], life: Lifecycle, workers: int | None,
+           concurrency: int, chunk_items: int, retry_abstained: bool) -> int:
     """Start the actors, deal out chunks (a new one to each actor as it finishes) and store results."""
-    from scijudge.judges.base import JudgeResult
-
     gpus = int(ray.cluster_resources().get("GPU", 0))
     count = workers or max(gpus, 1)
     options = {"num_gpus": 1} if gpus else {"num_cpus": 1}
-    done = run.completed_keys(include_abstained=not retry_abstained) if run is not None else set()
-    done_ref = ray.put(done)
+    done_ref = ray.put(life.done_keys(retry_abstained=retry_abstained))
     actor_class = ray.remote(**options)(_JudgeActor)
     actors = [actor_class.remote(recipes, done_ref, concurrency, retry_abstained) for _ in range(count)]
     chunks = [[item.model_dump(mode="json") for item in items[start:start + chunk_items]]
               for start in range(0, len(items), max(1, chunk_items))]
-    summary = RunSummary()
-    started = time.perf_counter()
+    summary = life.summary
     in_flight: dict[Any, Any] = {}
     queue = iter(chunks)
+    dealt = 0
     for actor in actors:
         for _ in range(2):  # two chunks per actor keep its engine busy while the driver stores results
             chunk = next(queue, None)
             if chunk is not None:
                 in_flight[actor.judge_chunk.remote(chunk)] = actor
-    fatal: str | None = None
+                dealt += 1
     while in_flight:
         ready, _ = ray.wait(list(in_flight), num_returns=1)
         actor = in_flight.pop(ready[0])
@@ -134,19 +146,13 @@ def _drive(ray: Any, items: Sequence[Item], recipes: list[JudgeRecipe], run: Run
         summary.skipped_done += skipped
         summary.not_applicable += not_applicable
         for data in results:
-            result = JudgeResult.model_validate(data)
-            if run is not None:
-                run.record(result)
             summary.planned += 1
-            summary.add(result)
-            if on_result is not None:
-                on_result(result, summary)
-        fatal = fatal or error
-        if fatal is None:
+            life.record_dump(data)
+        if error is not None:
+            life.fail(ModelError(f"a Ray worker stopped: {error}"))
+        if not life.closed:
             chunk = next(queue, None)
             if chunk is not None:
                 in_flight[actor.judge_chunk.remote(chunk)] = actor
-    summary.seconds = time.perf_counter() - started
-    if fatal is not None:
-        raise ModelError(f"a Ray worker stopped: {fatal}")
-    return summary
+                dealt += 1
+    return 0 if not life.closed else len(chunks) - dealt

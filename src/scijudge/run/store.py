@@ -99,6 +99,11 @@ class Run:
         self.close()
 
     # --- one writer ----------------------------------------------------------------------------
+    @property
+    def writing(self) -> bool:
+        """This handle holds the store's writer lock."""
+        return self._writer is not None
+
     def claim_writer(self) -> Run:
         """Become the only process judging into this store; refuse clearly when another one is."""
         if self._writer is None:

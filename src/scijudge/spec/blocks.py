@@ -59,9 +59,8 @@ def _file_text(value: str) -> str:
         raise InputError(f"cannot read block file ({exc})", file=path, field="--block") from None
 
 
-def apply_blocks_and_preset(specs: list[JudgeSpec], *, blocks: list[str], preset: str | None = None) -> list[JudgeSpec]:
-    """The specs with blocks filled from ``NAME=FILE`` options and, when given, the prompt preset set on every
-    spec it has a layout for (the others keep the default prompt)."""
+def apply_blocks(specs: list[JudgeSpec], blocks: list[str]) -> list[JudgeSpec]:
+    """The specs with blocks filled from ``NAME=FILE`` options (``NAME=builtin:DOMAIN``; ``NAME=`` empties it)."""
     parsed = [parse_block_option(option) for option in blocks]
     for name, _ in parsed:
         if not any(name in spec.blocks for spec in specs):
@@ -69,7 +68,6 @@ def apply_blocks_and_preset(specs: list[JudgeSpec], *, blocks: list[str], preset
             raise InputError(f"none of the selected judges has a block {name!r}; they have: "
                              f"{', '.join(available) or 'no blocks'}", field="--block")
     file_texts = {value: _file_text(value) for _, value in parsed if value and not value.startswith(BUILTIN_PREFIX)}
-    supported = _preset_supported(specs, preset) if preset else set()
     out = []
     for spec in specs:
         texts: dict[str, str] = {}
@@ -83,33 +81,8 @@ def apply_blocks_and_preset(specs: list[JudgeSpec], *, blocks: list[str], preset
                 texts[name] = text
             else:
                 texts[name] = file_texts[value] if value else ""
-        if texts:
-            spec = spec.with_blocks(**texts)
-        if spec.name in supported:
-            spec = spec.model_copy(update={"preset": preset})
-        out.append(spec)
+        out.append(spec.with_blocks(**texts) if texts else spec)
     return out
 
 
-def _preset_supported(specs: list[JudgeSpec], preset: str) -> set[str]:
-    """Names of the specs the preset has a layout for (a glob like ``yescieval.qa.*`` also selects pairwise
-    variants, which keep the default prompt); an error when it fits none of them."""
-    from scijudge.errors import SpecError
-    from scijudge.judges.presets import get_preset
-
-    chosen = get_preset(preset)
-    names: set[str] = set()
-    first_error: SpecError | None = None
-    for spec in specs:
-        try:
-            chosen.check(spec)
-        except SpecError as exc:
-            first_error = first_error or exc
-            continue
-        names.add(spec.name)
-    if not names and first_error is not None:
-        raise first_error
-    return names
-
-
-__all__ = ["BUILTIN_PREFIX", "apply_blocks_and_preset", "builtin_domains", "parse_block_option"]
+__all__ = ["BUILTIN_PREFIX", "apply_blocks", "builtin_domains", "parse_block_option"]

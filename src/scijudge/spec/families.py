@@ -1,10 +1,11 @@
 """Judge families: what differs between likert, pairwise, checklist, synthesis and linking judges, declared once.
 
-A family names its default output type, the Judge class that runs it, its calibration track and default
-score scale, how an item splits into parts, and how optimization builds its judge. Specs, judges,
-calibration and optimization look these up here instead of comparing family names. Adding a family is one
-``register_family(Family(...))`` call (or ``@family(...)`` on its judge factory); this module imports no
-DSPy, so specs and calibration can read it cheaply.
+A family names its default output type, its calibration track and default score scale, how an item splits
+into parts, and (optionally) the factory of its judge. Specs, judges, calibration and optimization look these
+up here instead of comparing family names. Adding a family is one ``register_family(Family(...))`` call (or
+``@family(...)`` on its judge factory). This module sits in the spec layer and imports no judge code and no
+DSPy: a family without a factory is judged by the generic spec-driven judge, and the judge layer registers
+the factories of the families whose judges it defines (``scijudge.judges.build``).
 """
 
 from __future__ import annotations
@@ -17,23 +18,17 @@ from scijudge.errors import SpecError
 
 if TYPE_CHECKING:
     from scijudge.data import Item
-    from scijudge.spec.judge_spec import JudgeSpec
 
 Track = Literal["ordinal", "verdict", "continuous"]
-JudgeFactory = Callable[..., Any]  # (spec, *, lm, rating_probs, chunk_tokens, overlap_tokens) -> Judge
+JudgeFactory = Callable[..., Any]
+"""``factory(spec, *, lm, rating_probs, chunk_tokens, overlap_tokens) -> judge``: a factory ignores options that
+are not its own; what it returns implements ``scijudge.judges.contract.JudgeProtocol``."""
 DEFAULT_SCORE_SCALE = (1.0, 5.0, 1.0)
 
 
 def one_part(item: Item) -> list[str]:
     """Most judges judge an item once (part '')."""
     return [""]
-
-
-def plain_judge(spec: JudgeSpec, *, lm: Any = None, rating_probs: bool = False, **_options: Any) -> Any:
-    """The generic spec-driven Judge (options for other families, like chunk sizes, do not apply)."""
-    from scijudge.judges.base import Judge
-
-    return Judge(spec, lm=lm, rating_probs=rating_probs)
 
 
 @dataclass(frozen=True)
@@ -44,8 +39,9 @@ class Family:
         name: the ``family`` a spec writes.
         output: registered output type a spec of this family gets when it names none
             (``scijudge.spec.output_types``).
-        judge: builds the family's Judge from a spec (``build_judge`` calls it with lm, rating_probs,
-            chunk_tokens and overlap_tokens; a factory ignores options that are not its own).
+        judge: builds the family's judge from a spec (``build_judge`` calls it with lm, rating_probs,
+            chunk_tokens and overlap_tokens; a factory ignores options that are not its own); None: the judge
+            layer's factory for this family, else the generic spec-driven ``Judge``.
         track: what its judgments are to calibration: ordinal scores on a scale's steps, categorical verdicts,
             or continuous scores (a judge calibrated on the family's default scale is then continuous). Which
             statistics run is still decided by the labels (scores or verdicts).
@@ -62,7 +58,7 @@ class Family:
 
     name: str
     output: str
-    judge: JudgeFactory = plain_judge
+    judge: JudgeFactory | None = None
     track: Track = "ordinal"
     score_scale: tuple[float, float, float] = DEFAULT_SCORE_SCALE
     needs_scale: bool = False
@@ -73,15 +69,6 @@ class Family:
     optimizable: bool = True
     optimizer_judge: JudgeFactory | None = None
     one_call: bool = True
-
-    def build(self, spec: JudgeSpec, **options: Any) -> Any:
-        """This family's Judge for ``spec``."""
-        return self.judge(spec, **options)
-
-    def build_for_optimizer(self, spec: JudgeSpec, lm: Any = None) -> Any:
-        """The Judge an optimization runs on items for ``spec`` (the optimizer adapter hook)."""
-        factory = self.optimizer_judge or self.judge
-        return factory(spec, lm=lm)
 
 
 _FAMILIES: dict[str, Family] = {}
@@ -152,32 +139,11 @@ def _pairwise_orient(fields: Any, part: str) -> Any:
                                      "score": -fields.score if fields.score is not None else None})
 
 
-def _checklist_judge(spec: JudgeSpec, *, lm: Any = None, chunk_tokens: int | None = None,
-                     overlap_tokens: int | None = None, **_options: Any) -> Any:
-    """The ChecklistJudge (one verdict per criterion, long reports chunked)."""
-    from scijudge.judges.checklist import ChecklistJudge
-
-    sizes = {k: v for k, v in (("chunk_tokens", chunk_tokens), ("overlap_tokens", overlap_tokens)) if v}
-    return ChecklistJudge(spec, lm=lm, **sizes)
-
-
-def _checklist_optimizer_judge(spec: JudgeSpec, *, lm: Any = None, **_options: Any) -> Any:
-    """Optimization runs criterion-verdict specs through the ChecklistJudge and other verdict specs (e.g. the
-    toy optimizer's) through the plain Judge."""
-    from scijudge.judges.checklist import CriterionVerdict
-
-    output = spec.output_type()
-    if isinstance(output, type) and issubclass(output, CriterionVerdict):
-        return _checklist_judge(spec, lm=lm)
-    return plain_judge(spec, lm=lm)
-
-
 register_family(Family(name="likert", output="likert", needs_scale=True, rating_probs=True))
 register_family(Family(name="pairwise", output="pairwise", needs_scale=True, score_scale=(-4.0, 4.0, 1.0),
                        parts=_pairwise_parts, input_source=_pairwise_source, orient=_pairwise_orient,
                        optimizable=False))
-register_family(Family(name="checklist", output="researchrubrics.verdict", judge=_checklist_judge, track="verdict",
-                       score_scale=(0.0, 1.0, 0.5), optimizer_judge=_checklist_optimizer_judge,
-                       one_call=False))
+register_family(Family(name="checklist", output="researchrubrics.verdict", track="verdict",
+                       score_scale=(0.0, 1.0, 0.5), one_call=False))
 register_family(Family(name="synthesis", output="lematerial.synthesis", score_scale=(1.0, 5.0, 0.5)))
 register_family(Family(name="linking", output="lematerial.linking", score_scale=(1.0, 5.0, 0.5)))

@@ -20,6 +20,7 @@ from scijudge._toml import read_toml
 from scijudge.errors import SpecError, UnknownJudgeError, from_validation_error
 from scijudge.spec.families import family_names, get_family
 from scijudge.spec.output_types import find_output, get_output, output_hash_key
+from scijudge.spec.prepare import find_prepare, load_prepare, prepare_hash_key
 
 PAIRWISE_SUFFIX = ".pairwise"
 TRUST_ENV = "SCIJUDGE_TRUST_SPEC_CODE"
@@ -126,7 +127,7 @@ class JudgeSpec(BaseModel):
     provenance: dict[str, Any] = Field(default_factory=dict)
     demos: list[dict[str, Any]] = Field(default_factory=list)
     step: bool = False
-    prepare: str | None = Field(default=None, pattern=r"^[\w.]+:[\w.]+$")
+    prepare: str | None = Field(default=None, pattern=r"^[\w.]+(:[\w.]+)?$")
     preset: str | None = Field(default=None, description="Prompt preset (scijudge.judges.presets), e.g. 'yescieval-native'.")
     source: str | None = Field(default=None, exclude=True)
 
@@ -173,15 +174,20 @@ class JudgeSpec(BaseModel):
         return cls
 
     def prepare_function(self) -> Any:
-        """The ``prepare`` hook (``module:function``): checks and completes inputs before any LM call."""
+        """The ``prepare`` hook (a registered name, or ``module:function``): checks and completes inputs before
+        any LM call (``scijudge.spec.prepare``)."""
         if self.prepare is None:
             return None
-        return _import_object(self.prepare, source=self.source, field="prepare", hint="'module:function'")
+        if find_prepare(self.prepare) is not None or ":" not in self.prepare:
+            return load_prepare(self.prepare, source=self.source)
+        return _import_object(self.prepare, source=self.source, field="prepare", hint="a registered name or 'module:function'")
 
     def spec_hash(self) -> str:
         """A short content hash: what a judgment in the run store was produced with."""
         payload = self.model_dump(mode="json", exclude={"provenance"})
         payload["output"] = output_hash_key(self.output)  # a registered name hashes like the path it replaced
+        if payload.get("prepare") is not None:
+            payload["prepare"] = prepare_hash_key(payload["prepare"])  # likewise for prepare functions
         if payload.get("preset") is None:  # fields added later hash as before while unset (issue 16)
             payload.pop("preset", None)
         for spec_input in payload["inputs"]:

@@ -54,9 +54,9 @@ def request_text(request: Any) -> str:
 
 def scripted_lm(respond: Callable[[Any], str], model: str = "scripted/judge", **kwargs: Any) -> Any:
     """A dspy.LM backed by a ScriptedEngine (``lm.engine.requests`` holds what was sent)."""
-    from scijudge.lm._dspy_compat import offline_model_metadata
+    from scijudge.lm._dspy_compat import use_local_cost_map
 
-    offline_model_metadata()
+    use_local_cost_map()
     import dspy
 
     return dspy.LM(model, engine=ScriptedEngine(respond), num_retries=0, **kwargs)

@@ -55,12 +55,15 @@ class ToyVerdict(JudgeOutput):
 
 
 def toy_verdict_spec() -> Any:
-    """A verdict judge (family checklist) whose output is ``ToyVerdict``."""
+    """A verdict judge (family checklist) whose output is ``ToyVerdict`` (registered as ``toy.verdict``)."""
     from scijudge.spec.judge_spec import InputSpec, JudgeSpec
+    from scijudge.spec.output_types import register_output
+
+    register_output("toy.verdict", ToyVerdict)
 
     return JudgeSpec(name="toy.good_enough", family="checklist", description="Is the answer good enough?",
                      instructions="Decide whether the answer to the question is good enough.",
-                     output="scijudge.testing.toy_judge:ToyVerdict",
+                     output="toy.verdict",
                      inputs=[InputSpec(name="question"), InputSpec(name="answer")])
 
 

@@ -25,7 +25,7 @@ from scijudge.judges.checklist import (
 )
 from scijudge.lm import make_lm
 from scijudge.metrics.compliance import compliance_by_report
-from scijudge.run.threads import judge_items
+from scijudge.run.api import judge_items
 from scijudge.run.store import Run
 from scijudge.spec.judge_spec import get_spec
 from scijudge.testing import OpenAICompatServer, Reply
@@ -71,7 +71,7 @@ def test_short_report_is_one_call_with_the_report_first(loopback: Callable[..., 
     report = "# Stability\n\nMoisture ingress harms the film.\n\nEncapsulation helps."
     item = _item(report, [("Mentions moisture.", 3, "Explicit Criteria"), ("Mentions heat.", -2, "Implicit Criteria")])
     judge = _judge(server)
-    first, second = (judge.judge_item(item, part) for part in judge.parts(item))
+    first, second = (judge.judge_one(item, part) for part in judge.parts(item))
     assert server.count == 2
     assert (first.status, first.score, first.verdict, first.confidence) == ("ok", 1.0, "satisfied", 0.8)
     assert first.result["mode"] == "single" and first.result["weight"] == 3.0
@@ -113,7 +113,7 @@ def test_300k_token_report_is_chunked_and_judged(loopback: Callable[..., OpenAIC
     judge = _judge(server, chunk_tokens=budget, overlap_tokens=overlap)
     item = _item(report, [("Reports an outdoor stability result.", 4, "Explicit Criteria"),
                           ("Names the test site.", 1, "Implicit Criteria")])
-    results = [judge.judge_item(item, part) for part in judge.parts(item)]
+    results = [judge.judge_one(item, part) for part in judge.parts(item)]
     count, method = token_counter_for(judge._lm())
     assert method == "litellm" and count(report) > 300_000
     # 2 criteria x (4 evidence calls + 1 synthesis call), no more
@@ -151,7 +151,7 @@ def test_failed_step_abstains_the_criterion_without_synthesis(loopback: Callable
     server = loopback(handler)
     judge = _judge(server, chunk_tokens=200, overlap_tokens=20)
     item = _item(report, [("Describes damp heat testing.", 2, "Explicit Criteria")])
-    result = judge.judge_item(item, judge.parts(item)[0])
+    result = judge.judge_one(item, judge.parts(item)[0])
     assert result.status == "abstained" and result.score is None and result.verdict is None
     assert result.reason.startswith("evidence, part 2 of ") and "parse_error" in result.reason
     assert result.result["weight"] == 2.0 and result.result["axis"] == "Explicit Criteria"
@@ -196,11 +196,11 @@ def test_ternary_spec_scores_partial_half_and_binary_rejects_it(loopback: Callab
     server = loopback(lambda body: _verdict("Partially Satisfied"))
     item = _item("Heat matters. Moisture matters.", [("Discusses three mechanisms.", 4, "Explicit Criteria")])
     ternary = _judge(server, spec="researchrubrics.checklist.ternary")
-    result = ternary.judge_item(item, ternary.parts(item)[0])
+    result = ternary.judge_one(item, ternary.parts(item)[0])
     assert (result.status, result.verdict, result.score) == ("ok", "partially", 0.5)
     assert result.judge == "researchrubrics.checklist.ternary"
     binary = _judge(server)
-    refused = binary.judge_item(item, binary.parts(item)[0])
+    refused = binary.judge_one(item, binary.parts(item)[0])
     assert refused.status == "abstained" and "verdict" in refused.reason
     assert {a.outcome for a in refused.attempts} == {"validation_error"}
     assert binary.spec_hash != ternary.spec_hash
@@ -228,7 +228,7 @@ def test_bad_setup_and_bad_items_are_clear_errors() -> None:
     assert caught.value.field == "meta.rubrics.0.weight"
     good = _item("text", [("A.", 1, "Explicit Criteria")])
     with pytest.raises(InputError, match="no criterion with id"):
-        judge.judge_item(good, "c0000000000")
+        judge.judge_one(good, "c0000000000")
 
 
 def test_split_report_covers_the_text_within_budget() -> None:

@@ -170,7 +170,7 @@ def test_compliance_command_zero_policy_and_facet_tables(tmp_path: Path) -> None
     from scijudge.cli import app
     from scijudge.importers.researchrubrics import load_checklist_items
     from scijudge.judges.checklist import ChecklistJudge
-    from scijudge.run.threads import judge_items
+    from scijudge.run.api import judge_items
     from scijudge.run.store import Run
     from scijudge.testing.scripted import scripted_lm
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from typing import Any
 
 import dspy
 
 from scijudge.data import Item
 from scijudge.errors import InputError, SpecError
-from scijudge.judges.base import Judge, JudgeResult, input_hash
+from scijudge.judges.base import Judge
+from scijudge.records import Identity, JudgeResult, input_hash
 from scijudge.judges.checklist._chunking import (
     _BYTE_SLACK,
     DEFAULT_CHUNK_TOKENS,
@@ -27,12 +29,7 @@ from scijudge.judges.checklist._rubric import rubric_entries as _rubric_entries
 from scijudge.judges.checklist._rubric import rubric_summary, task_facets
 from scijudge.spec.signatures import OUTPUT_FIELD, build_signature
 from scijudge.spec.judge_spec import JudgeSpec, get_spec
-from scijudge.chain.chain import (
-    _CURRENT,
-    Abstained,
-    StructuredChain,
-    start_record,
-)
+from scijudge.chain.chain import Abstained, StructuredChain, recording
 
 CHECKLIST_SPEC = "researchrubrics.checklist"
 TERNARY_SPEC = "researchrubrics.checklist.ternary"
@@ -159,7 +156,7 @@ class ChecklistJudge(Judge):
         for entry in entries:
             if entry["id"] == part:
                 return entry, entries
-        file, line = item._origin or (None, None)
+        file, line = item.origin
         raise InputError(f"item {item.id!r} has no criterion with id {part!r}", file=file, line=line,
                          field="meta.rubrics")
 
@@ -172,7 +169,7 @@ class ChecklistJudge(Judge):
 
     def _inputs(self, item: Item, entry: dict[str, Any]) -> dict[str, Any]:
         if not item.answer or not item.answer.strip():
-            file, line = item._origin or (None, None)
+            file, line = item.origin
             raise InputError(f"item {item.id!r} has an empty report", file=file, line=line, field="answer")
         return {"report": item.answer, "task": item.question or None, "criterion": entry["criterion"],
                 "axis": entry["axis"]}
@@ -185,8 +182,8 @@ class ChecklistJudge(Judge):
             # Every token covers at least one byte, so this report fits without counting (and without
             # importing a tokenizer: litellm alone takes seconds to import).
             return None, [], "not counted: fewer UTF-8 bytes than the budget"
-        count, method = token_counter_for(self._lm(), self.tokenizer)
-        entry = self._layouts.entry(report, (method, getattr(self._lm(), "model", None)))
+        count, method = token_counter_for(self.lm, self.tokenizer)
+        entry = self._layouts.entry(report, (method, getattr(self.lm, "model", None)))
         with entry.lock:
             if entry.total is None:
                 total = count(report)
@@ -197,7 +194,7 @@ class ChecklistJudge(Judge):
 
     def _call(self, predictor: dspy.Predict, step: str, **inputs: Any) -> Any:
         try:
-            with dspy.context(adapter=self.chain, lm=self._lm()):
+            with dspy.context(adapter=self.chain, lm=self.lm):
                 return getattr(predictor(**inputs), OUTPUT_FIELD)
         except Abstained as exc:
             raise _Failed(f"{step}: {exc.reason}") from exc
@@ -206,18 +203,15 @@ class ChecklistJudge(Judge):
                 axis: str | None = None) -> dspy.Prediction:
         """Judge one criterion against one report; returns ``judgment`` (typed verdict or None),
         ``abstained``, ``reason``, ``attempts`` and ``details`` (chunks, evidence, unmatched quotes)."""
-        record, token = (_CURRENT.get(), None) if _CURRENT.get() is not None else start_record()
         details: dict[str, Any] = {}
-        try:
-            judgment = self._procedure(report, criterion, task, axis, details)
-            return dspy.Prediction(judgment=judgment, abstained=False, reason=None, attempts=record.attempts,
-                                   details=details)
-        except _Failed as exc:
-            return dspy.Prediction(judgment=None, abstained=True, reason=exc.reason, attempts=record.attempts,
-                                   details=details)
-        finally:
-            if token is not None:
-                _CURRENT.reset(token)
+        with recording(join=True) as record:
+            try:
+                judgment = self._procedure(report, criterion, task, axis, details)
+                return dspy.Prediction(judgment=judgment, abstained=False, reason=None, attempts=record.attempts,
+                                       details=details)
+            except _Failed as exc:
+                return dspy.Prediction(judgment=None, abstained=True, reason=exc.reason, attempts=record.attempts,
+                                       details=details)
 
     def _procedure(self, report: str, criterion: str, task: str | None, axis: str | None,
                    details: dict[str, Any]) -> CriterionVerdict:
@@ -245,13 +239,20 @@ class ChecklistJudge(Judge):
         return judgment
 
     # --- items in, typed results out ---------------------------------------------------------------
-    def judge_item(self, item: Item, part: str = "") -> JudgeResult:
+    def identity(self, item: Item, part: str = "") -> list[Identity]:
+        """The one judgment of criterion ``part`` (default: the first) of the item."""
+        return super().identity(item, part or self.parts(item)[0])
+
+    def judge_one(self, item: Item, part: str = "") -> JudgeResult:
         """Judge one criterion (``part`` = its id) of an item; failures become an abstention with the reason."""
         if not part:
             part = self.parts(item)[0]
         entry, entries = self._entry(item, part)
         inputs = self._inputs(item, entry)
-        prediction, record, latency = self._run_recorded(inputs)
+        with recording() as record:
+            started = time.perf_counter()
+            prediction = self(**inputs)
+            latency = time.perf_counter() - started
         result: dict[str, Any] = {}
         judgment = prediction.judgment
         if judgment is not None:

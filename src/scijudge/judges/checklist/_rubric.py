@@ -14,7 +14,7 @@ from scijudge.spec.rubric_criteria import Criterion
 
 def rubric_entries(item: Item, *, any_axis: bool = True) -> list[dict[str, Any]]:
     """The item's criteria from ``meta["rubrics"]``, each with an ``id``; bad entries name the item."""
-    file, line = item._origin or (None, None)
+    file, line = item.origin
     rubrics = item.meta.get("rubrics")
     if not isinstance(rubrics, list) or not rubrics:
         raise InputError(f"item {item.id!r} has no rubric: the checklist judge needs meta.rubrics "

@@ -177,20 +177,9 @@ class YESciEvalNativePreset:
     def first_try(self, judge: Any, inputs: Mapping[str, Any], record: Any) -> Any:
         """Send the native prompt through the judge's chain transport; the typed output, or None to fall back
         to the structured chain (the attempt says why). Transport failures propagate as the chain's do."""
-        from dspy import lm15
-
-        from scijudge.chain.chain import _to_lm15
-
-        lm = judge._lm()
-        max_tokens = int(getattr(lm, "kwargs", {}).get("max_tokens") or judge.chain.config.max_tokens)
-        system, chat = _to_lm15(self.messages(judge.spec, inputs))
-        config = lm15.Config(temperature=0.0, max_tokens=max_tokens)
-        request = lm15.Request(model=lm.model, messages=chat, system=system, config=config)
-        from scijudge.chain.chain import _NextStrategy
-
-        try:
-            response = judge.chain._send(lm, request, NATIVE_STRATEGY, 0.0, max_tokens, record, last_strategy=False)
-        except _NextStrategy:  # this free-text request was refused as a format: the structured chain takes over
+        response = judge.chain.send_free_text(judge.lm, self.messages(judge.spec, inputs), label=NATIVE_STRATEGY,
+                                              record=record)
+        if response is None:  # this free-text request was refused as a format: the structured chain takes over
             return None
         attempt = record.attempts[-1]
         try:

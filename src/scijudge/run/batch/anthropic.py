@@ -44,8 +44,8 @@ class AnthropicBatchAPI:
     def line(self, key: str, judge: Any, inputs: dict[str, Any], *, strategy: str, temperature: float,
              max_tokens: int) -> dict[str, Any]:
         """One entry: the judgment key as custom_id and the Messages params the chain's request becomes."""
-        lm = judge._lm()
-        request = judge.chain.lm15_request(lm.model.split("/", 1)[-1], judge.predict.signature, judge.predict.demos,
+        lm = judge.lm
+        request = judge.chain.lm15_request(lm.model.split("/", 1)[-1], judge.signature, judge.demos,
                                            inputs, strategy=strategy, temperature=temperature, max_tokens=max_tokens)
         return {"custom_id": key, "params": _dspy_compat.anthropic_payload(self._lm, request)}
 

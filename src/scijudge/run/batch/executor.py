@@ -1,6 +1,6 @@
 """Judge through provider batch APIs (about half the token price; results within the completion window).
 
-Pending judgments (``scijudge.run.threads.plan``) become batch lines whose ``custom_id`` is the judgment key,
+Pending judgments (``scijudge.run.plan``) become batch lines whose ``custom_id`` is the judgment key,
 with the body the chain would send for its first strategy (``StructuredChain.chat_body``). Result lines are
 parsed and validated by the chain's own ``parse_answer`` and stored through ``Run.record``. Lines that
 failed or did not validate go to the chain's next strategy in a follow-up batch (or, with
@@ -19,18 +19,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from scijudge.chain.chain import CallRecord, InvalidAnswer, parse_answer
 from scijudge.data import Item
 from scijudge.errors import ModelError
-from scijudge.spec.families import get_family
+from scijudge.judges.base import Judge
 from scijudge.lm import is_local_model
+from scijudge.records import Attempt, JudgeResult, attempt_totals, model_name, safe_endpoint
 from scijudge.run.batch.openai import OpenAIBatchAPI
-from scijudge.judges.base import judgment_key_for as task_key
 from scijudge.run.batch.pricing import batch_rates
 from scijudge.run.batch.store import FINAL_STATUSES, BatchRecord, BatchStore
-from scijudge.judges.base import Judge, JudgeResult, model_name
-from scijudge.records import attempt_totals, safe_endpoint
-from scijudge.run.store import Run
-from scijudge.chain.chain import Attempt, CallRecord, InvalidAnswer, parse_answer
+from scijudge.run.lifecycle import Lifecycle
+from scijudge.run.plan import Task
+from scijudge.spec.families import get_family
 
 Fallback = Literal["next-strategy", "direct"]
 _RESENDS = 2  # times a line left unanswered by an ended batch (expired, cancelled) is sent again
@@ -60,17 +60,27 @@ class BatchReport:
 
 
 def _stages(judge: Judge) -> list[tuple[str, float]]:
-    """The chain's strategies in order, each at its first temperature (one batch round per strategy)."""
+    """The chain's strategy sequence for this judge's model, each at its first temperature (one batch round
+    per strategy): the same sequence a direct call goes through."""
+    lm = judge.lm
     config = judge.chain.config
-    model = model_name(judge._lm())
-    allowed = ("json_schema",) if model.startswith("anthropic/") else config.strategies  # no any-JSON mode there
-    return [(strategy, config.temperatures[0]) for strategy in config.strategies if strategy in allowed]
+    anthropic = model_name(lm).startswith("anthropic/")  # no any-JSON mode there
+    return [(strategy, config.temperatures[0]) for strategy in judge.chain.strategies_for(lm)
+            if strategy == "json_schema" or not anthropic]
 
 
-def check_batchable(judges: Sequence[Judge]) -> None:
-    """Refuse judges the batch path cannot serve, with the reason."""
+def task_key(item: Item, judge: Judge, part: str) -> str:
+    """The run-store key of a batch line: the judgment's identity."""
+    return judge.identity(item, part)[0].key
+
+
+def check_batchable(judges: Sequence[Any]) -> None:
+    """Refuse judges the batch path cannot serve, with the reason (before anything is sent or loaded)."""
     for judge in judges:
-        lm = judge._lm()
+        if not isinstance(judge, Judge) or judge.variant_tags or judge.preset is not None:
+            raise ModelError(f"judge {judge.name!r}: batch mode sends the judge's structured prompt as one line per "
+                             "judgment; --fused, --layout and --preset judges run without --batch")
+        lm = judge.lm
         model = model_name(lm)
         if not get_family(judge.spec.family).one_call:
             raise ModelError(f"judge {judge.name!r}: {judge.spec.family} judges make dependent calls per judgment; "
@@ -91,7 +101,7 @@ class _BatchClients:
         self.completion_window = completion_window
 
     def for_judge(self, judge: Judge) -> Any:
-        lm = judge._lm()
+        lm = judge.lm
         kwargs = getattr(lm, "kwargs", {})
         provider = "anthropic" if lm.model.startswith("anthropic/") else "openai"
         index = (provider, kwargs.get("api_base"), kwargs.get("api_key"))
@@ -108,56 +118,60 @@ class _BatchClients:
         return list(self._clients.values())
 
 
-def judge_items_batch(items: Sequence[Item], judges: Sequence[Judge], *, run: Run, batch_size: int = 5000,
-                      poll: float = 30.0, fallback: Fallback = "next-strategy", limit: int | None = None,
-                      retry_abstained: bool = False, completion_window: str = "24h",
-                      on_result: Callable[[JudgeResult, Any], None] | None = None,
-                      on_batch: Callable[[BatchRecord], None] | None = None, report: BatchReport | None = None) -> Any:
-    """Judge every pending (item, judge, part) through batch APIs; returns the runner's ``RunSummary``.
+@dataclass
+class BatchExecutor:
+    """Judge every pending (item, judge, part) through provider batch APIs.
 
     Args:
         batch_size: lines per batch (OpenAI allows up to 50,000 lines and 200 MB per file).
         poll: seconds between status checks of running batches.
         fallback: where lines that failed go: ``next-strategy`` (a follow-up batch) or ``direct`` calls.
+        completion_window: the provider's completion window (OpenAI: ``24h``).
         on_batch: called whenever a batch is recorded or changes status (progress display).
+        report: counts of batches created, resumed and lines sent (filled in as the run goes).
     """
-    from scijudge.run.threads import _pending
 
-    if fallback not in ("next-strategy", "direct"):
-        raise ModelError(f"--batch-fallback must be next-strategy or direct, not {fallback!r}")
-    check_batchable(judges)
-    tasks, summary = _pending(items, judges, run, retry_abstained, limit)
-    report = report if report is not None else BatchReport()
-    started = time.perf_counter()
-    pending = {task_key(item, judge, part): _Pending(item, judge, part) for item, judge, part in tasks}
-    store = BatchStore(run.path)
-    clients = _BatchClients(completion_window)
+    batch_size: int = 5000
+    poll: float = 30.0
+    fallback: Fallback = "next-strategy"
+    completion_window: str = "24h"
+    on_batch: Callable[[BatchRecord], None] | None = None
+    report: BatchReport = field(default_factory=BatchReport)
+    name: str = "batch"
+    plans_locally: bool = True
 
-    def finish(result: JudgeResult) -> None:
-        run.record(result)
-        summary.add(result)
-        if on_result is not None:
-            on_result(result, summary)
+    def check(self, judges: Sequence[Any]) -> None:
+        if self.fallback not in ("next-strategy", "direct"):
+            raise ModelError(f"--batch-fallback must be next-strategy or direct, not {self.fallback!r}")
+        check_batchable(judges)
 
-    try:
-        waiting = _resume(store, pending, clients, report)
-        polled = {key for record in waiting for key in record.keys}
-        ready = [key for key in pending if key not in polled]
-        while ready or waiting:
-            waiting.extend(_submit(store, clients, pending, ready, batch_size, report, on_batch))
-            ready = []
-            for record, state in _poll_until_done(store, clients, waiting, poll, on_batch):
-                ready.extend(_process(_client_of(record, clients), record, state.lines, pending, fallback, finish,
-                                      report))
-                store.processed(record.client_id, state.status)
-            waiting = []
-            if fallback == "direct" and ready:
-                _direct(ready, pending, finish, report)
+    def execute(self, tasks: list[Task], life: Lifecycle) -> int:
+        if life.store is None:
+            raise ModelError("batch mode needs a run store: batches are recorded there before they are created")
+        run = life.store
+        report = self.report
+        pending = {task_key(item, judge, part): _Pending(item, judge, part)  # type: ignore[arg-type]
+                   for item, judge, part in tasks}
+        store = BatchStore(run.path)
+        clients = _BatchClients(self.completion_window)
+        try:
+            waiting = _resume(store, pending, clients, report)
+            polled = {key for record in waiting for key in record.keys}
+            ready = [key for key in pending if key not in polled]
+            while ready or waiting:
+                waiting.extend(_submit(store, clients, pending, ready, self.batch_size, report, self.on_batch))
                 ready = []
-    finally:
-        store.close()
-    summary.seconds = time.perf_counter() - started
-    return summary
+                for record, state in _poll_until_done(store, clients, waiting, self.poll, self.on_batch):
+                    ready.extend(_process(_client_of(record, clients), record, state.lines, pending, self.fallback,
+                                          life.record, report))
+                    store.processed(record.client_id, state.status)
+                waiting = []
+                if self.fallback == "direct" and ready:
+                    _direct(ready, pending, life.record, report)
+                    ready = []
+        finally:
+            store.close()
+        return 0
 
 
 def _resume(store: BatchStore, pending: dict[str, _Pending], clients: _BatchClients,
@@ -189,7 +203,7 @@ def _submit(store: BatchStore, clients: _BatchClients, pending: dict[str, _Pendi
     groups: dict[tuple[Any, ...], list[str]] = {}
     for key in keys:  # one batch file serves one model at one endpoint (an OpenAI rule), any number of judges
         entry = pending[key]
-        lm = entry.judge._lm()
+        lm = entry.judge.lm
         index = (lm.model, lm.kwargs.get("api_base"), lm.kwargs.get("api_key"), entry.stage)
         groups.setdefault(index, []).append(key)
     created = []
@@ -197,7 +211,7 @@ def _submit(store: BatchStore, clients: _BatchClients, pending: dict[str, _Pendi
         for start in range(0, len(group), max(1, batch_size)):
             chunk = group[start:start + max(1, batch_size)]
             first = pending[chunk[0]]
-            lm = first.judge._lm()
+            lm = first.judge.lm
             strategy, temperature = _stages(first.judge)[first.stage]
             api = clients.for_judge(first.judge)
             lines = [_line(api, key, pending[key]) for key in chunk]
@@ -221,7 +235,7 @@ def _line(api: Any, key: str, entry: _Pending) -> dict[str, Any]:
     """One batch line in the provider's format, with the request the chain sends at the entry's stage."""
     judge = entry.judge
     strategy, temperature = _stages(judge)[entry.stage]
-    max_tokens = judge._lm().kwargs.get("max_tokens") or judge.chain.config.max_tokens
+    max_tokens = judge.lm.kwargs.get("max_tokens") or judge.chain.config.max_tokens
     return api.line(key, judge, judge.inputs_for(entry.item, entry.part), strategy=strategy,
                     temperature=temperature, max_tokens=max_tokens)
 
@@ -312,7 +326,7 @@ def _judge_line(api: Any, record: BatchRecord, line: dict[str, Any] | None, entr
     entry.attempts.append(attempt)
     text = response.text or ""
     try:
-        value, recovered = parse_answer(text, entry.judge.predict.signature)
+        value, recovered = parse_answer(text, entry.judge.signature)
     except InvalidAnswer as exc:
         attempt.outcome = "truncated" if response.finish_reason == "length" else exc.outcome
         attempt.error = str(exc)[:500]
@@ -322,12 +336,12 @@ def _judge_line(api: Any, record: BatchRecord, line: dict[str, Any] | None, entr
     attempt.outcome = "recovered_wrapper" if recovered else "ok"
     call = CallRecord(attempts=entry.attempts, text=text)
     if response.logprobs:
-        from scijudge.chain.chain import _logprobs_as_dicts
+        from scijudge.chain.cache import logprobs_as_dicts
 
-        call.logprobs = _logprobs_as_dicts(response.logprobs)
+        call.logprobs = logprobs_as_dicts(response.logprobs)
     prediction = Prediction(judgment=value, abstained=False, reason=None, attempts=entry.attempts)
-    return entry.judge._result(entry.item.id, entry.part, prediction, call, 0.0,
-                              entry.judge.identity(entry.item, entry.part)[0])
+    return entry.judge.build_result(entry.item.id, entry.part, prediction, call, 0.0,
+                                    entry.judge.identity(entry.item, entry.part)[0].input_hash)
 
 
 def _abstention(entry: _Pending) -> JudgeResult:
@@ -336,8 +350,8 @@ def _abstention(entry: _Pending) -> JudgeResult:
 
     reason = f"all strategies failed; last problem: {entry.last_problem}"
     prediction = Prediction(judgment=None, abstained=True, reason=reason, attempts=entry.attempts)
-    return entry.judge._result(entry.item.id, entry.part, prediction, CallRecord(attempts=entry.attempts), 0.0,
-                              entry.judge.identity(entry.item, entry.part)[0])
+    return entry.judge.build_result(entry.item.id, entry.part, prediction, CallRecord(attempts=entry.attempts), 0.0,
+                                    entry.judge.identity(entry.item, entry.part)[0].input_hash)
 
 
 def _direct(keys: list[str], pending: dict[str, _Pending], finish: Callable[[JudgeResult], None],
@@ -347,7 +361,7 @@ def _direct(keys: list[str], pending: dict[str, _Pending], finish: Callable[[Jud
 
     entries = [pending.pop(key) for key in keys]
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        results = pool.map(lambda e: e.judge.judge_item(e.item, e.part), entries)
+        results = pool.map(lambda e: e.judge.judge_one(e.item, e.part), entries)
         for entry, result in zip(entries, results):
             attempts = [*entry.attempts, *result.attempts]
             finish(result.model_copy(update={"attempts": attempts, **attempt_totals(attempts)}))

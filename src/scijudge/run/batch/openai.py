@@ -44,8 +44,8 @@ class OpenAIBatchAPI:
     def line(self, key: str, judge: Any, inputs: dict[str, Any], *, strategy: str, temperature: float,
              max_tokens: int) -> dict[str, Any]:
         """One batch line: the judgment key as custom_id and the body the chain sends at this stage."""
-        lm = judge._lm()
-        body = judge.chain.chat_body(lm.model.split("/", 1)[-1], judge.predict.signature, judge.predict.demos,
+        lm = judge.lm
+        body = judge.chain.chat_body(lm.model.split("/", 1)[-1], judge.signature, judge.demos,
                                      inputs, strategy=strategy, temperature=temperature, max_tokens=max_tokens)
         return {"custom_id": key, "method": "POST", "url": "/v1/chat/completions", "body": body}
 

@@ -100,7 +100,7 @@ def test_render_html_escapes_names() -> None:
 
 
 def _store(path: Path, frame: pd.DataFrame) -> Path:
-    from scijudge.judges.base import JudgeResult
+    from scijudge.records import JudgeResult
     from scijudge.run.store import Run
 
     with Run(path) as run:

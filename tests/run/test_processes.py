@@ -8,7 +8,9 @@ import re
 import pytest
 
 from scijudge import Item, ModelError, Run, get_spec
-from scijudge.run.threads import JudgeRecipe, judge_items_in_processes
+from scijudge.judges.recipe import JudgeRecipe
+from scijudge.run.api import judge_items
+from scijudge.run.processes import ProcessExecutor
 from scijudge.testing.openai_server import last_user_text
 
 PAPERS = [{"title": "A study", "abstract": "It found things."}]
@@ -25,10 +27,10 @@ def test_two_processes_judge_everything_once_and_resume(loopback, tmp_path):
     recipe = JudgeRecipe(get_spec("yescieval.qa.correctness"), "openai/judge", {"api_base": server.url, "cache": False})
     seen = []
     with Run(tmp_path / "r.sqlite") as run:
-        summary = judge_items_in_processes(items[:16], [recipe], processes=2, run=run, concurrency=4,
-                                           use_cache=False, on_result=lambda r, s: seen.append(r.item_id))
+        summary = judge_items(items[:16], [recipe], run, executor=ProcessExecutor(processes=2, concurrency=4,
+                              use_cache=False), on_result=lambda r, s: seen.append(r.item_id))
         assert summary.ok == 16 and sorted(seen) == sorted(i.id for i in items[:16])
-        again = judge_items_in_processes(items, [recipe], processes=2, run=run, concurrency=4, use_cache=False)
+        again = judge_items(items, [recipe], run, executor=ProcessExecutor(processes=2, concurrency=4, use_cache=False))
         frame = run.to_pandas()
     assert again.skipped_done == 16 and again.judged == 8
     assert server.count == 24, "no judgment may be requested twice"
@@ -39,7 +41,7 @@ def test_two_processes_judge_everything_once_and_resume(loopback, tmp_path):
 def test_local_models_are_refused_for_several_processes():
     recipe = JudgeRecipe(get_spec("yescieval.qa.correctness"), "hf:/nowhere")
     with pytest.raises(ModelError, match="API models"):
-        judge_items_in_processes([], [recipe], processes=2)
+        judge_items([], [recipe], executor=ProcessExecutor(processes=2))
 
 
 @pytest.mark.slow
@@ -57,5 +59,5 @@ def test_a_fatal_error_in_a_worker_stops_the_run_and_keeps_what_completed(loopba
     items = [Item(id=f"f{i}", question="Q?", papers=PAPERS, answer="A") for i in range(12)]
     recipe = JudgeRecipe(get_spec("yescieval.qa.correctness"), "openai/judge", {"api_base": server.url, "cache": False})
     with Run(tmp_path / "r.sqlite") as run, pytest.raises(ModelError, match="invalid api key"):
-        judge_items_in_processes(items, [recipe], processes=2, run=run, concurrency=2, use_cache=False)
+        judge_items(items, [recipe], run, executor=ProcessExecutor(processes=2, concurrency=2, use_cache=False))
     assert len(Run(tmp_path / "r.sqlite")) == 3

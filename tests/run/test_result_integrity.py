@@ -73,8 +73,8 @@ def test_format_rejection_needs_evidence_the_probe_gives_it(loopback):
 
     server = loopback(handler)
     judge = judges(server.url, names=("t.a",))[0]
-    first = judge.judge_item(items(1)[0])
-    second = judge.judge_item(items(2)[1])
+    first = judge.judge_one(items(1)[0])
+    second = judge.judge_one(items(2)[1])
     assert first.ok and second.ok
     assert [a.outcome for a in first.attempts] == ["format_rejected", "request_rejected", "ok"]
     assert [fmt(b) for b in server.requests] == ["json_schema", "json_schema", "json_object", "json_object"]
@@ -83,7 +83,7 @@ def test_format_rejection_needs_evidence_the_probe_gives_it(loopback):
 @pytest.mark.parametrize("status", [404, 503])
 def test_json_schema_404_or_5xx_falls_back_to_json_object(loopback, status):
     server = loopback(fail_json_schema(Fault(status, "no such thing"), rating_from_prompt))
-    result = judges(server.url, names=("t.a",), transport_retries=1)[0].judge_item(items(1)[0])
+    result = judges(server.url, names=("t.a",), transport_retries=1)[0].judge_one(items(1)[0])
     assert result.ok and result.score == 4.0
     assert [fmt(b) for b in server.requests][-1] == "json_object"
     assert len(server.requests) == (2 if status == 404 else 3)

@@ -15,9 +15,10 @@ pytestmark = [pytest.mark.slow,  # starts Ray and a tiny local model: tens of se
 def test_ray_actors_store_the_same_judgments_as_one_process(tmp_path):
     pytest.importorskip("torch", reason="the tiny local model needs the 'local' extra")
     from scijudge.data import load_items
-    from scijudge.run.ray import judge_items_ray
+    from scijudge.run.ray import RayExecutor
     from scijudge.lm.tiny import build_tiny_model
-    from scijudge.run.threads import JudgeRecipe, judge_items
+    from scijudge.judges.recipe import JudgeRecipe
+    from scijudge.run.api import judge_items
     from scijudge.run.store import Run
     from scijudge.spec.judge_spec import get_spec
 
@@ -29,7 +30,7 @@ def test_ray_actors_store_the_same_judgments_as_one_process(tmp_path):
     judge_items(items, [recipe.build() for recipe in recipes], run=one, concurrency=1)
     spread = Run(tmp_path / "ray.sqlite")
     spread.record(next(r for r in one.results() if r.item_id == items[0].id))  # resumed: one judgment already done
-    summary = judge_items_ray(items, recipes, run=spread, workers=2, concurrency=1, chunk_items=1)
+    summary = judge_items(items, recipes, spread, executor=RayExecutor(workers=2, concurrency=1, chunk_items=1))
     assert (summary.judged, summary.skipped_done) == (3, 1), "the actors skip what the store holds"
 
     def stored(path):

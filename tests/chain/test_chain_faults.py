@@ -43,7 +43,7 @@ def test_json_schema_rejected_falls_back_and_is_remembered(loopback, engine):
 
     server = loopback(handler)
     judge = make_judge(server, engine=engine)
-    results = [judge.judge_item(Item(id=f"i{n}", question="q", answer=f"a{n}")) for n in range(3)]
+    results = [judge.judge_one(Item(id=f"i{n}", question="q", answer=f"a{n}")) for n in range(3)]
     assert [r.score for r in results] == [4.0, 4.0, 4.0]
     formats = [fmt(b) for b in server.requests]
     assert formats == ["json_schema", "json_object", "json_object", "json_object"]
@@ -53,14 +53,14 @@ def test_json_schema_rejected_falls_back_and_is_remembered(loopback, engine):
 
 def test_invalid_json_then_valid_at_higher_temperature(loopback):
     server = loopback(lambda b: "{not json" if b["temperature"] == 0.0 else wrapped(2))
-    result = make_judge(server).judge_item(ITEM)
+    result = make_judge(server).judge_one(ITEM)
     assert result.status == "ok" and result.score == 2.0
     assert [(a.temperature, a.outcome) for a in result.attempts] == [(0.0, "parse_error"), (0.3, "ok")]
 
 
 def test_answer_without_wrapper_key_is_recovered(loopback):
     server = loopback(lambda b: json.dumps({"rationale": "fine", "rating": 5}))
-    result = make_judge(server).judge_item(ITEM)
+    result = make_judge(server).judge_one(ITEM)
     assert result.score == 5.0 and result.attempts[0].outcome == "recovered_wrapper"
     assert server.count == 1
 
@@ -68,14 +68,14 @@ def test_answer_without_wrapper_key_is_recovered(loopback):
 @pytest.mark.parametrize("given,expected", [("4.0", 4.0), ("four", 4.0), (3, 3.0)])
 def test_readable_rating_spellings_are_accepted(loopback, given, expected):
     server = loopback(lambda b: wrapped(given))
-    result = make_judge(server).judge_item(ITEM)
+    result = make_judge(server).judge_one(ITEM)
     assert result.status == "ok" and result.score == expected and server.count == 1
 
 
 @pytest.mark.parametrize("bad", [7, None, 0, "excellent", 3.5])
 def test_out_of_scale_or_missing_rating_escalates(loopback, bad):
     server = loopback(lambda b: wrapped(bad) if b["temperature"] < 0.5 else wrapped(1))
-    result = make_judge(server).judge_item(ITEM)
+    result = make_judge(server).judge_one(ITEM)
     assert result.status == "ok" and result.score == 1.0
     assert [a.outcome for a in result.attempts] == ["validation_error", "validation_error", "ok"]
 
@@ -92,7 +92,7 @@ def test_rate_limit_honours_retry_after(loopback):
 
     server = loopback(handler)
     started = time.perf_counter()
-    result = make_judge(server).judge_item(ITEM)
+    result = make_judge(server).judge_one(ITEM)
     assert result.score == 3.0
     assert time.perf_counter() - started >= 0.95, "Retry-After: 1 must be waited for"
     assert [a.outcome for a in result.attempts] == ["rate_limited", "ok"]
@@ -106,7 +106,7 @@ def test_server_errors_are_retried_with_backoff(loopback):
         calls["n"] += 1
         return Fault(500, "boom") if calls["n"] <= 2 else wrapped(4)
 
-    result = make_judge(loopback(handler)).judge_item(ITEM)
+    result = make_judge(loopback(handler)).judge_one(ITEM)
     assert result.score == 4.0
     assert [a.outcome for a in result.attempts] == ["server_error", "server_error", "ok"]
 
@@ -116,7 +116,7 @@ def test_persistent_server_errors_are_no_answer_never_a_stored_abstention(loopba
 
     server = loopback(lambda b: Fault(503, "overloaded"))
     with pytest.raises(TransportFailure, match="server_error after 3 tries"):
-        make_judge(server, transport_retries=2).judge_item(ITEM)
+        make_judge(server, transport_retries=2).judge_one(ITEM)
     # json_schema is tried 3 times, then json_object (a 5xx on json_schema falls back) 3 times
     assert [fmt(b) for b in server.requests] == ["json_schema"] * 3 + ["json_object"] * 3
 
@@ -128,7 +128,7 @@ def test_truncated_answer_gets_one_retry_with_more_tokens(loopback):
         return wrapped(5)
 
     server = loopback(handler)
-    result = make_judge(server, max_tokens=64).judge_item(ITEM)
+    result = make_judge(server, max_tokens=64).judge_one(ITEM)
     assert result.score == 5.0
     sent = [b.get("max_tokens", b.get("max_completion_tokens")) for b in server.requests]
     assert sent == [64, 128]
@@ -143,7 +143,7 @@ def test_timeout_is_retried(loopback):
         calls["n"] += 1
         return Fault(200, delay=3.0) if calls["n"] == 1 else wrapped(2)
 
-    result = make_judge(loopback(handler), timeout=0.5).judge_item(ITEM)
+    result = make_judge(loopback(handler), timeout=0.5).judge_one(ITEM)
     assert result.score == 2.0
     assert result.attempts[0].outcome == "timeout"
 
@@ -152,7 +152,7 @@ def test_persistent_garbage_is_an_abstention_never_a_zero(loopback, tmp_path):
     from scijudge import Run
 
     server = loopback(lambda b: "I think it is quite good overall.")
-    result = make_judge(server).judge_item(ITEM)
+    result = make_judge(server).judge_one(ITEM)
     assert result.status == "abstained"
     assert result.score is None and result.result is None
     assert "all strategies failed" in result.reason and "parse_error" in result.reason
@@ -165,7 +165,7 @@ def test_persistent_garbage_is_an_abstention_never_a_zero(loopback, tmp_path):
 
 def test_every_attempt_records_tokens_and_latency(loopback):
     server = loopback(lambda b: "{" if b["temperature"] == 0.0 else Reply(wrapped(3), prompt_tokens=11, completion_tokens=7))
-    result = make_judge(server).judge_item(ITEM)
+    result = make_judge(server).judge_one(ITEM)
     assert [a.tokens_in for a in result.attempts] == [50, 11]
     assert result.tokens_in == 61 and result.tokens_out == 27
     assert all(a.latency_s > 0 for a in result.attempts)
@@ -173,10 +173,10 @@ def test_every_attempt_records_tokens_and_latency(loopback):
 
 def test_empty_optional_input_is_left_out_of_the_prompt(loopback):
     server = loopback(lambda b: wrapped(3))
-    make_judge(server).judge_item(ITEM)
+    make_judge(server).judge_one(ITEM)
     prompt = json.dumps(server.requests[0]["messages"])
     assert "papers" not in prompt
-    make_judge(server).judge_item(Item(id="i2", question="q", answer="a", papers=[{"title": "T", "abstract": "A"}]))
+    make_judge(server).judge_one(Item(id="i2", question="q", answer="a", papers=[{"title": "T", "abstract": "A"}]))
     assert "[1] T" in json.dumps(server.requests[-1]["messages"])
 
 

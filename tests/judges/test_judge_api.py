@@ -24,7 +24,7 @@ ITEMS = [Item(id=f"q{i}", question="Q?", papers=PAPERS, answer=f"An answer. SCOR
 
 def test_one_item_returns_a_typed_result():
     judge = load_judge("yescieval.qa.correctness", lm=scripted_lm(rating_from_prompt))
-    result = judge.judge_item(ITEMS[3])
+    result = judge.judge_one(ITEMS[3])
     assert result.status == "ok" and result.score == 4.0 and result.result["rating"] == 4
     assert result.model == "scripted/judge" and result.judge == "yescieval.qa.correctness"
     assert len(result.spec_hash) == 16
@@ -47,7 +47,7 @@ def test_async_calls():
     judge = load_judge("yescieval.qa.coherence", lm=scripted_lm(rating_from_prompt))
 
     async def main():
-        return await asyncio.gather(*(judge.ajudge_item(item) for item in ITEMS[:5]))
+        return await asyncio.gather(*(judge.ajudge_one(item) for item in ITEMS[:5]))
 
     results = asyncio.run(main())
     assert [r.score for r in results] == [1.0, 2.0, 3.0, 4.0, 5.0]
@@ -63,7 +63,7 @@ def test_pairwise_runs_both_orders_and_reports_in_item_terms():
     judge = load_judge("yescieval.qa.correctness.pairwise", lm=scripted_lm(respond))
     item = Item(id="p1", question="Q?", papers=PAPERS, answer="first answer", answer_b="second answer")
     assert judge.parts(item) == ["AB", "BA"]
-    ab, ba = (judge.judge_item(item, part) for part in ("AB", "BA"))
+    ab, ba = (judge.judge_one(item, part) for part in ("AB", "BA"))
     assert ab.verdict == "A" and ba.verdict == "B", "position bias must show up as inconsistent verdicts"
     assert ab.score == 2.0 and ba.score == -2.0
     sent = [request_text(r) for r in judge.lm.engine.requests]

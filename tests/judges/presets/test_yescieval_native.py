@@ -11,7 +11,8 @@ import pytest
 
 from scijudge.data import Item
 from scijudge.errors import InputError, SpecError
-from scijudge.judges.base import Judge, load_judge
+from scijudge.judges.base import Judge
+from scijudge.judges.build import load_judge
 from scijudge.spec.judge_spec import get_spec
 from scijudge.testing.scripted import scripted_lm
 
@@ -50,7 +51,7 @@ def test_items_accept_papers_as_a_title_to_abstract_mapping() -> None:
 def test_native_prompt_layout_and_answer_are_parsed_without_a_retry() -> None:
     answer = '{"Correctness": {"rating": "4", "rationale": "Both claims match the abstracts."}}'
     lm = scripted_lm(lambda request: "Here is my evaluation:\n" + answer)
-    result = _native_judge(lm).judge_item(ITEM)
+    result = _native_judge(lm).judge_one(ITEM)
     assert result.status == "ok" and result.score == 4.0 and result.rationale == "Both claims match the abstracts."
     assert [a.strategy for a in result.attempts] == ["native_text"] and result.attempts[0].outcome == "ok"
     (request,) = lm.engine.requests
@@ -75,11 +76,11 @@ def test_unreadable_native_answer_falls_back_to_the_structured_chain() -> None:
         return json.dumps({"judgment": {"rationale": "structured retry", "rating": 2}})
 
     lm = scripted_lm(respond)
-    result = _native_judge(lm).judge_item(ITEM)
+    result = _native_judge(lm).judge_one(ITEM)
     assert result.status == "ok" and result.score == 2.0 and result.rationale == "structured retry"
     assert [(a.strategy, a.outcome) for a in result.attempts] == [("native_text", "parse_error"), ("json_schema", "ok")]
     curly = "{\u201cCorrectness\u201d: {\u2018rating\u2019: \u20185\u2019, \u2018rationale\u2019: \u2018fine\u2019}}"
-    assert _native_judge(scripted_lm(lambda r: curly)).judge_item(ITEM).score == 5.0  # typographic quotes read
+    assert _native_judge(scripted_lm(lambda r: curly)).judge_one(ITEM).score == 5.0  # typographic quotes read
 
 
 def test_preset_is_refused_where_no_native_layout_exists() -> None:
@@ -116,7 +117,7 @@ def test_rubric_wording_keeps_the_source_meaning() -> None:
 
 
 def test_cli_block_and_preset_options(tmp_path: Path) -> None:
-    from scijudge.spec.blocks import apply_blocks_and_preset
+    from scijudge.judges.presets import apply_blocks_and_preset
     from scijudge.spec.signatures import render_instructions
 
     specs = [get_spec("yescieval.deep.depth.causal_reasoning"), get_spec("yescieval.deep.breadth.scope_coverage")]
@@ -174,7 +175,7 @@ def test_native_prompt_on_the_tiny_local_model(tmp_path_factory: pytest.TempPath
 
         judge = Judge(get_spec("yescieval.qa.correctness").model_copy(update={"preset": "yescieval-native"}), lm=lm,
                       chain=StructuredChain(ChainConfig(strategies=())))  # the native request only: keep it fast
-        result = judge.judge_item(ITEM)
+        result = judge.judge_one(ITEM)
         messages, ids = seen[0]
         assert [m["role"] for m in messages] == ["system", "user"]
         assert messages[1]["content"] == EXPECTED_USER
@@ -190,7 +191,7 @@ def test_native_prompt_on_the_tiny_local_model(tmp_path_factory: pytest.TempPath
 
 
 def test_docs_table_shows_the_shipped_wording_beside_the_source() -> None:
-    table = (Path(__file__).resolve().parents[2] / "docs" / "rubrics.md").read_text(encoding="utf-8")
+    table = (Path(__file__).resolve().parents[3] / "docs" / "rubrics.md").read_text(encoding="utf-8")
     for name in ("correctness", "completeness", "informativeness", "coherence", "integration", "relevancy",
                  "cohesion", "conciseness", "readability"):
         spec = get_spec(f"yescieval.qa.{name}")
@@ -242,6 +243,6 @@ def test_preset_as_a_spec_field(tmp_path: Path) -> None:
     spec_file.write_text(text.replace('output = "likert"', 'output = "likert"\npreset = "yescieval-native"', 1))
     judge = load_judge(str(spec_file), lm=scripted_lm(lambda r: '{"Relevancy": {"rating": 5, "rationale": "on"}}'))
     assert judge.preset is not None and judge.spec.preset == "yescieval-native"
-    result = judge.judge_item(ITEM)
+    result = judge.judge_one(ITEM)
     assert result.score == 5.0 and result.attempts[0].strategy == "native_text"
     assert judge.spec_hash != get_spec("yescieval.qa.relevancy").spec_hash()  # a different judgment identity

@@ -85,13 +85,13 @@ def _batches(run: Path) -> list[tuple]:
 
 def test_batch_line_is_the_request_a_direct_call_sends(batch_server):
     from scijudge.data import Item
-    from scijudge.judges.base import load_judge
+    from scijudge.judges.build import load_judge
 
     server = batch_server(_rating)
     judge = load_judge("yescieval.qa.correctness", model="openai/judge", api_base=server.url, cache=False)
     item = Item.model_validate({"id": "it007", "question": "Q?", "answer": "ITEM-it007 text",
                                 "papers": [{"title": "T", "abstract": "A"}]})
-    assert judge.judge_item(item).status == "ok"
+    assert judge.judge_one(item).status == "ok"
     direct = server.requests[0]
     line = judge.chain.chat_body("judge", judge.predict.signature, judge.predict.demos, judge.inputs_for(item),
                                  strategy="json_schema", temperature=0.0, max_tokens=1024)
@@ -237,10 +237,10 @@ def test_an_orphaned_batch_is_found_by_its_client_id(batch_server, tmp_path, mod
     from scijudge.data import load_items
     from scijudge.run.batch.anthropic import AnthropicBatchAPI
     from scijudge.run.batch.openai import OpenAIBatchAPI
-    from scijudge.judges.base import judgment_key_for as task_key
-    from scijudge.run.batch.executor import _line, _Pending, judge_items_batch
+    from scijudge.run.api import judge_items
+    from scijudge.run.batch.executor import BatchExecutor, _line, _Pending, task_key
     from scijudge.run.batch.store import BatchStore
-    from scijudge.judges.base import load_judge
+    from scijudge.judges.build import load_judge
     from scijudge.run.store import Run
 
     server = batch_server(_rating)
@@ -257,7 +257,7 @@ def test_an_orphaned_batch_is_found_by_its_client_id(batch_server, tmp_path, mod
     api.submit([_line(api, k, _Pending(i, judge, "")) for k, i in zip(keys, items)], orphan)
     never = store.intend(provider=provider, endpoint=server.url, model=model, stage=0,
                          strategy="json_schema", temperature=0.0, keys=keys[:1], price_basis=None)
-    summary = judge_items_batch(items, [judge], run=run, poll=0.02)
+    summary = judge_items(items, [judge], run, executor=BatchExecutor(poll=0.02))
     assert summary.ok == 3 and server.batch_count == 1 and server.count == 0
     statuses = {r.client_id: (r.status, r.remote_id is not None) for r in store.records()}
     assert statuses[orphan] == ("completed", True) and statuses[never] == ("never-created", False)

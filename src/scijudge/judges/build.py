@@ -1,0 +1,167 @@
+"""Building judges: the family's judge for a spec, bound to an LM, and the judges of a run (fused, laid out).
+
+The spec layer's family registry says what a family is; this module holds the judge factories of the
+families whose judges the judge layer defines (checklist) and the generic ``Judge`` for the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from scijudge.chain.chain import ChainConfig, StructuredChain
+from scijudge.errors import InputError
+from scijudge.judges.base import Judge
+from scijudge.judges.contract import JudgeProtocol
+from scijudge.spec.families import Family, JudgeFactory, get_family
+from scijudge.spec.judge_spec import JudgeSpec, get_spec
+
+
+def plain_judge(spec: JudgeSpec, *, lm: Any = None, rating_probs: bool = False, chain: StructuredChain | None = None,
+                **_options: Any) -> Judge:
+    """The generic spec-driven Judge (options for other families, like chunk sizes, do not apply)."""
+    return Judge(spec, lm=lm, rating_probs=rating_probs, chain=chain)
+
+
+def checklist_judge(spec: JudgeSpec, *, lm: Any = None, chunk_tokens: int | None = None,
+                    overlap_tokens: int | None = None, chain: StructuredChain | None = None,
+                    **_options: Any) -> Judge:
+    """The ChecklistJudge (one verdict per criterion, long reports chunked)."""
+    from scijudge.judges.checklist import ChecklistJudge
+
+    sizes = {k: v for k, v in (("chunk_tokens", chunk_tokens), ("overlap_tokens", overlap_tokens)) if v}
+    return ChecklistJudge(spec, lm=lm, chain=chain, **sizes)
+
+
+def checklist_optimizer_judge(spec: JudgeSpec, *, lm: Any = None, **_options: Any) -> Judge:
+    """Optimization runs criterion-verdict specs through the ChecklistJudge and other verdict specs (e.g. the
+    toy optimizer's) through the plain Judge."""
+    from scijudge.judges.checklist import CriterionVerdict
+
+    output = spec.output_type()
+    if isinstance(output, type) and issubclass(output, CriterionVerdict):
+        return checklist_judge(spec, lm=lm)
+    return plain_judge(spec, lm=lm)
+
+
+_FACTORIES: dict[str, tuple[JudgeFactory, JudgeFactory | None]] = {
+    "checklist": (checklist_judge, checklist_optimizer_judge),
+}
+"""Family name -> (judge factory, optimizer's judge factory) for the families this layer defines."""
+
+
+def factory_of(family: Family) -> JudgeFactory:
+    """The factory that builds ``family``'s judges: the family's own, else this layer's, else the plain Judge."""
+    if family.judge is not None:
+        return family.judge
+    return _FACTORIES.get(family.name, (plain_judge, None))[0]
+
+
+def build_judge(spec: JudgeSpec, *, lm: Any = None, rating_probs: bool = False,
+                chunk_tokens: int | None = None, overlap_tokens: int | None = None,
+                chain: StructuredChain | None = None) -> Any:
+    """The judge the spec's family builds (``scijudge.spec.families``; checklist judges chunk long reports)."""
+    family = get_family(spec.family, source=spec.source)
+    options: dict[str, Any] = dict(lm=lm, rating_probs=rating_probs, chunk_tokens=chunk_tokens,
+                                   overlap_tokens=overlap_tokens)
+    if chain is not None:
+        options["chain"] = chain
+    return factory_of(family)(spec, **options)
+
+
+def build_optimizer_judge(spec: JudgeSpec, lm: Any = None) -> Any:
+    """The judge an optimization runs on items for ``spec`` (the family's optimizer hook, else its judge)."""
+    family = get_family(spec.family, source=spec.source)
+    if family.optimizer_judge is not None:
+        return family.optimizer_judge(spec, lm=lm)
+    if family.judge is None and family.name in _FACTORIES and _FACTORIES[family.name][1] is not None:
+        return _FACTORIES[family.name][1](spec, lm=lm)  # type: ignore[misc]
+    return factory_of(family)(spec, lm=lm)
+
+
+_LM_OPTIONS = ("api_base", "api_key", "cache", "timeout", "engine", "max_tokens")
+
+
+def load_judge(name_or_path: str | Path | JudgeSpec, *, lm: Any = None, model: str | None = None,
+               rating_probs: bool = False, blocks: dict[str, str] | None = None,
+               chunk_tokens: int | None = None, overlap_tokens: int | None = None, **lm_options: Any) -> Any:
+    """Load a judge by shipped name, spec path or spec object, bound to an LM (or a model string).
+
+    ``lm_options`` go to ``make_lm`` with ``model``; given with ``lm`` (an LM already built) they would have no
+    effect, so that is an error naming them.
+    """
+    spec = name_or_path if isinstance(name_or_path, JudgeSpec) else get_spec(name_or_path)
+    if blocks:
+        spec = spec.with_blocks(**blocks)
+    if lm_options and (lm is not None or model is None):
+        why = "an LM was given (lm=...), so they are not used" if lm is not None else "they go to make_lm with model=..."
+        raise InputError(f"load_judge got options it does not use: {', '.join(sorted(lm_options))} ({why})",
+                         field=sorted(lm_options)[0])
+    if lm is None and model is not None:
+        from scijudge.lm import make_lm
+
+        lm = make_lm(model, **lm_options)
+    return build_judge(spec, lm=lm, rating_probs=rating_probs, chunk_tokens=chunk_tokens,
+                       overlap_tokens=overlap_tokens)
+
+
+def build_run_judges(specs: Sequence[JudgeSpec], lm: Any, *, rating_probs: bool = False,
+                     chunk_tokens: int | None = None, overlap_tokens: int | None = None, fused: bool = False,
+                     layout: str = "rubric-first", chain_config: ChainConfig | None = None) -> list[JudgeProtocol]:
+    """The judges of one run, sharing one chain with the run's settings: each spec's family judge, the Likert
+    rubrics fused into one call per item with ``fused``, every judge in the prompt ``layout``."""
+    chain = StructuredChain(chain_config)
+    judges: list[Any] = [build_judge(spec, lm=lm, rating_probs=rating_probs, chunk_tokens=chunk_tokens,
+                                     overlap_tokens=overlap_tokens, chain=chain) for spec in specs]
+    if fused:  # the Likert rubrics in one call per item; other judges (pairwise...) stay separate
+        from scijudge.judges.fused import FusedJudge
+
+        likert = [s for s in specs if s.family == "likert"]
+        if len(likert) < 2:
+            raise InputError("--fused needs at least two Likert rubrics among the judges", field="--judge")
+        judges = [FusedJudge(likert, lm=lm, chain=chain)] + [j for s, j in zip(specs, judges) if s.family != "likert"]
+    if layout != "rubric-first":
+        from scijudge.judges.layout import apply_layout
+
+        judges = [apply_layout(j, layout) for j in judges]
+    else:
+        from scijudge.judges.layout import chain_for
+
+        chain_for(layout, chain)  # an unknown layout is an error here too
+    return judges
+
+
+def judges_for_run(specs: Sequence[JudgeSpec], model: str, *, lm_options: dict[str, Any] | None = None,
+                   rating_probs: bool = False, chunk_tokens: int | None = None, overlap_tokens: int | None = None,
+                   fused: bool = False, layout: str = "rubric-first", chain_options: dict[str, Any] | None = None,
+                   executor: str = "threads") -> list[Any]:
+    """The judges (or, for executors that build them elsewhere, the recipes) of one run of ``specs`` with
+    ``model``: what ``scijudge judge`` hands to ``judge_items``. Combinations an executor cannot serve are
+    refused here, before any model is built or weights loaded."""
+    from scijudge.errors import ModelError
+    from scijudge.judges.recipe import JudgeRecipe
+    from scijudge.lm import is_local_model
+
+    lm_options = dict(lm_options or {})
+    chain_options = dict(chain_options or {})
+    local = is_local_model(model)
+    if executor == "batch" and local:
+        raise ModelError(f"--batch sends judgments to a provider's batch API; {model} is a local model, which "
+                         "already batches in-process (drop --batch, or use --ray for many GPUs)")
+    if executor == "processes" and local:
+        raise ModelError("several processes are for API models; a local hf: model batches inside one process")
+    if executor == "ray" and not local:
+        raise ModelError(f"{model} is an API model: API judges do not need Ray (its actors run local hf: engines); "
+                         "use --concurrency/--processes for speed or --batch for the batch price")
+    variant = fused or layout != "rubric-first"
+    if variant and executor in ("processes", "ray", "batch"):
+        raise InputError(f"--fused and --layout run in one process, without --{executor}", field="--fused")
+    judge_options = dict(rating_probs=rating_probs, chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens)
+    if executor == "ray":
+        return [JudgeRecipe(spec, model, lm_options, judge_options, chain_options) for spec in specs]
+    from scijudge.lm import make_lm
+
+    lm = make_lm(model, **lm_options)
+    return build_run_judges(specs, lm, fused=fused, layout=layout, chain_config=ChainConfig(**chain_options),
+                            **judge_options)
