@@ -26,7 +26,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 SCIJUDGE_FIRST = """
 import os, sys
