@@ -234,7 +234,7 @@ class LLGuidanceBackend(GrammarBackend):
         self._executor: Any = None
 
     def _compile(self, spec: GrammarSpec) -> str:
-        options = {
+        options: Any = {  # llguidance.JsonCompileOptions (a TypedDict)
             "whitespace_flexible": False,
             "item_separator": ITEM_SEPARATOR,
             "key_separator": KEY_SEPARATOR,
