@@ -295,8 +295,9 @@ def test_anthropic_message_batches_carry_the_chain_request_and_keys(batch_server
     assert params["system"].startswith("Your input fields are:") and params["temperature"] == 0.0
     rows = _rows(run)
     assert rows["it000"] == ("ok", 1.0, None) and rows["it001"] == ("ok", 2.0, None)
-    # a 400 about the prompt (not the format) abstains that line alone with the provider's reason (issue 10)
-    assert rows["it002"][2] == "all strategies failed; last problem: request_rejected: prompt refused"
+    # a 400 about the prompt (not the format) abstains that line alone with the provider's reason, worded as a
+    # direct call words it (issue 10)
+    assert rows["it002"][2] == "the provider refused this request: prompt refused"
     assert rows["it003"][2].startswith("all strategies failed; last problem: parse_error")
     with sqlite3.connect(run) as db:
         provider, basis = db.execute("SELECT provider, price_basis FROM batches").fetchone()
