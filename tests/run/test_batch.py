@@ -233,7 +233,7 @@ def test_kill_during_a_pending_batch_then_rerun_creates_no_second_batch(batch_se
 @pytest.mark.parametrize("model", ["openai/judge", "anthropic/claude-haiku-4-5"])
 def test_an_orphaned_batch_is_found_by_its_client_id(batch_server, tmp_path, model):
     """Killed after the batch was created but before its id was recorded: found (OpenAI by metadata, Anthropic
-    by creation time and size), not resubmitted; an intent never created is submitted once."""
+    as the one unrecorded batch of its size), not resubmitted; an intent never created is submitted once."""
     from scijudge.data import load_items
     from scijudge.run.batch.anthropic import AnthropicBatchAPI
     from scijudge.run.batch.openai import OpenAIBatchAPI

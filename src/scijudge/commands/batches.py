@@ -48,7 +48,7 @@ def batches_cmd(
         finally:
             store.close()
         Console().print(f"abandoned batch {abandon}: its {record.total} lines go back to pending; the next "
-                        "`scijudge judge --batch` run sends them again", highlight=False)
+                        "`scijudge judge --batch` run sends them again", highlight=False, soft_wrap=True)
         return
     store = BatchStore(run, read_only=True)
     records = store.records()
@@ -66,4 +66,4 @@ def batches_cmd(
     Console(width=200).print(table)
     if kept:
         Console().print(f"{kept} answers collected for judgments no run has asked for yet are kept; a run that "
-                        "asks for them stores them without a new request", highlight=False)
+                        "asks for them stores them without a new request", highlight=False, soft_wrap=True)
