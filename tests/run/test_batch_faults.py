@@ -444,3 +444,40 @@ def test_a_batch_the_provider_no_longer_knows_exits_3_and_can_be_abandoned(batch
     done = _judge(items_path, specs, run_path, server.url)
     assert done.exit_code == 0, done.output
     assert _rows(run_path) == _expected(4) and server.create_calls == 2 and len(server.batch_lines) == 8
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+def test_a_signal_while_batches_run_exits_130_at_once_with_the_resume_line(batch_server, tmp_path, signum):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    hold = threading.Event()
+    hold.set()
+    server = batch_server(_rating, hold=hold)
+    items, specs, run = _files(tmp_path, 5)
+    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="true", DSPY_CACHEDIR=str(tmp_path / "cache"),
+               PYTHONUNBUFFERED="1")
+    args = [sys.executable, "-m", "scijudge", "judge", str(items), "-j", str(specs[0]), "-m", "openai/judge",
+            "--api-base", server.url, "--run", str(run), "--no-cache", "--no-progress", "--batch",
+            "--batch-poll", "30", "--grace", "3"]
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 120
+    while server.retrievals < 1 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert proc.poll() is None and server.retrievals >= 1
+    sent = time.monotonic()
+    proc.send_signal(getattr(signal, signum))
+    output, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, output
+    assert time.monotonic() - sent < 10, "the 30 s poll interval must not delay the stop"
+    assert "resume with: scijudge judge" in output and "5 lines still pending at the provider" in output
+    with sqlite3.connect(run) as db:
+        assert db.execute("SELECT status, processed FROM batches").fetchall() == [("in_progress", 0)]
+    hold.clear()
+    resumed = _judge(items, specs, run, server.url)
+    assert resumed.exit_code == 0, resumed.output
+    assert _rows(run) == _expected(5) and server.batch_count == 1 and len(server.batch_lines) == 5

@@ -238,7 +238,6 @@ class BatchServer(OpenAICompatServer):
 
     # --- Anthropic message batches -------------------------------------------------------------------
     async def _anthropic_create(self, request: Any) -> Any:
-        from aiohttp import web
 
         body = await request.json()
         lines = body["requests"]
