@@ -64,7 +64,7 @@ class AnthropicBatchAPI:
             raise BatchFault(f"anthropic batches: could not {what}: {str(exc)[:300]}") from exc
         if response.status_code >= 400:
             raise BatchFault(f"anthropic batches: could not {what}: HTTP {response.status_code}: "
-                             f"{response.text[:300]}")
+                             f"{response.text[:300]}", status=response.status_code)
         return response
 
     def submit(self, lines: list[dict[str, Any]], client_id: str,
@@ -74,7 +74,9 @@ class AnthropicBatchAPI:
         try:
             batch = self._call("POST", f"{self._base}/messages/batches", "create a batch",
                                json={"requests": lines}).json()
-        except BatchFault:
+        except BatchFault as exc:
+            if exc.status is not None and exc.status < 500 and exc.status not in (408, 409, 429):
+                raise  # refused: nothing was made
             found = self._find(len(lines), {line["custom_id"] for line in lines}, known)
             if found is not None:
                 return found

@@ -171,7 +171,7 @@ class _Session:
         polled = {key for record in waiting for key in record.keys}
         ready = self._use_kept([key for key in self.pending if key not in polled])
         while (ready or waiting) and not self.life.closed:
-            waiting.extend(self._submit(ready))
+            waiting.extend(self._submit(self._past_the_last_stage(ready)))
             again: list[str] = []
             for record, state in self._poll(waiting):
                 again.extend(self._process(record, state))
@@ -180,6 +180,18 @@ class _Session:
                 self._direct(again)
                 again = []
             ready = again
+
+    def _past_the_last_stage(self, keys: list[str]) -> list[str]:
+        """Judgments that went through every strategy before a kill (or from a kept answer): direct calls with
+        ``fallback="direct"``, else the abstention a direct call records. Returns the keys still to send."""
+        spent = [key for key in keys if self.pending[key].stage >= len(stages(self.pending[key].judge))]
+        if spent and self.o.fallback == "direct":
+            self._direct(spent)
+        else:
+            for key in spent:
+                self.life.record(abstention(self.pending.pop(key)))
+                self.store.forget_progress(key)
+        return [key for key in keys if key not in spent]
 
     def note(self, text: str) -> None:
         self.life.summary.notes.append(text)
