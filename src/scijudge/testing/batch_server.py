@@ -114,7 +114,7 @@ class BatchServer(OpenAICompatServer):
 
     # --- files -----------------------------------------------------------------------------------
     def _new_file(self, content: bytes, filename: str, purpose: str) -> dict[str, Any]:
-        meta = {"id": f"file-{uuid.uuid4().hex[:16]}", "object": "file", "bytes": len(content),
+        meta: dict[str, Any] = {"id": f"file-{uuid.uuid4().hex[:16]}", "object": "file", "bytes": len(content),
                 "created_at": int(time.time()), "filename": filename, "purpose": purpose, "status": "processed"}
         with self._lock:
             self.files[meta["id"]] = {"meta": meta, "content": content}
@@ -208,16 +208,15 @@ class BatchServer(OpenAICompatServer):
         batch, lines = found["batch"], found["lines"]
         expired = self.expire(found["index"])
         answered = lines[: len(lines) // 2] if expired else lines
-        outputs, errors = [], []
+        outputs: list[dict[str, Any]] = []
+        errors: list[dict[str, Any]] = []
         if expired and self.expired_in_error_file:  # OpenAI writes the lines it never ran to the error file
             errors.extend({"id": f"batch_req_{uuid.uuid4().hex[:12]}", "custom_id": line["custom_id"],
                            "response": None, "error": {"code": "batch_expired", "message": "This request could "
                                                        "not be executed before the completion window expired."}}
                           for line in lines[len(lines) // 2:])
         for line in answered:
-            outcome = self.handler(line["body"])
-            if isinstance(outcome, str):
-                outcome = Reply(outcome)
+            outcome = _as_batch_outcome(self.handler(line["body"]))
             record = {"id": f"batch_req_{uuid.uuid4().hex[:12]}", "custom_id": line["custom_id"], "error": None}
             if isinstance(outcome, Fault):
                 record["response"] = {"status_code": outcome.status, "request_id": uuid.uuid4().hex,
@@ -244,7 +243,7 @@ class BatchServer(OpenAICompatServer):
         with self._lock:
             self.create_calls += 1
             index = len(self.batches)
-            batch = {"id": f"msgbatch_{uuid.uuid4().hex[:16]}", "type": "message_batch",
+            batch: dict[str, Any] = {"id": f"msgbatch_{uuid.uuid4().hex[:16]}", "type": "message_batch",
                      "processing_status": "in_progress", "created_at": _iso(self._now()), "ended_at": None,
                      "results_url": None, "request_counts": {"processing": len(lines), "succeeded": 0,
                                                              "errored": 0, "canceled": 0, "expired": 0}}
@@ -296,9 +295,7 @@ class BatchServer(OpenAICompatServer):
                 results.append({"custom_id": line["custom_id"], "result": {"type": "expired"}})
                 counts["expired"] += 1
                 continue
-            outcome = self.handler(line["params"])
-            if isinstance(outcome, str):
-                outcome = Reply(outcome)
+            outcome = _as_batch_outcome(self.handler(line["params"]))
             if isinstance(outcome, Fault):
                 kind = "invalid_request_error" if outcome.status in (400, 422) else "api_error"
                 result = {"type": "errored", "error": {"type": "error",
@@ -318,6 +315,15 @@ class BatchServer(OpenAICompatServer):
         batch["processing_status"] = "ended"
         batch["ended_at"] = _iso(self._now())
         batch["results_url"] = f"{self.url}/messages/batches/{batch['id']}/results"
+
+
+def _as_batch_outcome(outcome: Any) -> Reply | Fault:
+    """A handler's answer as a batch line gets it: text is a reply; a hang or a web page is a failed line."""
+    if isinstance(outcome, str):
+        return Reply(outcome)
+    if isinstance(outcome, (Reply, Fault)):
+        return outcome
+    return Fault(status=500, message=f"the line failed ({type(outcome).__name__})")
 
 
 def _iso(seconds: float) -> str:

@@ -282,7 +282,7 @@ class _Session:
             lm = entry.judge.lm
             index = (lm.model, lm.kwargs.get("api_base"), lm.kwargs.get("api_key"), entry.stage)
             groups.setdefault(index, []).append(key)
-        created = []
+        created: list[BatchRecord] = []
         size = max(1, self.o.batch_size)
         for group in groups.values():
             for start in range(0, len(group), size):

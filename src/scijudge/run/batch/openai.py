@@ -56,7 +56,7 @@ def read_result_lines(text: str, where: str, state: BatchState,
             continue
         try:
             line = json.loads(raw)
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             state.problems.append(f"{where} line {number}: not JSON ({exc.msg}); its judgment is sent again")
             continue
         custom_id = line.get("custom_id") if isinstance(line, dict) else None
@@ -133,7 +133,7 @@ class OpenAIBatchAPI:
         for attempt in range(_CREATE_TRIES):
             try:
                 batch = creator.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions",
-                                               completion_window=self.completion_window,
+                                               completion_window=self.completion_window,  # type: ignore[arg-type]
                                                metadata={METADATA_KEY: client_id})
                 return batch.id, batch.status
             except Exception as exc:
