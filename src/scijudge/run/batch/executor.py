@@ -441,8 +441,9 @@ def _line(api: Any, key: str, entry: Pending) -> dict[str, Any]:
     judge = entry.judge
     strategy, temperature = stages(judge)[entry.stage]
     max_tokens = judge.lm.kwargs.get("max_tokens") or judge.chain.config.max_tokens
-    return api.line(key, judge, judge.inputs_for(entry.item, entry.part), strategy=strategy,
-                    temperature=temperature, max_tokens=max_tokens)
+    line: dict[str, Any] = api.line(key, judge, judge.inputs_for(entry.item, entry.part), strategy=strategy,
+                                    temperature=temperature, max_tokens=max_tokens)
+    return line
 
 
 def _client_of(record: BatchRecord, clients: _BatchClients) -> Any:

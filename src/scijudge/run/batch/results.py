@@ -107,7 +107,7 @@ def read_line(api: Any, record: Any, line: dict[str, Any] | None, entry: Pending
     try:
         value, recovered = parse_answer(text, entry.judge.signature)
     except InvalidAnswer as exc:
-        attempt.outcome = "truncated" if response.finish_reason == "length" else exc.outcome  # type: ignore[assignment]
+        attempt.outcome = "truncated" if response.finish_reason == "length" else exc.outcome
         attempt.error = str(exc)[:500]
         entry.last_problem = f"{exc.outcome}: {str(exc)[:300]}"
         entry.stage += 1
@@ -137,7 +137,7 @@ def _failed(entry: Pending, record: Any, status: int, error: str) -> Verdict:
     exc = status_error(status, error)
     fault, outcome = faults.classify(exc)
     entry.attempts.append(Attempt(strategy=record.strategy, temperature=record.temperature,
-                                  outcome=outcome, status=status, error=error,  # type: ignore[arg-type]
+                                  outcome=outcome, status=status, error=error,
                                   error_class=type(exc).__name__))
     last = entry.stage >= len(stages(entry.judge)) - 1
     where = f"{record.model} (batch {record.remote_id})"
