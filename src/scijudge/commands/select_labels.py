@@ -28,7 +28,7 @@ def select_labels_cmd(
     stratum (stratified PPI), so the estimate stays unbiased. Uncertainty comes from the judge's rating
     distributions (--mode decision or --rating-probs), several models' disagreement, or a residual model (--labels).
 
-    Example: scijudge demo && scijudge select-labels --run runs/demo.sqlite -j yescieval.qa.correctness --budget 4 --out picks.csv
+    Example: scijudge select-labels --run runs/demo.sqlite -j yescieval.qa.correctness --budget 4 --out picks.csv   (after `scijudge demo`)
     """
     import pandas as pd
 

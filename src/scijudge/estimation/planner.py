@@ -142,7 +142,7 @@ def plan_labels(f_all: np.ndarray, pilot: np.ndarray, y_pilot: np.ndarray, width
             return stratified_variance(alloc, codes, f_all, idx, y, v)
 
         out["stratified"] = {"labels": _smallest_n(strat_var, target, big_n, n_min=2 * labels.size)}
-    for name, row in out.items():
+    for row in out.values():
         row["target_width"] = width
         row["alpha"] = alpha
     return out
