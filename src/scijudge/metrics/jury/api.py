@@ -182,10 +182,12 @@ def jury(runs: Any, members: Sequence[str | Member], *, name: str, method: str =
         if sc is not None:
             meta_scales[judge] = sc.meta(continuous=sc.continuous or method in ("mean", "median", "weighted"))
         spec_hash = _spec_hash(rows_j)
-        by_unit = {k: g for k, g in rows_j.groupby(["item_id", "part"], sort=False)}
-        for idx, r in zip(vals.index, res):
+        by_unit: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+        for rec in rows_j.to_dict("records"):
+            by_unit.setdefault((rec["item_id"], rec["part"]), {})[rec["member"]] = rec
+        for idx, r, st in zip(vals.index, res, status.to_numpy(object)):
             results.append(_result(idx, judge, families[0] if families else "", spec_hash, name, decoding, r,
-                                   status.loc[idx], by_unit.get(idx), labels_j, method, q))
+                                   dict(zip(labels_j, st)), by_unit.get(idx, {}), labels_j, method, q))
     if not results:
         raise InputError("no judge is covered by two or more members: nothing to aggregate", field="member")
     folds_frame = pd.concat(fold_tables, ignore_index=True) if fold_tables else pd.DataFrame(
@@ -247,10 +249,9 @@ def _num(value: Any) -> float | None:
 
 
 def _result(idx: tuple[str, str], judge: str, family: str, spec_hash: str, name: str, decoding: str,
-            r: dict[str, Any], status: pd.Series, unit: pd.DataFrame | None, labels_j: list[str], method: str,
-            quorum: int) -> JudgeResult:
+            r: dict[str, Any], status: dict[str, str], by_member: dict[str, dict[str, Any]], labels_j: list[str],
+            method: str, quorum: int) -> JudgeResult:
     item_id, part = idx
-    by_member = {row["member"]: row for row in unit.to_dict("records")} if unit is not None else {}
     members = []
     for label in labels_j:
         row = by_member.get(label)
@@ -296,8 +297,12 @@ def _write(out: Path, outcome: JuryResult, runs: Any, labels: Any) -> Path:
         }
     with Run(out) as store:
         store.claim_writer()
-        for result in outcome.results:
-            store.record(result)
+        many = getattr(store, "record_many", None)  # one transaction where the store offers it
+        if many is not None:
+            many(r.model_dump(mode="json") for r in outcome.results)
+        else:
+            for result in outcome.results:
+                store.record(result)
         meta = store.meta()
         juries = dict(meta.get("juries") or {})
         juries[outcome.name] = {

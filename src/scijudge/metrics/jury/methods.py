@@ -34,8 +34,7 @@ def central(vals: pd.DataFrame, status: pd.DataFrame, how: str, quorum: int) -> 
     """Mean or median of the members that answered; abstains below the quorum."""
     out: list[dict[str, Any]] = []
     m = vals.shape[1]
-    for idx in vals.index:
-        row = vals.loc[idx].to_numpy(float)
+    for idx, row in zip(vals.index, vals.to_numpy(float)):
         have = row[np.isfinite(row)]
         if have.size < quorum:
             out.append({"status": "abstained", "reason": quorum_reason(int(have.size), m, quorum, status.loc[idx])})
@@ -54,9 +53,9 @@ def majority(vals: pd.DataFrame, status: pd.DataFrame, *, scale: Scale | None, i
     missing members count in the denominator); otherwise the jury abstains."""
     m = vals.shape[1]
     out: list[dict[str, Any]] = []
-    for idx in vals.index:
+    for idx, values in zip(vals.index, vals.to_numpy(object)):
         votes: dict[Any, int] = {}
-        for v in vals.loc[idx]:
+        for v in values:
             if _missing(v):
                 continue
             if not is_verdict:
