@@ -120,6 +120,7 @@ def test_each_row_keeps_its_members_scores_and_abstentions_and_says_why_it_absta
     assert no_major.str.startswith("no strict majority of 4 members: votes ").all()
 
 
+@pytest.mark.slow
 def test_quorum_option_and_identity_a_rejudged_member_gives_a_new_key(stores, tmp_path):
     paths, df, _, _ = stores
     one = jury(paths, MEMBERS, method="mean", name="p", scale="1,5,1", quorum=1).rows
@@ -138,6 +139,7 @@ def test_quorum_option_and_identity_a_rejudged_member_gives_a_new_key(stores, tm
     assert (~hist["current"]).sum() > 0 and hist["current"].sum() == len(one)
 
 
+@pytest.mark.slow
 def test_mixed_scales_are_refused_in_one_line_unless_mapped(stores, tmp_path):
     paths, df, _, base = stores
     ten = df[df["model"] == "llama-3-70b"].assign(score=lambda f: f["score"] * 2)
@@ -294,6 +296,7 @@ def test_verdict_majority(tmp_path):
 
 
 # ---- jury vs its members -------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_jury_vs_best_member_equals_scipy_paired_t_and_statsmodels_holm(stores):
     from scipy import stats
     from statsmodels.stats.multitest import multipletests

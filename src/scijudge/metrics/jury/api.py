@@ -179,6 +179,9 @@ def jury(runs: Any, members: Sequence[str | Member], *, name: str, method: str =
         res = _aggregate(method, judge, vals, status, q, sc, is_verdict, rows_j, cons, fold_tables, notes,
                          fit=fit, folds=folds, seed=seed, alpha=ridge_alpha, ds=(ds_max_iter, ds_tol, ds_smoothing,
                                                                                   ds_floor))
+        if sc is None and not is_verdict:
+            notes.append(f"judge {judge!r}: no stored scale, known spec or family says the members' scale, so none is "
+                         "recorded; calibrate then needs --scale JUDGE=lo,hi,step,continuous (or pass --scale here)")
         if sc is not None:
             meta_scales[judge] = sc.meta(continuous=sc.continuous or method in ("mean", "median", "weighted"))
         spec_hash = _spec_hash(rows_j)

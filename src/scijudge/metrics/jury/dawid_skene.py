@@ -52,9 +52,10 @@ def dawid_skene(obs: np.ndarray, n_classes: int, *, max_iter: int = 200, tol: fl
     t = onehot.sum(axis=1)
     t /= t.sum(axis=1, keepdims=True)
     trace: list[float] = []
-    prev, converged, it = -math.inf, False, 0
+    prev, converged, n_iter = -math.inf, False, 0
     priors = confusion = np.zeros(0)
-    for it in range(1, max_iter + 1):
+    for _ in range(max_iter):
+        n_iter += 1
         priors = t.mean(axis=0)
         counts = np.einsum("ik,ijl->jkl", t, onehot) + smoothing
         if floor > 0:
@@ -75,7 +76,7 @@ def dawid_skene(obs: np.ndarray, n_classes: int, *, max_iter: int = 200, tol: fl
             converged = True
             break
         prev = loglik
-    return DawidSkeneFit(t, priors, confusion, it, trace[-1], converged, trace)
+    return DawidSkeneFit(t, priors, confusion, n_iter, trace[-1], converged, trace)
 
 
 def dawid_skene_jury(vals: pd.DataFrame, status: pd.DataFrame, *, categories: Sequence[Any], quorum: int,

@@ -61,8 +61,12 @@ def _spec_scales() -> dict[str, Scale]:
         from scijudge.spec.judge_spec import list_specs
         from scijudge.vocab import score_scale_of
 
-        return {s.spec_hash(): Scale(*map(float, score_scale_of(s))) for s in list_specs(include_steps=True)
-                if getattr(s, "scale", None) is not None}
+        out: dict[str, Scale] = {}
+        for spec in list_specs(include_steps=True):
+            if getattr(spec, "scale", None) is not None:
+                lo, hi, step = (float(x) for x in score_scale_of(spec))
+                out[spec.spec_hash()] = Scale(lo, hi, step)
+        return out
     except (ScijudgeError, ImportError):
         return {}
 
@@ -73,7 +77,8 @@ def _family_scale(family: str) -> Scale | None:
     found = find_family(family) if family else None
     if found is None:
         return None
-    return Scale(*map(float, found.score_scale), continuous=getattr(found, "track", "") == "continuous")
+    lo, hi, step = (float(x) for x in found.score_scale)
+    return Scale(lo, hi, step, getattr(found, "track", "") == "continuous")
 
 
 def member_scales(sel: pd.DataFrame, given: Any, stored: Mapping[str, Mapping[str, Any]]) -> dict[tuple[str, str], Scale | None]:
@@ -127,7 +132,7 @@ def apply_maps(sel: pd.DataFrame, scales: dict[tuple[str, str], Scale | None],
                 if unknown:
                     raise InputError(f"member {member!r}, judge {judge!r}: score {unknown[0]:g} is not in its value map",
                                      field="map-scale")
-                sel.loc[mask, "score"] = sel.loc[mask, "score"].map(lambda s: table.get(s, s))
+                sel.loc[mask, "score"] = sel.loc[mask, "score"].map(lambda s, t=table: t.get(s, s))
                 scales[(m, judge)] = None  # checked against the jury's scale by the range check
                 continue
             dst = parse_scale(target, f"member {member!r}")
