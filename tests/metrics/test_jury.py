@@ -330,3 +330,9 @@ def test_jury_vs_best_member_equals_scipy_paired_t_and_statsmodels_holm(stores):
     assert math.isclose(table["cost_jury"].iloc[0], jrows["cost"].mean())
     verdict = table.attrs["beats_every_member"]["jury:panel"]
     assert verdict["intersection_union"] == bool(((table["diff"] > 0) & (table["p"] < 0.05)).all())
+
+
+def test_scijudge_jury_is_the_user_verb():
+    import scijudge
+
+    assert "jury" in scijudge.__all__ and scijudge.jury is jury

@@ -243,7 +243,7 @@ def _spec_hash(rows: pd.DataFrame) -> str:
     """The members' spec hash when they share one (calibrate then resolves the scale from the same spec)."""
     hashes = sorted(set(rows["spec_hash"]) - {""})
     if len(hashes) == 1:
-        return hashes[0]
+        return str(hashes[0])
     return "jury-" + _digest(hashes, 16) if hashes else "jury"
 
 
