@@ -102,6 +102,7 @@ def _register_commands() -> None:
     from scijudge.commands.jury import jury_cmd
     from scijudge.commands.optimize import optimize_cmd
     from scijudge.commands.robustness import robustness_cmd
+    from scijudge.commands.select_labels import select_labels_cmd
     from scijudge.commands.schema import schema_cmd
 
     command("judges")(judges_cmd)
@@ -119,6 +120,7 @@ def _register_commands() -> None:
     command("figure-metric")(figure_metric_command)
     command("estimate")(estimate_cmd)
     command("batches")(batches_cmd)
+    command("select-labels")(select_labels_cmd)
     command("jury")(jury_cmd)
     command("drift")(drift_cmd)
 
