@@ -109,3 +109,24 @@ def test_bad_input_is_one_line_with_exit_2(poll, args, needle):
     done = CliRunner().invoke(app, ["jury", *stores, *args, "--name", "x", "--out", str(poll / "bad.sqlite")])
     assert done.exit_code == 2, done.output
     assert needle in done.output and "Traceback" not in done.output
+
+
+def test_mixed_scales_refused_unless_mapped_on_the_command_line(tmp_path):
+    runner = CliRunner()
+    for model, factor, scale in (("five", 1, "1,5,1"), ("ten", 2, "1,10,1"), ("other", 1, "1,5,1")):
+        with Run(tmp_path / f"{model}.sqlite") as run:
+            for i in range(6):
+                run.record(JudgeResult(item_id=f"i{i}", judge=JUDGE, family="likert", spec_hash="s", model=model,
+                                       status="ok", score=float((1 + i % 5) * factor)))
+            run.set_meta(scales={JUDGE: scale})
+    stores = [str(tmp_path / f"{m}.sqlite") for m in ("five", "ten", "other")]
+    base = ["jury", *stores, "-m", "five", "-m", "ten", "-m", "other", "--name", "j", "--out", str(tmp_path / "j.sqlite")]
+    refused = runner.invoke(app, base)
+    assert refused.exit_code == 2 and "members use different scales" in refused.output
+    assert len([line for line in refused.output.splitlines() if line.strip()]) == 1
+    mapped = runner.invoke(app, [*base, "--map-scale", "ten=1,5,1"])
+    assert mapped.exit_code == 0, mapped.output
+    with Run(tmp_path / "j.sqlite", create=False) as run:
+        rows = run.to_pandas()
+    entry = [e for e in rows["result"].iloc[1]["members"] if e["member"] == "ten"][0]
+    assert math.isclose(entry["score"], 1 + (4.0 - 1) * 4 / 9)  # item i1: 2 * 2 = 4 on 1..10 -> 1 + 3 * 4/9 on 1..5
