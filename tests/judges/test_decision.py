@@ -1,0 +1,123 @@
+"""Decision mode through the chain (an OpenAI-compatible loopback server returning logprobs), the store,
+calibrate and estimate; refusals and errors."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from scijudge import Item, Run, judge_items, load_judge
+from scijudge.errors import EndpointError, InputError
+from scijudge.chain.decision import level_distribution
+from scijudge.testing.openai_server import last_user_text, level_logprobs
+
+PAPERS = [{"title": "A study", "abstract": "It found things."}]
+ITEMS = [Item(id=f"m{i}", question="Q?", papers=PAPERS, answer=f"SCORE={1 + i % 5}") for i in range(40)]
+
+
+def _dist(marker: int) -> dict[str, float]:
+    """A distribution peaked at the item's marker (the server's stand-in for a model)."""
+    weights = {str(k): math.exp(-abs(k - marker)) for k in range(1, 6)}
+    total = sum(weights.values()) / 0.9  # the levels hold 90% of the mass; the rest is elsewhere
+    return {k: w / total for k, w in weights.items()}
+
+
+def _handler(body: dict) -> object:
+    from scijudge.testing.openai_server import Reply
+
+    marker = int(re.search(r"SCORE=(\d)", last_user_text(body)).group(1))
+    if body.get("logprobs"):  # a decision request: the rating only, with its top alternatives
+        return Reply(str(marker), finish_reason="length", completion_tokens=1,
+                     logprobs=level_logprobs(_dist(marker), lead=" "))
+    return json.dumps({"judgment": {"rationale": "marker", "rating": marker}})
+
+
+def test_decision_request_reads_the_distribution_at_the_rating_token(loopback, tmp_path: Path) -> None:
+    server = loopback(_handler)
+    judge = load_judge("yescieval.qa.correctness", model="openai/judge", api_base=server.url, cache=False,
+                       mode="decision")
+    result = judge.judge_one(ITEMS[3])  # marker 4
+    body = server.requests[-1]
+    assert body["logprobs"] is True and body["top_logprobs"] == 20 and "response_format" not in body
+    assert (body.get("max_completion_tokens") or body.get("max_tokens")) == 3
+    assert "rating only" in last_user_text(body)
+    want = _dist(4)
+    total = sum(want.values())
+    assert result.status == "ok" and result.rationale is None
+    assert result.probs == pytest.approx({k: v / total for k, v in want.items()}, abs=1e-12)
+    assert result.score == pytest.approx(sum(int(k) * v / total for k, v in want.items()), abs=1e-12)
+    assert result.result["coverage"] == pytest.approx(0.9, abs=1e-9)
+    assert json.loads(result.decoding)["mode"] == "decision"
+
+
+def test_a_provider_without_logprobs_stops_the_run_naming_the_model(loopback, tmp_path: Path) -> None:
+    server = loopback(lambda body: "4")
+    judge = load_judge("yescieval.qa.correctness", model="openai/nologprobs", api_base=server.url, cache=False,
+                       mode="decision")
+    with Run(tmp_path / "r.sqlite") as run, pytest.raises(EndpointError, match="openai/nologprobs.*no token logprobs"):
+        judge_items(ITEMS[:3], [judge], run=run, concurrency=1)
+    with Run(tmp_path / "r.sqlite") as run:
+        assert len(run.to_pandas()) == 0  # nothing stored as final
+
+
+def test_materials_judges_and_unknown_modes_are_refused_in_one_line() -> None:
+    with pytest.raises(InputError, match="lematerial.synthesis.*cannot be decided"):
+        load_judge("lematerial.synthesis", mode="decision")
+    with pytest.raises(InputError, match="unknown mode"):
+        load_judge("yescieval.qa.correctness", mode="guess")
+
+
+def test_label_distribution_by_first_token_and_chained_digits() -> None:
+    labels = ["satisfied", "partially", "not_satisfied"]
+    content = [{"token": "sat", "logprob": math.log(0.5),
+                "top_logprobs": [{"token": "sat", "logprob": math.log(0.5)}, {"token": "not", "logprob": math.log(0.3)},
+                                 {"token": " part", "logprob": math.log(0.1)}, {"token": "Hello", "logprob": -5}]}]
+    dist, coverage = level_distribution(content, labels)
+    assert dist == pytest.approx({"satisfied": 5 / 9, "partially": 1 / 9, "not_satisfied": 3 / 9})
+    assert coverage == pytest.approx(0.9)
+    # "1" then "0" with split digits: P(10) = P("1") * P("0" | "1"), P(1) = P("1") * P(end | "1") (hand-computed)
+    digits = [{"token": "1", "logprob": math.log(0.6),
+               "top_logprobs": [{"token": "1", "logprob": math.log(0.6)}, {"token": "9", "logprob": math.log(0.4)}]},
+              {"token": "0", "logprob": math.log(0.75),
+               "top_logprobs": [{"token": "0", "logprob": math.log(0.75)}, {"token": "<eos>", "logprob": math.log(0.25)}]}]
+    dist, _ = level_distribution(digits, [str(k) for k in range(1, 11)])
+    assert dist["10"] == pytest.approx(0.45) and dist["1"] == pytest.approx(0.15) and dist["9"] == pytest.approx(0.4)
+
+
+@pytest.mark.slow
+def test_decision_and_generated_runs_side_by_side_in_calibrate_and_estimate(loopback, tmp_path: Path) -> None:
+    from scijudge import calibrate, estimate
+
+    server = loopback(_handler)
+    options = dict(model="openai/judge", api_base=server.url, cache=False)
+    runs = {}
+    for name, mode in (("generated", "generate"), ("decision", "decision")):
+        judge = load_judge("yescieval.qa.correctness", mode=mode, decision_score="mode", **options)
+        with Run(tmp_path / f"{name}.sqlite") as run:
+            judge_items(ITEMS, [judge], run=run, concurrency=4)
+            frame = run.to_pandas()
+        frame["source"] = name
+        runs[name] = frame
+    both = pd.concat(list(runs.values()), ignore_index=True)
+    human = [1 + (i + (i % 3 == 0)) % 5 for i in range(len(ITEMS))]  # mostly the marker, sometimes one off
+    labels = pd.DataFrame({"item_id": [i.id for i in ITEMS], "judge": "yescieval.qa.correctness", "part": "",
+                           "score": human, "annotator": "a1"})
+    result = calibrate(both, labels, n_boot=50)
+    rows = result.per_rubric.set_index("contender")
+    assert set(rows.index) == {"openai/judge @decision", "openai/judge @generated"}
+    assert math.isfinite(rows.loc["openai/judge @decision", "ece"])  # from the stored distributions
+    assert not math.isfinite(rows.loc["openai/judge @generated", "ece"])  # a generated run has none
+    paired = result.paired
+    assert {"openai/judge @decision", "openai/judge @generated"} == set(paired["a"]) | set(paired["b"])
+    assert (paired["n"] == len(ITEMS)).all()  # side by side on the same items
+    from scijudge.estimation.intervals import conformal
+
+    _, coverage = conformal(runs["decision"], labels, alpha=0.2)
+    assert set(coverage["nonconformity"]) == {"probs"}  # conformal sets from the stored probabilities
+    est = estimate(both, labels)
+    assert set(est["group"]) == {"decision", "generated"} and est["estimate"].notna().all()
