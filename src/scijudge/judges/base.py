@@ -65,6 +65,9 @@ class Judge(dspy.Module):
 
             self.preset = get_preset(spec.preset, source=spec.source)
             self.preset.check(spec)
+            tag = getattr(self.preset, "identity_tag", None)
+            if tag:  # e.g. the yescieval version whose prompt text the preset sends
+                self._spec_hash = tagged_hash(tag, self._spec_hash)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Judge:
         """Copies (made by optimizers and ``Module.load``) share the LM and the chain, never duplicate them."""
