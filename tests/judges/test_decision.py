@@ -121,3 +121,27 @@ def test_decision_and_generated_runs_side_by_side_in_calibrate_and_estimate(loop
     assert set(coverage["nonconformity"]) == {"probs"}  # conformal sets from the stored probabilities
     est = estimate(both, labels)
     assert set(est["group"]) == {"decision", "generated"} and est["estimate"].notna().all()
+
+
+def test_cli_mode_decision_stores_distributions_and_refuses_materials(loopback, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from scijudge.cli import app
+
+    server = loopback(_handler)
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join(json.dumps(i.model_dump(exclude_defaults=True)) + "\n" for i in ITEMS[:5]))
+    base = ["judge", str(items), "-m", "openai/judge", "--api-base", server.url, "--no-progress", "--no-cache"]
+    env = {"OPENAI_API_KEY": "k", "COLUMNS": "200"}
+    runner = CliRunner()
+    ran = runner.invoke(app, [*base, "-j", "yescieval.qa.correctness", "--run", str(tmp_path / "d.sqlite"),
+                              "--mode", "decision", "--decision-score", "mode"], env=env)
+    assert ran.exit_code == 0, ran.output
+    frame = Run(tmp_path / "d.sqlite", create=False).to_pandas()
+    assert len(frame) == 5 and frame["probs"].map(lambda p: set(p) == set("12345")).all()
+    assert list(frame.sort_values("item_id")["score"]) == [1.0, 2.0, 3.0, 4.0, 5.0]  # the most likely level
+    assert frame["rationale"].isna().all()
+    refused = runner.invoke(app, [*base, "-j", "lematerial.synthesis", "--run", str(tmp_path / "m.sqlite"),
+                                  "--mode", "decision"], env=env)
+    assert refused.exit_code == 2 and "cannot be decided" in refused.output
+    assert len([line for line in refused.output.splitlines() if line.strip()]) == 1
