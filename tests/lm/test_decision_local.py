@@ -138,3 +138,29 @@ def test_level_plans_chain_multi_token_levels() -> None:
     assert plan.children[()] == (1, 2) and plan.children[(1,)] == (0, 99) and plan.feeds == ((1,),)
     with pytest.raises(ValueError, match="prefix-free"):
         plan_levels([(1,), (1, 0)], end_id=None)
+
+
+@pytest.mark.skipif(find_spec("yescieval") is None, reason="yescieval is not installed (pip install 'scijudge[yescieval]')")
+def test_native_preset_decides_inside_the_native_answer(lm, paths) -> None:
+    """With --preset yescieval-native a local model reads YESciEval's own chat and its answer opened as the
+    adapters write it, '{"Correctness": {"rating": "', so the next token is the rating."""
+    from scijudge.judges.base import Judge
+    from scijudge.spec.judge_spec import get_spec
+
+    judge = Judge(get_spec(RUBRICS[0]).model_copy(update={"preset": "yescieval-native"}), lm=lm)
+    judge.use_mode("decision")
+    result = judge.judge_one(ITEMS[0])
+    assert result.status == "ok", result.reason
+    native = judge.preset.messages(judge.spec, judge.inputs_for(ITEMS[0]))
+    import peft
+    import torch
+    import transformers
+
+    tok = transformers.AutoTokenizer.from_pretrained(str(paths["base"]))
+    text = tok.apply_chat_template(native, tokenize=False, add_generation_prompt=True) + '{"Correctness": {"rating": "'
+    base = transformers.AutoModelForCausalLM.from_pretrained(str(paths["base"]), dtype=torch.float32)
+    model = peft.PeftModel.from_pretrained(base, str(paths["adapter"])).eval()
+    with torch.no_grad():
+        logits = model(input_ids=tok(text, add_special_tokens=False, return_tensors="pt")["input_ids"]).logits[0, -1]
+    p = torch.softmax(logits.double(), dim=-1)[[tok.convert_tokens_to_ids(level) for level in LEVELS]]
+    assert [result.probs[level] for level in LEVELS] == pytest.approx((p / p.sum()).tolist(), abs=1e-5)

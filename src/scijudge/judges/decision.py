@@ -111,13 +111,20 @@ def _decide(judge: Any, inputs: dict[str, Any], questions: list[tuple[str, list[
     from scijudge.chain.decision import decide_via_api, decision_messages, decision_request, rating_only_instruction
 
     lm = judge.lm
+    engine = getattr(lm, "engine", None)
+    local = callable(getattr(engine, "submit_levels", None))
     requests = []
     for _, levels, what in questions:
-        system, chat = decision_messages(judge.chain, judge.signature, judge.demos, inputs,
-                                         rating_only_instruction(levels, what))
+        native = getattr(judge.preset, "decision_messages", None)
+        if callable(native):  # a prompt preset: its own chat (a local model decides inside the native answer)
+            from scijudge.chain.chain import to_lm15
+
+            system, chat = to_lm15(native(judge.spec, inputs, prefill=local))
+        else:
+            system, chat = decision_messages(judge.chain, judge.signature, judge.demos, inputs,
+                                             rating_only_instruction(levels, what))
         requests.append(decision_request(lm.model, system, chat))
-    engine = getattr(lm, "engine", None)
-    if callable(getattr(engine, "submit_levels", None)):
+    if local:
         return _decide_locally(engine, requests, questions, record)
     return [decide_via_api(judge.chain, lm, request, levels, record)
             for request, (_, levels, _) in zip(requests, questions, strict=True)]

@@ -184,7 +184,12 @@ class Runtime:
         return self.chat_prompt(messages)[1]
 
     def chat_prompt(self, messages: list[dict[str, str]]) -> tuple[str, list[int]]:
-        """The chat prompt's text (up to where the assistant answers) and its token ids."""
+        """The chat prompt's text (up to where the assistant answers) and its token ids. A final assistant
+        message is a prefill: the assistant's answer starts with its text (e.g. a native answer's opening)."""
+        if messages and messages[-1]["role"] == "assistant":
+            text, _ = self.chat_prompt(messages[:-1])
+            text += messages[-1]["content"]
+            return text, self.encode_text(text)
         tok = self.tokenizer
         if getattr(tok, "chat_template", None):
             try:

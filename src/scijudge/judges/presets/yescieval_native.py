@@ -171,6 +171,17 @@ class YESciEvalNativePreset:
         return [{"role": "system", "content": self.system_prompt(spec)},
                 {"role": "user", "content": self.user_prompt(inputs)}]
 
+    def decision_messages(self, spec: Any, inputs: Mapping[str, Any], *, prefill: bool) -> list[dict[str, str]]:
+        """The native chat for decision mode. With ``prefill`` (a local model) the assistant's answer is opened
+        as the adapters were trained to write it, ``{"Name": {"rating": "``, so the next token is the rating;
+        without (an API, where an assistant prefill is not portable) the user message asks for the rating only."""
+        messages = self.messages(spec, inputs)
+        if prefill:
+            name = _native_key(spec)
+            return [*messages, {"role": "assistant", "content": '{"' + name + '": {"rating": "'}]
+        messages[-1]["content"] += "\n\nAnswer with the rating only: one of 1, 2, 3, 4, 5."
+        return messages
+
     # --- the answer ----------------------------------------------------------------------------
     def parse(self, text: str, spec: Any) -> Any:
         """The typed output from a native answer; ValueError when no rating can be read."""
@@ -207,6 +218,13 @@ class YESciEvalNativePreset:
             return None
         record.text = response.text
         return value
+
+
+def _native_key(spec: Any) -> str:
+    """The JSON key a native answer opens with: the yescieval class name (``Correctness``, ``CausalReasoning``)."""
+    from scijudge.judges.presets._yescieval_source import SPEC_CLASSES
+
+    return SPEC_CLASSES.get(spec.name) or characteristic_name(spec)
 
 
 def _json_in(text: str) -> Any:
