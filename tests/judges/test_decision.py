@@ -145,3 +145,29 @@ def test_cli_mode_decision_stores_distributions_and_refuses_materials(loopback, 
                                   "--mode", "decision"], env=env)
     assert refused.exit_code == 2 and "cannot be decided" in refused.output
     assert len([line for line in refused.output.splitlines() if line.strip()]) == 1
+
+
+def test_pairwise_decision_rates_both_answers_and_reports_in_the_items_terms(loopback) -> None:
+    from scijudge.testing.openai_server import Reply
+
+    peaks = {"GOOD": 4, "POOR": 2}
+
+    def handler(body: dict) -> object:
+        text = last_user_text(body)
+        which = "A" if "rating of answer A" in text else "B"
+        a_text, b_text = re.findall(r"(GOOD|POOR)", text)[:2]  # answer A comes first in the prompt
+        marker = peaks[a_text if which == "A" else b_text]
+        return Reply(str(marker), finish_reason="length", logprobs=level_logprobs(_dist(marker)))
+
+    server = loopback(handler)
+    judge = load_judge("yescieval.qa.coherence.pairwise", model="openai/judge", api_base=server.url, cache=False,
+                       mode="decision")
+    item = Item(id="p1", question="Q?", papers=PAPERS, answer="GOOD answer", answer_b="POOR answer")
+    ab, ba = (judge.judge_one(item, part) for part in ("AB", "BA"))
+    dist4, dist2 = _dist(4), _dist(2)
+    e4 = sum(int(k) * v for k, v in dist4.items()) / sum(dist4.values())
+    e2 = sum(int(k) * v for k, v in dist2.items()) / sum(dist2.values())
+    assert ab.score == pytest.approx(e4 - e2, abs=1e-12) and ab.verdict == "A"
+    assert ba.score == pytest.approx(e4 - e2, abs=1e-12) and ba.verdict == "A"  # told in the item's own terms
+    assert sum(ab.probs.values()) == pytest.approx(1.0) and set(ab.probs) == {str(d) for d in range(-4, 5)}
+    assert ab.probs == pytest.approx(ba.probs)

@@ -188,7 +188,7 @@ def _fields(judge: Any, part: str, questions: list[tuple[str, list[str], str]],
         verdict = "A" if score > 0 else "B" if score < 0 else "tie"
         if part == "BA":  # told in the item's own terms, as generated pairwise judgments are
             score, verdict = -score, {"A": "B", "B": "A"}.get(verdict, verdict)
-            diff = {-d: p for d, p in diff.items()}
+            diff = {-d + 0.0: p for d, p in diff.items()}  # + 0.0: no "-0" level
         probs = {f"{d:g}": diff[d] for d in sorted(diff)}
         result.update(rating_a_probs=pa, rating_b_probs=pb, expected_rating_a=ea, expected_rating_b=eb,
                       coverage=min(ca, cb), preference=verdict,
