@@ -171,3 +171,42 @@ def test_pairwise_decision_rates_both_answers_and_reports_in_the_items_terms(loo
     assert ba.score == pytest.approx(e4 - e2, abs=1e-12) and ba.verdict == "A"  # told in the item's own terms
     assert sum(ab.probs.values()) == pytest.approx(1.0) and set(ab.probs) == {str(d) for d in range(-4, 5)}
     assert ab.probs == pytest.approx(ba.probs)
+
+
+def test_batch_and_fused_runs_refuse_decision_mode() -> None:
+    from scijudge.errors import ModelError
+    from scijudge.judges.build import judges_for_run
+    from scijudge.run.batch.executor import check_batchable
+    from scijudge.spec.judge_spec import get_spec
+
+    judge = load_judge("yescieval.qa.correctness", model="openai/judge", mode="decision")
+    with pytest.raises(ModelError, match="decision"):
+        check_batchable([judge])
+    with pytest.raises(ModelError, match="decision"):
+        judges_for_run([get_spec("yescieval.qa.correctness")], "openai/judge", executor="batch", mode="decision")
+    specs = [get_spec("yescieval.qa.correctness"), get_spec("yescieval.qa.coherence")]
+    with pytest.raises(InputError, match="fused"):
+        judges_for_run(specs, "openai/judge", fused=True, mode="decision")
+
+
+def test_an_interrupted_decision_run_keeps_what_it_got_and_resumes(loopback, tmp_path: Path) -> None:
+    import threading
+
+    server = loopback(_handler)
+    judge = load_judge("yescieval.qa.correctness", model="openai/judge", api_base=server.url, cache=False,
+                       mode="decision")
+    stop = threading.Event()
+
+    def after(result, summary) -> None:
+        if summary.judged >= 3:
+            stop.set()  # as Ctrl-C does
+
+    with Run(tmp_path / "r.sqlite") as run:
+        first = judge_items(ITEMS[:10], [judge], run=run, concurrency=1, stop=stop, on_result=after, grace=5)
+        stored = len(run.to_pandas())
+    assert first.interrupted and 3 <= stored < 10
+    with Run(tmp_path / "r.sqlite") as run:
+        again = judge_items(ITEMS[:10], [judge], run=run, concurrency=2)
+        frame = run.to_pandas()
+    assert again.skipped_done == stored and again.judged == 10 - stored and len(frame) == 10
+    assert server.count == 10  # no judgment asked twice

@@ -134,6 +134,12 @@ def _decide_locally(engine: Any, requests: list[Any], questions: list[tuple[str,
                     record: CallRecord) -> list[tuple[dict[str, float], float]]:
     from dspy.lm15 import ContextLengthError, InvalidRequestError
 
+    from scijudge.chain.chain import STOP
+    from scijudge.errors import TransportFailure
+
+    stop = STOP.get()
+    if stop is not None and stop.is_set():  # as the chain does: nothing is sent once the run stops
+        raise TransportFailure("the run was stopped before this request was sent")
     out = []
     started = time.perf_counter()
     try:
