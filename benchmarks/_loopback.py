@@ -61,9 +61,12 @@ def make_items(tag: str, n: int) -> list:
 def fresh_dspy_cache() -> str:
     """Point DSPy's on-disk response cache at a new temporary folder (before dspy is imported, so that worker
     processes inherit it); returns the folder. The CLI default path is this cache: memory + disk."""
+    import atexit
     import os
+    import shutil
     import tempfile
 
     folder = tempfile.mkdtemp(prefix="scijudge-bench-dspy-")
     os.environ["DSPY_CACHEDIR"] = folder
+    atexit.register(shutil.rmtree, folder, True)  # removed when the benchmark exits
     return folder
