@@ -113,6 +113,13 @@ def calibrate(
 
     ord_groups = _ordinal_groups(ord_matched, score_cons, ctx)
     ver_groups = _verdict_groups(ver_matched, verdict_cons, ctx)
+    if not any(len(g.pairs) for g in [*ord_groups, *ver_groups]):
+        matched = pd.concat([ord_matched, ver_matched], ignore_index=True)
+        n_abstained = int((matched["status"] == "abstained").sum())
+        raise InputError(
+            f"nothing to calibrate: none of the {len(matched)} judgment(s) that match a label has a usable score "
+            f"or verdict ({n_abstained} abstained, {len(matched) - n_abstained} without a value); "
+            "`scijudge export` shows each abstention's reason", field="status")
     ceiling_specs = _ceiling_blocks(lab, scales, ctx)
     pair_specs = _pair_blocks(ord_groups, ver_groups, ctx)
     blocks.run(n_boot, seed)
