@@ -62,10 +62,12 @@ def snap(value: float, scale: ScaleTuple) -> float:
 
 
 def norm_verdict(value: Any) -> str | None:
-    """Verdicts compare case- and space-insensitively: ``" Satisfied "`` and ``"satisfied"`` are one verdict."""
+    """The one normalisation of a verdict word, for judges and humans alike: a criterion verdict in any spelling
+    (``Not Satisfied``, ``not_satisfied``, ``Partially Satisfied``, ``Yes.``) becomes its canonical form
+    (``criterion_verdict``); any other verdict compares case- and space-insensitively (``" A "`` is ``"a"``)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
-    return " ".join(str(value).split()).lower()
+    return criterion_verdict(value) or " ".join(str(value).split()).lower()
 
 
 CRITERION_VERDICTS: tuple[str, ...] = ("satisfied", "partially", "not_satisfied")

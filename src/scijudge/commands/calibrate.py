@@ -65,6 +65,7 @@ def calibrate_cmd(
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap resampling.")] = 0,
     allow_extra_labels: Annotated[bool, typer.Option(help="Accept labels for items no run judged (ignored).")] = False,
     spec: Annotated[list[Path] | None, typer.Option("--spec", help=_SPEC_HELP)] = None,
+    tasks: Annotated[Path | None, typer.Option("--tasks", help="ResearchRubrics task file, for checklist labels that name a criterion by its position in the task.")] = None,
 ) -> Any:
     """Compare judges with human labels: agreement, bias, intervals, paired tests, robustness and a report.
 
@@ -102,8 +103,13 @@ def calibrate_cmd(
     from scijudge.spec.judge_spec import load_spec_file
 
     specs = [load_spec_file(path) for path in spec or []]
+    task_list = None
+    if tasks is not None:
+        from scijudge.importers.researchrubrics import load_tasks
+
+        task_list = load_tasks(tasks)
     result = calibrate(judgments[~is_variant], label_frame, scale=scales, n_boot=n_boot, seed=seed,
-                       allow_extra_labels=allow_extra_labels, specs=specs)
+                       allow_extra_labels=allow_extra_labels, specs=specs, tasks=task_list)
     robust = robustness(judgments, n_boot=n_boot, seed=seed) if is_variant.any() else None
     from rich.console import Console
 

@@ -38,7 +38,7 @@ summary{cursor:pointer;font-weight:600}code{background:#f4f4f4;padding:0 3px}
 
 _LEADER_COLS = [
     ("rank", None), ("contender", None), ("scale", None), ("n_judges", None), ("n_items", None), ("n", None),
-    ("coverage", None), ("kappa_w", "κw (quadratic)"), ("alpha_ordinal", "α ordinal"), ("alpha_interval", "α interval"),
+    ("coverage", None), ("kappa_w", "κw (quadratic)"), ("kappa_linear", "κw (linear)"), ("alpha_ordinal", "α ordinal"), ("alpha_interval", "α interval"),
     ("ac2", "AC2"), ("spearman", "Spearman ρ"), ("kendall", "Kendall τb"), ("pearson", "Pearson r"),
     ("icc_a1", "ICC(A,1)"), ("icc_c1", "ICC(C,1)"), ("bias", "bias (judge−human)"), ("mae", "MAE"),
     ("exact", "exact"), ("within1", "±1 step"), ("top_share_judge", "top share judge"),
@@ -370,7 +370,7 @@ def print_summary(result: CalibrationResult, robustness: pd.DataFrame | None = N
     for _, row in verdict_summary(result).iterrows():
         say(verdict_sentence(row))
     show(result.leaderboard, "Calibration leaderboard (scores, pooled over rubrics)",
-         ["rank", "contender", "scale", "n", "coverage", "kappa_w", "kappa_w_lo", "kappa_w_hi", "bias", "bias_lo",
+         ["rank", "contender", "scale", "n", "coverage", "kappa_w", "kappa_w_lo", "kappa_w_hi", "kappa_linear", "bias", "bias_lo",
           "bias_hi", "mae", "spearman", "top_share_judge", "top_share_human"])
     show(result.verdict_leaderboard, "Verdicts (pooled per family)",
          ["rank", "contender", "family", "n", "coverage", "accuracy", "kappa", "kappa_lo", "kappa_hi", "macro_f1", "mcc"])

@@ -51,6 +51,8 @@ def _ordinal_point(j: np.ndarray, h: np.ndarray, values: np.ndarray, tol: float)
         notes.append(f"{who} ratings constant: correlations and ICC undefined")
     with np.errstate(all="ignore"):
         out["kappa_w"] = ag.weighted_kappa(j, h, values) if n >= 2 and not (j_const and h_const) else float("nan")
+        out["kappa_linear"] = (ag.weighted_kappa(j, h, values, "linear") if n >= 2 and not (j_const and h_const)
+                               else float("nan"))
         pair = np.column_stack([h, j])
         out["alpha_ordinal"] = ag.krippendorff_alpha(pair, values, "ordinal") if n >= 2 else float("nan")
         out["alpha_interval"] = ag.krippendorff_alpha(pair, values, "interval") if n >= 2 else float("nan")
