@@ -21,8 +21,9 @@ from scijudge.estimation.ppi import Estimate, classical_mean, difference, labels
 METHODS = ("ppi", "human-only", "judge-only")
 ESTIMATE_COLUMNS = [
     "judge", "model", "group", "method", "estimate", "lo", "hi", "se", "n_labeled", "n_unlabeled",
-    "n_abstained", "n_label_only", "lam", "kind", "paired", "alpha",
+    "n_abstained", "n_label_only", "lam", "kind", "paired", "alpha", "estimand",
 ]
+_DIMENSIONS = ("group", "model", "judge")
 
 
 def _three(sub: pd.DataFrame, alpha: float) -> dict[str, Estimate]:
@@ -56,12 +57,15 @@ def _paired_three(a: pd.DataFrame, b: pd.DataFrame, alpha: float) -> dict[str, E
 
 
 def _rows(judge: str, model: str, group: str, results: Mapping[str, Estimate], *, n_abstained: int,
-          n_label_only: int, kind: str, paired: bool | None, alpha: float) -> list[dict[str, Any]]:
+          n_label_only: int, kind: str, paired: bool | None, alpha: float,
+          estimand: str = "mean") -> list[dict[str, Any]]:
+    from scijudge.estimation._units import ESTIMANDS
+
     out = []
     for method in METHODS:
         row = {"judge": judge, "model": model, "group": group, "method": method, **results[method].as_dict(),
                "n_abstained": n_abstained, "n_label_only": n_label_only, "kind": kind, "paired": paired,
-               "alpha": alpha}
+               "alpha": alpha, "estimand": ESTIMANDS.get(estimand, estimand)}
         if method != "ppi":
             row["lam"] = math.nan
         out.append(row)
@@ -77,31 +81,44 @@ def estimate_units(units: Units, *, compare: Sequence[str] | None = None, alpha:
         per_key[(judge, model, group)] = sub
         rows += _rows(judge, model, group, _three(sub, alpha), n_abstained=int((sub["status"] == "abstained").sum()),
                       n_label_only=int(label_only.get((judge, model, group), 0)), kind="mean", paired=None,
-                      alpha=alpha)
+                      alpha=alpha, estimand=units.estimand)
     if compare:
-        rows += _compare_rows(per_key, label_only, compare, alpha)
+        rows += _compare_rows(per_key, label_only, compare, alpha, units.estimand)
     return pd.DataFrame(rows, columns=ESTIMATE_COLUMNS)
 
 
 def _compare_rows(per_key: dict[tuple[str, str, str], pd.DataFrame], label_only: pd.Series,
-                  compare: Sequence[str], alpha: float) -> list[dict[str, Any]]:
+                  compare: Sequence[str], alpha: float, estimand: str = "mean") -> list[dict[str, Any]]:
+    """``A - B`` where A and B are two groups (runs or --by values), two models or two judges: one row set per
+    combination of the other two, paired on shared (pair, part) keys, independent otherwise."""
     if len(compare) != 2 or compare[0] == compare[1]:
         raise InputError(f"compare needs two different groups, got {list(compare)}", field="compare")
     name_a, name_b = (str(c) for c in compare)
-    groups = {g for _, _, g in per_key}
-    for name in (name_a, name_b):
-        if name not in groups:
-            raise InputError(f"no group named {name!r} (groups: {', '.join(sorted(groups))})", field="compare")
+    values = {dim: {key[i] for key in per_key} for i, dim in enumerate(_DIMENSIONS)}
+    dim = next((d for d in _DIMENSIONS if name_a in values[d] and name_b in values[d]), None)
+    if dim is None:
+        missing = name_b if any(name_a in v for v in values.values()) else name_a
+        raise InputError(f"no group named {missing!r}: compare two groups ({', '.join(sorted(values['group']))}), "
+                         f"two models ({', '.join(sorted(values['model']))}) or two judges "
+                         f"({', '.join(sorted(values['judge'])[:6])})", field="compare")
+    axis = _DIMENSIONS.index(dim)
+    rest = sorted({tuple(v for i, v in enumerate(key) if i != axis) for key in per_key})
     rows = []
-    for judge, model in sorted({(j, m) for j, m, _ in per_key}):
-        a, b = per_key.get((judge, model, name_a)), per_key.get((judge, model, name_b))
+    for other in rest:
+        def key_of(name: str, other: tuple[str, ...] = other) -> tuple[str, str, str]:
+            parts = list(other)
+            parts.insert(axis, name)
+            return parts[0], parts[1], parts[2]
+
+        ka, kb = key_of(name_a), key_of(name_b)
+        a, b = per_key.get(ka), per_key.get(kb)
         if a is None or b is None:
             continue
         for name, side in ((name_a, a), (name_b, b)):
             twice = side.duplicated(["pair", "part"])
             if twice.any():
                 key = side.loc[twice, "pair"].iloc[0]
-                raise InputError(f"group {name!r} of judge {judge!r} holds pair key {key!r} more than once: "
+                raise InputError(f"{dim} {name!r} of judge {ka[0]!r} holds pair key {key!r} more than once: "
                                  "pair items by a field that is unique within each group",
                                  field="pair_by")
         shared = bool(pd.Index(a["pair"] + "\0" + a["part"]).isin(b["pair"] + "\0" + b["part"]).any())
@@ -111,15 +128,20 @@ def _compare_rows(per_key: dict[tuple[str, str, str], pd.DataFrame], label_only:
             ea, eb = _three(a, alpha), _three(b, alpha)
             results = {m: difference(ea[m], eb[m], alpha) for m in METHODS}
         n_abs = int((a["status"] == "abstained").sum() + (b["status"] == "abstained").sum())
-        n_lo = int(label_only.get((judge, model, name_a), 0) + label_only.get((judge, model, name_b), 0))
-        rows += _rows(judge, model, f"{name_a} - {name_b}", results, n_abstained=n_abs, n_label_only=n_lo,
-                      kind="difference", paired=bool(shared), alpha=alpha)
+        n_lo = int(label_only.get(ka, 0) + label_only.get(kb, 0))
+        label = [ka[0], ka[1], ka[2]]
+        label[axis] = f"{name_a} - {name_b}"
+        rows += _rows(label[0], label[1], label[2], results, n_abstained=n_abs, n_label_only=n_lo,
+                      kind="difference", paired=bool(shared), alpha=alpha, estimand=estimand)
+    if not rows:
+        raise InputError(f"{dim}s {name_a!r} and {name_b!r} never occur with the same "
+                         f"{' and '.join(d for d in _DIMENSIONS if d != dim)}: nothing to compare", field="compare")
     return rows
 
 
 def estimate(judgments: pd.DataFrame, labels: pd.DataFrame, *, groups: Mapping[str, str] | None = None,
              pairs: Mapping[str, str] | None = None, compare: Sequence[str] | None = None, alpha: float = 0.05,
-             scale: ScaleTuple | Mapping[str, ScaleTuple] | None = None) -> pd.DataFrame:
+             scale: Any = None, estimand: str = "mean") -> pd.DataFrame:
     """Mean human score per (judge, model, group) by PPI++, human-only and judge-only, with (1 - alpha) intervals.
 
     Args:
@@ -128,11 +150,14 @@ def estimate(judgments: pd.DataFrame, labels: pd.DataFrame, *, groups: Mapping[s
         groups: ``item_id -> group`` (e.g. the system that wrote the answer); ``None`` groups by run (``source``).
         pairs: ``item_id -> pair key`` for paired differences (e.g. the question both systems answered);
             ``None`` pairs by item id. A difference is paired when the two groups share pair keys.
-        compare: two group names: adds rows ``kind="difference"`` for ``A - B``.
+        compare: two group names, two models or two judges: adds rows ``kind="difference"`` for ``A - B``.
         alpha: 1 - the interval's coverage.
-        scale: score scale(s) as in ``calibrate`` (default: the judge's spec or family).
+        scale: score scale(s) as in ``calibrate``, ``(lo, hi, step, "continuous")`` included (default: the
+            judge's spec or family).
+        estimand: ``mean`` (default): the mean human rating (each unit's mean over its annotators, averaged
+            over units); ``median``: the median consensus snapped to the scale, as ``calibrate`` uses.
     """
-    units = match_units(judgments, labels, groups=groups, pairs=pairs, scale=scale)
+    units = match_units(judgments, labels, groups=groups, pairs=pairs, scale=scale, estimand=estimand)
     return estimate_units(units, compare=compare, alpha=alpha)
 
 
