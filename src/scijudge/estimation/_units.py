@@ -32,6 +32,7 @@ class Units:
     scales: dict[str, ScaleTuple]
     estimand: str = "mean"
     notes: list[str] | None = None
+    by_run: bool = True  # the groups are the runs (no item meta grouping)
 
 
 def calibration_rules() -> Any:
@@ -118,7 +119,7 @@ def match_units(judgments: pd.DataFrame, labels: pd.DataFrame, *, groups: Mappin
     if n_unmatched:
         notes.append(f"{n_unmatched} labelled unit(s) have no judgment of some model (counted as n_label_only, "
                      "never imputed)")
-    return Units(df[UNIT_COLUMNS].copy(), label_only, scales, estimand, notes)
+    return Units(df[UNIT_COLUMNS].copy(), label_only, scales, estimand, notes, by_run=groups is None)
 
 
 def _label_only(df: pd.DataFrame, consensus: pd.DataFrame, groups: Mapping[str, str] | None) -> pd.DataFrame:

@@ -23,7 +23,8 @@ ESTIMATE_COLUMNS = [
     "judge", "model", "group", "method", "estimate", "lo", "hi", "se", "n_labeled", "n_unlabeled",
     "n_abstained", "n_label_only", "lam", "kind", "paired", "alpha", "estimand",
 ]
-_DIMENSIONS = ("group", "model", "judge")
+_DIMENSIONS = ("judge", "model", "group")  # the order of the per-(judge, model, group) keys
+_SEARCH = ("group", "model", "judge")  # which dimension two --compare names are looked up in, first to last
 
 
 def _three(sub: pd.DataFrame, alpha: float) -> dict[str, Estimate]:
@@ -83,44 +84,57 @@ def estimate_units(units: Units, *, compare: Sequence[str] | None = None, alpha:
                       n_label_only=int(label_only.get((judge, model, group), 0)), kind="mean", paired=None,
                       alpha=alpha, estimand=units.estimand)
     if compare:
-        rows += _compare_rows(per_key, label_only, compare, alpha, units.estimand)
+        rows += _compare_rows(per_key, label_only, compare, alpha, units.estimand, by_run=units.by_run)
     return pd.DataFrame(rows, columns=ESTIMATE_COLUMNS)
 
 
 def _compare_rows(per_key: dict[tuple[str, str, str], pd.DataFrame], label_only: pd.Series,
-                  compare: Sequence[str], alpha: float, estimand: str = "mean") -> list[dict[str, Any]]:
+                  compare: Sequence[str], alpha: float, estimand: str = "mean",
+                  by_run: bool = True) -> list[dict[str, Any]]:
     """``A - B`` where A and B are two groups (runs or --by values), two models or two judges: one row set per
-    combination of the other two, paired on shared (pair, part) keys, independent otherwise."""
+    combination of the other two, paired on shared (pair, part) keys, independent otherwise. Two models or
+    judges of different runs are compared when the groups are the runs (``by_run``)."""
     if len(compare) != 2 or compare[0] == compare[1]:
         raise InputError(f"compare needs two different groups, got {list(compare)}", field="compare")
     name_a, name_b = (str(c) for c in compare)
     values = {dim: {key[i] for key in per_key} for i, dim in enumerate(_DIMENSIONS)}
-    dim = next((d for d in _DIMENSIONS if name_a in values[d] and name_b in values[d]), None)
-    if dim is None:
+    dims = [d for d in _SEARCH if name_a in values[d] and name_b in values[d]]
+    if not dims:
         missing = name_b if any(name_a in v for v in values.values()) else name_a
         raise InputError(f"no group named {missing!r}: compare two groups ({', '.join(sorted(values['group']))}), "
                          f"two models ({', '.join(sorted(values['model']))}) or two judges "
                          f"({', '.join(sorted(values['judge'])[:6])})", field="compare")
+    for dim in dims:  # two runs named like their models: the groups share no judge and model, the models do
+        rows = _compare_along(per_key, label_only, dim, name_a, name_b, alpha, estimand, by_run)
+        if rows:
+            return rows
+    others = " and ".join(d for d in _DIMENSIONS if d != dims[0])
+    raise InputError(f"{dims[0]}s {name_a!r} and {name_b!r} never occur with the same {others}: nothing to "
+                     "compare", field="compare")
+
+
+def _compare_along(per_key: dict[tuple[str, str, str], pd.DataFrame], label_only: pd.Series, dim: str,
+                   name_a: str, name_b: str, alpha: float, estimand: str, by_run: bool) -> list[dict[str, Any]]:
     axis = _DIMENSIONS.index(dim)
-    rest = sorted({tuple(v for i, v in enumerate(key) if i != axis) for key in per_key})
+    sides: dict[tuple[str, str, str], list[tuple[tuple[str, str, str], pd.DataFrame]]] = {}
+    for key, sub in per_key.items():
+        reduced = (key[0], key[1], "" if dim != "group" and by_run else key[2])
+        sides.setdefault(reduced, []).append((key, sub))
+    rest = sorted({tuple(v for i, v in enumerate(key) if i != axis) for key in sides})
     rows = []
     for other in rest:
-        def key_of(name: str, other: tuple[str, ...] = other) -> tuple[str, str, str]:
-            parts = list(other)
-            parts.insert(axis, name)
-            return parts[0], parts[1], parts[2]
-
-        ka, kb = key_of(name_a), key_of(name_b)
-        a, b = per_key.get(ka), per_key.get(kb)
-        if a is None or b is None:
+        ka = tuple([*other[:axis], name_a, *other[axis:]])
+        kb = tuple([*other[:axis], name_b, *other[axis:]])
+        if ka not in sides or kb not in sides:
             continue
+        a = pd.concat([sub for _, sub in sides[ka]], ignore_index=True)  # type: ignore[index]
+        b = pd.concat([sub for _, sub in sides[kb]], ignore_index=True)  # type: ignore[index]
         for name, side in ((name_a, a), (name_b, b)):
             twice = side.duplicated(["pair", "part"])
             if twice.any():
                 key = side.loc[twice, "pair"].iloc[0]
-                raise InputError(f"{dim} {name!r} of judge {ka[0]!r} holds pair key {key!r} more than once: "
-                                 "pair items by a field that is unique within each group",
-                                 field="pair_by")
+                raise InputError(f"{dim} {name!r} holds pair key {key!r} more than once: pair items by a field "
+                                 "that is unique within each group", field="pair_by")
         shared = bool(pd.Index(a["pair"] + "\0" + a["part"]).isin(b["pair"] + "\0" + b["part"]).any())
         if shared:
             results = _paired_three(a, b, alpha)
@@ -128,14 +142,13 @@ def _compare_rows(per_key: dict[tuple[str, str, str], pd.DataFrame], label_only:
             ea, eb = _three(a, alpha), _three(b, alpha)
             results = {m: difference(ea[m], eb[m], alpha) for m in METHODS}
         n_abs = int((a["status"] == "abstained").sum() + (b["status"] == "abstained").sum())
-        n_lo = int(label_only.get(ka, 0) + label_only.get(kb, 0))
-        label = [ka[0], ka[1], ka[2]]
+        n_lo = int(sum(label_only.get(k, 0) for k, _ in sides[ka] + sides[kb]))  # type: ignore[index]
+        label = list(ka)
         label[axis] = f"{name_a} - {name_b}"
+        if not label[2]:
+            label[2] = " - ".join("+".join(sorted({k[2] for k, _ in sides[s]})) for s in (ka, kb))  # type: ignore[index]
         rows += _rows(label[0], label[1], label[2], results, n_abstained=n_abs, n_label_only=n_lo,
                       kind="difference", paired=bool(shared), alpha=alpha, estimand=estimand)
-    if not rows:
-        raise InputError(f"{dim}s {name_a!r} and {name_b!r} never occur with the same "
-                         f"{' and '.join(d for d in _DIMENSIONS if d != dim)}: nothing to compare", field="compare")
     return rows
 
 
