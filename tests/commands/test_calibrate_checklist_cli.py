@@ -78,6 +78,8 @@ def test_calibrate_accepts_the_bundled_verdict_file(tmp_path: Path) -> None:
     done = CliRunner().invoke(app, ["compliance", str(tmp_path / "rr.sqlite"), "--labels",
                                     str(EXAMPLE / "human_verdicts.jsonl"), "--ternary", "--out", str(comp)])
     assert done.exit_code == 0, done.output
+    assert "# Compliance per report" in done.output  # piped: CSV tables, not boxes
+    assert "report,judge,model,spec_hash,compliance" in done.output and "┃" not in done.output
     (agreement,) = json.loads(comp.read_text())["agreement"]
     assert agreement["accuracy"] == pytest.approx(row["accuracy"]) and agreement["kappa"] == pytest.approx(row["kappa"])
 
