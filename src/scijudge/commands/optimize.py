@@ -89,7 +89,7 @@ def optimize_cmd(
     judge: Annotated[str, typer.Option("--judge", "-j", help="Judge to optimize: shipped name or spec path.")],
     labels: Annotated[Path, typer.Option("--labels", "-l", help="Human labels: JSONL or CSV (with --tasks: ResearchRubrics human verdicts JSONL).")],
     model: Annotated[list[str], typer.Option("--model", "-m", help="Model the judge runs on; repeat to compare models.")],
-    recipe: Annotated[list[str], typer.Option("--recipe", "-r", help="Recipe file (optimizers/mipro.toml) or shipped name (mipro); repeat to compare.")],
+    recipe: Annotated[list[str], typer.Option("--recipe", help="Recipe file (optimizers/mipro.toml) or shipped name (mipro); repeat to compare.")],
     items: Annotated[Path | None, typer.Option("--items", "-i", help="Items in canonical JSONL.")] = None,
     tasks: Annotated[Path | None, typer.Option(help="ResearchRubrics task file (JSONL), instead of --items: with --reports, the checklist judge's items.")] = None,
     reports: Annotated[Path | None, typer.Option(help="Folder of <sample_id>.md reports (or reports JSONL) for --tasks.")] = None,
