@@ -19,15 +19,17 @@ def _print_result(result: Any, log_path: Path | None) -> None:
 
     console = Console()
     title = escape(result.spec.provenance.get("display_name") or f"{result.spec.name} · {result.recipe.name}")
-    table = Table("test statistic", "base judge", "optimized", title=title)
+    table = Table("test statistic", "base judge", "optimized", "optimized 95% interval", title=title)
 
     def fmt(value: float | None) -> str:
-        return "–" if value is None else f"{value:.3f}"
+        return "–" if value is None or value != value else f"{value:.3f}"
 
     for key in ("score", "exact", "within1", "mae", "kappa_w", "accuracy", "balanced_accuracy", "coverage",
                 "robustness"):
         if key in result.before or key in result.after:
-            table.add_row(key, fmt(result.before.get(key)), fmt(result.after.get(key)))
+            lo, hi = result.after.get(f"{key}_lo"), result.after.get(f"{key}_hi")
+            interval = "–" if lo is None or hi is None or lo != lo else f"[{lo:.3f}, {hi:.3f}]"
+            table.add_row(key, fmt(result.before.get(key)), fmt(result.after.get(key)), interval)
     table.add_row("n (test units)", str(result.before.get("n_units")), str(result.after.get("n_units")))
     console.print(table)
     b = result.budget
@@ -144,11 +146,21 @@ def optimize_cmd(
     with quiet_to(log_path):
         frame = run_experiment(recipes, lms, judge=judge, items=items, labels=labels, prompt_lm=prompt_lm, out=folder,
                                track=track, split=split_spec, check_model=False, robustness=robustness)
-    columns = [c for c in ("recipe", "model", "status", "n_test", "lm_calls", "exact_after", "balanced_accuracy_after",
-                           "score_after", "robustness_after", "stopped", "reason") if c in frame.columns]
+    columns = [c for c in ("recipe", "model", "status", "n_test", "lm_calls", "exact_after", "exact_after_lo",
+                           "exact_after_hi", "balanced_accuracy_after", "balanced_accuracy_after_lo",
+                           "balanced_accuracy_after_hi", "score_after", "score_after_lo", "score_after_hi",
+                           "robustness_after", "stopped", "reason") if c in frame.columns]
     sys.stdout.write(f"split {frame['split'].iloc[0]} for every recipe; the (base judge) rows are each model's "
                      "baseline; *_after columns are held-out statistics\n")
     sys.stdout.write(frame[columns].to_string(index=False) + "\n")
+    from scijudge.commands._console import console
+    from scijudge.optimization._api import MIN_TEST_UNITS
+
+    small = frame["n_test"].dropna()
+    if len(small) and small.min() < MIN_TEST_UNITS:
+        console.print(f"[yellow]warning:[/] only {int(small.min())} test unit(s), fewer than {MIN_TEST_UNITS}: the "
+                      "held-out statistics are noisy; read their 95% intervals (<stat>_after_lo, <stat>_after_hi)",
+                      highlight=False, soft_wrap=True)
     sys.stdout.write(f"table: {folder / 'experiment.csv'}  plot: {folder / 'experiment.png'}"
                      + (f"  log: {log_path}" if log_path else "") + "\n")
     return frame

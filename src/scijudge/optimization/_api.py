@@ -28,6 +28,9 @@ from typing import Any
 from scijudge.data import Item, load_items
 from scijudge.spec.demos import demo_to_spec
 from scijudge.errors import InputError, ModelError
+
+MIN_TEST_UNITS = 30
+"""Below this many held-out units an optimization's gain is reported with a warning beside its interval."""
 from scijudge.judges.base import Judge
 from scijudge.records import model_name
 from scijudge.labels import HumanLabel, load_labels
@@ -299,6 +302,9 @@ def run_plan(plan: Plan, lm: Any, *, prompt_lm: Any = None, out: str | Path | No
     test_ids = set(plan.split.test)
     test_labels = [lab for lab in data.labels if lab.item_id in test_ids]
     before, after, calibration = summaries(rows, plan.test, test_labels, metric, data.kind, recipe.split.seed, n_boot)
+    if 0 < int(after.get("n_units") or 0) < MIN_TEST_UNITS:
+        notes.append(f"only {after['n_units']} test unit(s), fewer than {MIN_TEST_UNITS}: the before/after numbers "
+                     "are noisy; read their 95% intervals (<stat>_after_lo, <stat>_after_hi) first")
     variant_rows: list[dict[str, Any]] = []
     if robustness is not None:
         from scijudge.optimization._robustness import Robustness, judge_variants
