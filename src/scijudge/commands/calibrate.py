@@ -108,16 +108,29 @@ def calibrate_cmd(
         from scijudge.importers.researchrubrics import load_tasks
 
         task_list = load_tasks(tasks)
-    result = calibrate(judgments[~is_variant], label_frame, scale=scales, n_boot=n_boot, seed=seed,
-                       allow_extra_labels=allow_extra_labels, specs=specs, tasks=task_list)
-    robust = robustness(judgments, n_boot=n_boot, seed=seed) if is_variant.any() else None
     from rich.console import Console
 
+    from scijudge.commands._console import console
+
+    n_units = len(label_frame)
+    with _status(console, f"calibrating {judgments['judge'].nunique()} judge(s) against {n_units} label(s), "
+                          f"{n_boot} bootstrap resamples ..."):
+        result = calibrate(judgments[~is_variant], label_frame, scale=scales, n_boot=n_boot, seed=seed,
+                           allow_extra_labels=allow_extra_labels, specs=specs, tasks=task_list)
+        robust = robustness(judgments, n_boot=n_boot, seed=seed) if is_variant.any() else None
+    if out is not None:  # files first: a closed pipe must not lose them
+        with _status(console, "writing the report ..."):
+            paths = write_report(result, out, robust)
+        console.print(f"report written to {paths['html']} (numbers in {paths['json'].name})", highlight=False)
     print_summary(result, robust, Console())
-    if out is not None:
-        paths = write_report(result, out, robust)
-        Console().print(f"report written to {paths['html']} (numbers in {paths['json'].name})")
     return result
+
+
+def _status(console: Any, text: str) -> Any:
+    """A spinner with what is being done, on a terminal only (stderr; piped output stays clean)."""
+    import contextlib
+
+    return console.status(text) if console.is_terminal else contextlib.nullcontext()
 
 
 def perturb_cmd(
