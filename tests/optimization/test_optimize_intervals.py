@@ -54,3 +54,18 @@ def test_experiment_table_has_after_intervals_and_small_tests_warn(tmp_path: Pat
     assert result.after["n_units"] < 30
     assert any("fewer than 30" in note for note in result.notes)
     assert result.summary()["exact_after_lo"] <= result.summary()["exact_after"] <= result.summary()["exact_after_hi"]
+
+
+def test_progress_line_reports_candidates_calls_and_best_so_far() -> None:
+    from scijudge.optimization._budget import Budget
+    from scijudge.optimization._judge_metrics import Ledger
+    from scijudge.optimization._progress import progress_text
+
+    budget, ledger = Budget(max_calls=400), Ledger()
+    budget.calls = 41
+    for cid, scores in (("a", [0.5, 1.0]), ("b", [0.25])):
+        ledger.register(cid, {}, 0)
+        for k, value in enumerate(scores):
+            ledger.record(cid, f"k{k}", value)
+    text = progress_text()
+    assert "2 candidate(s) tried" in text and "41 of 400 LM calls" in text and "best so far 0.750" in text

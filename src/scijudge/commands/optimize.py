@@ -45,6 +45,39 @@ def _print_result(result: Any, log_path: Path | None) -> None:
         console.print(f"log: {log_path}", highlight=False, markup=False, soft_wrap=True)
 
 
+def _progress() -> Any:
+    """On a terminal: a status line (candidates tried, LM calls of the budget, best so far) refreshed twice a second
+    on the real stderr, which the quiet log redirect does not capture; nothing when piped."""
+    import contextlib
+    import threading
+
+    from rich.console import Console
+
+    console = Console(file=sys.stderr)
+    if not console.is_terminal:
+        return contextlib.nullcontext()
+
+    @contextlib.contextmanager
+    def show() -> Any:
+        from scijudge.optimization._progress import progress_text
+
+        stop = threading.Event()
+        with console.status("optimizing ...") as status:
+            def refresh() -> None:
+                while not stop.wait(0.5):
+                    status.update(f"optimizing: {progress_text()}")
+
+            thread = threading.Thread(target=refresh, daemon=True)
+            thread.start()
+            try:
+                yield
+            finally:
+                stop.set()
+                thread.join(timeout=2)
+
+    return show()
+
+
 def _split_option(text: str | None, seed: int | None) -> Any:
     """``--split 0.5/0.25/0.25`` and ``--seed`` as a SplitSpec (None when neither is given)."""
     from pydantic import ValidationError
@@ -134,7 +167,7 @@ def optimize_cmd(
         folder = target.parent if target.suffix == ".toml" else target
         log_path = None if verbose else folder / "optimize.log"
         lm = make_lm(model[0], api_base=api_base, cache=cache)
-        with quiet_to(log_path):
+        with _progress(), quiet_to(log_path):
             result = run_plan(plan, lm, prompt_lm=prompt_lm, out=target, track=track, robustness=robustness)
         _print_result(result, log_path)
         return result
@@ -143,7 +176,7 @@ def optimize_cmd(
     lms = [make_lm(m, api_base=api_base, cache=cache) for m in model]
     for lm in lms + ([prompt_lm] if prompt_lm is not None else []):
         preflight(lm)  # every model answers before anything runs
-    with quiet_to(log_path):
+    with _progress(), quiet_to(log_path):
         frame = run_experiment(recipes, lms, judge=judge, items=items, labels=labels, prompt_lm=prompt_lm, out=folder,
                                track=track, split=split_spec, check_model=False, robustness=robustness)
     columns = [c for c in ("recipe", "model", "status", "n_test", "lm_calls", "exact_after", "exact_after_lo",

@@ -65,6 +65,9 @@ class Ledger:
         self.candidates: dict[str, dict[str, Any]] = {}
         self.scores: dict[str, dict[str, float]] = {}
         self.order: list[str] = []
+        from scijudge.optimization._progress import watch
+
+        watch("ledger", self)
 
     def register(self, cid: str, snapshot: dict[str, Any], lm_calls: int) -> None:
         """Remember a candidate's instructions and demos the first time it runs."""
