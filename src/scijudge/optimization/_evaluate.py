@@ -75,8 +75,9 @@ def summaries(rows: list[dict[str, Any]], test_examples: list[Any], test_labels:
                 judgment = _RowJudgment(row["score"], row["verdict"])
             scores.append(metric.score(ex, dspy.Prediction(judgment=judgment, abstained=judgment is None)))
         values["score"] = float(statistics.fmean(scores)) if scores else float("nan")
-        values["score_lo"], values["score_hi"] = _item_bootstrap(list(mine["item_id"]) if len(mine) else [],
-                                                                 scores, n_boot, seed)
+        lo, hi = _item_bootstrap(list(mine["item_id"]) if len(mine) else [], scores, n_boot, seed)
+        if math.isfinite(lo) and math.isfinite(hi):  # no interval entries at all without a bootstrap
+            values["score_lo"], values["score_hi"] = lo, hi
         if calibration is not None and len(mine):
             table = calibration.per_rubric if kind == "score" else calibration.verdict_per_rubric
             sel = table[table["contender"].astype(str).str.endswith(f"@{role}")] if len(table) else table

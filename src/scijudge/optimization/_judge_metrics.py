@@ -140,7 +140,7 @@ class JudgeMetric:
         if problem is not None:
             return 0.0
         if self.name == "verdict_balanced":
-            human = example.get(VERDICT)
+            human = norm_verdict(example.get(VERDICT))  # the one rule on both sides
             if verdict is None or human is None:
                 return 0.0
             return self.class_weights.get(human, 1.0) if verdict == human else 0.0
@@ -233,7 +233,8 @@ class FeedbackMetric(JudgeMetric):
 def class_weights(verdicts: list[str]) -> dict[str, float]:
     """n_rarest / n_c for each human class c (1.0 for the rarest)."""
     counts: dict[str, int] = {}
-    for v in verdicts:
+    for word in verdicts:
+        v = norm_verdict(word) or ""
         counts[v] = counts.get(v, 0) + 1
     if not counts:
         return {}
