@@ -33,7 +33,7 @@ def _pairs(texts: list[str] | None, option: str) -> dict[str, str]:
 
 def jury_cmd(
     runs: Annotated[list[Path], typer.Argument(help="Run stores holding the members' judgments.")],
-    member: Annotated[list[str], typer.Option("--member", help=_MEMBER_HELP)],
+    member: Annotated[list[str], typer.Option("--member", "-m", help=_MEMBER_HELP)],
     name: Annotated[str, typer.Option("--name", help="The jury's name: its judgments get model 'jury:NAME'.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Run store (SQLite) to write the jury's judgments to.")],
     method: Annotated[str, typer.Option("--method", help=_METHOD_HELP)] = "mean",
