@@ -58,7 +58,7 @@ def _option_flags(fn) -> dict[str, str]:
     flags: dict[str, str] = {}
     try:
         hints = typing.get_type_hints(fn, include_extras=True)
-    except Exception:  # noqa: BLE001 - annotations that do not resolve: fall back to the names
+    except Exception:
         hints = {}
     for name in inspect.signature(fn).parameters:
         flag = "--" + name.replace("_", "-")

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from scijudge.errors import InputError
-from scijudge.estimation._units import ScaleTuple, Units, match_units
+from scijudge.estimation._units import Units, match_units
 from scijudge.estimation.ppi import Estimate, classical_mean, difference, labels_needed, ppi_mean
 
 METHODS = ("ppi", "human-only", "judge-only")

@@ -28,9 +28,6 @@ from typing import Any
 from scijudge.data import Item, load_items
 from scijudge.spec.demos import demo_to_spec
 from scijudge.errors import InputError, ModelError
-
-MIN_TEST_UNITS = 30
-"""Below this many held-out units an optimization's gain is reported with a warning beside its interval."""
 from scijudge.judges.base import Judge
 from scijudge.records import model_name
 from scijudge.labels import HumanLabel, load_labels
@@ -49,6 +46,9 @@ from scijudge.optimization._spec_io import optimized_spec
 from scijudge.optimization._splits import ItemSplit
 from scijudge.spec.signatures import render_instructions
 from scijudge.spec.judge_spec import JudgeSpec, get_spec
+
+MIN_TEST_UNITS = 30
+"""Below this many held-out units an optimization's gain is reported with a warning beside its interval."""
 
 RETRY_RESERVE = 1.25
 """Calls kept for the test evaluation per test example and judge: one call plus a quarter for the chain's retries."""

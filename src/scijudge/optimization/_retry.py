@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from scijudge.errors import EndpointError, ModelError
+from scijudge.errors import EndpointError
 
 T = TypeVar("T")
 

@@ -24,7 +24,7 @@ from scijudge.report.summary import (
     verdict_sentence,
     verdict_summary,
 )
-from scijudge.report.text import fmt_cell, fmt_interval, fmt_number, is_count, print_frame
+from scijudge.report.text import fmt_cell, fmt_interval, fmt_number, print_frame
 
 _CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}
@@ -39,7 +39,8 @@ summary{cursor:pointer;font-weight:600}code{background:#f4f4f4;padding:0 3px}
 
 _LEADER_COLS = [
     ("rank", None), ("contender", None), ("scale", None), ("n_judges", None), ("n_items", None), ("n", None),
-    ("coverage", None), ("kappa_w", "κw (quadratic)"), ("kappa_linear", "κw (linear)"), ("alpha_ordinal", "α ordinal"), ("alpha_interval", "α interval"),
+    ("coverage", None), ("kappa_w", "κw (quadratic)"), ("kappa_linear", "κw (linear)"), ("alpha_ordinal", "α ordinal"),
+    ("alpha_interval", "α interval"),
     ("ac2", "AC2"), ("spearman", "Spearman ρ"), ("kendall", "Kendall τb"), ("pearson", "Pearson r"),
     ("icc_a1", "ICC(A,1)"), ("icc_c1", "ICC(C,1)"), ("bias", "bias (judge−human)"), ("mae", "MAE"),
     ("exact", "exact"), ("within1", "±1 step"), ("top_share_judge", "top share judge"),
