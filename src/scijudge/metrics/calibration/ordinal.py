@@ -196,9 +196,9 @@ def _ordinal_row(groups: list[_Group], ctx: _Context, judge_name: str) -> tuple[
         moments = cont.replicate_moments([ctx.blocks.get(("mom", g.contender, g.judge)) for g in groups])
         if reps is not None and moments is not None:
             reps.update(cont.moment_stats(moments))
-        counts = ctx.blocks.pair_counts(pairs["item_id"].to_numpy())
-        if reps is not None and counts is not None:
-            reps.update(cont.rank_replicates(counts, *cont.split_raw(pairs)))
+        draws = ctx.blocks.pair_counts(pairs["item_id"].to_numpy())
+        if reps is not None and draws is not None:
+            reps.update(cont.rank_replicates(draws, *cont.split_raw(pairs)))
         notes.append(cont.rounding_note(tol))
     _intervals(row, reps, ORDINAL_STATS, ctx.level)
     cal, bins = _calibration(pairs, "ordinal", values, ctx.n_bins)
