@@ -65,7 +65,7 @@ def compliance_cmd(
         frame = frame[frame["judge"].map(lambda j: _matches(j, list(judge)))]
         if frame.empty:
             raise InputError(f"no judgment in the run is by a judge matching {list(judge)}", field="judge")
-    judge = None  # type: ignore[assignment]  # selected above
+    judge = None  # selected above
     per_report = compliance_by_report(frame, judge=judge, policy=policy)  # type: ignore[arg-type]
     task_list = None
     if tasks is not None:
@@ -110,7 +110,8 @@ def compliance_cmd(
 
         human = load_human_verdicts(labels, tasks=task_list)
         mode = "ternary" if ternary else "binary"
-        agreements = checklist_agreement(frame, human, mode=mode, judge=judge, annotator=annotator)
+        agreements = checklist_agreement(frame, human, mode=mode, judge=judge,  # type: ignore[arg-type]
+                                         annotator=annotator)
         shown.append((pd.DataFrame([{"judge": a.judge, "model": a.model, "spec_hash": a.spec_hash, "tasks": a.n_tasks,
                                      "pairs": a.n_pairs, "abstained": a.n_abstained, "unjudged": a.n_unjudged,
                                      "macro_f1_per_task": a.macro_f1, "accuracy": a.accuracy, "kappa": a.kappa}

@@ -127,8 +127,8 @@ def _compare_along(per_key: dict[tuple[str, str, str], pd.DataFrame], label_only
         kb = tuple([*other[:axis], name_b, *other[axis:]])
         if ka not in sides or kb not in sides:
             continue
-        a = pd.concat([sub for _, sub in sides[ka]], ignore_index=True)  # type: ignore[index]
-        b = pd.concat([sub for _, sub in sides[kb]], ignore_index=True)  # type: ignore[index]
+        a = pd.concat([sub for _, sub in sides[ka]], ignore_index=True)
+        b = pd.concat([sub for _, sub in sides[kb]], ignore_index=True)
         for name, side in ((name_a, a), (name_b, b)):
             twice = side.duplicated(["pair", "part"])
             if twice.any():
@@ -142,11 +142,11 @@ def _compare_along(per_key: dict[tuple[str, str, str], pd.DataFrame], label_only
             ea, eb = _three(a, alpha), _three(b, alpha)
             results = {m: difference(ea[m], eb[m], alpha) for m in METHODS}
         n_abs = int((a["status"] == "abstained").sum() + (b["status"] == "abstained").sum())
-        n_lo = int(sum(label_only.get(k, 0) for k, _ in sides[ka] + sides[kb]))  # type: ignore[index]
+        n_lo = int(sum(label_only.get(k, 0) for k, _ in sides[ka] + sides[kb]))
         label = list(ka)
         label[axis] = f"{name_a} - {name_b}"
         if not label[2]:
-            label[2] = " - ".join("+".join(sorted({k[2] for k, _ in sides[s]})) for s in (ka, kb))  # type: ignore[index]
+            label[2] = " - ".join("+".join(sorted({k[2] for k, _ in sides[s]})) for s in (ka, kb))
         rows += _rows(label[0], label[1], label[2], results, n_abstained=n_abs, n_label_only=n_lo,
                       kind="difference", paired=bool(shared), alpha=alpha, estimand=estimand)
     return rows
