@@ -158,11 +158,17 @@ def _conflict(source: str, target: str, file: str, line: int | None) -> InputErr
                       f"one, or map {target!r} to another field", file=file, line=line, field=target)
 
 
-def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, str) and not value.strip())
+def _given(row: Mapping[str, Any], name: str) -> Any:
+    """The row's value of ``name``, None when absent or blank."""
+    value = row.get(name)
+    if value is None or (value.__class__ is str and not value.strip()):
+        return None
+    return value
 
 
 def _text(value: Any, name: str, source: str, line: int) -> str:
+    if value.__class__ is str:
+        return value.strip()
     if isinstance(value, bool) or isinstance(value, (dict, list)) or \
             (isinstance(value, float) and not math.isfinite(value)):
         raise InputError(f"{name} {value!r} is not text", file=source, line=line, field=name)
@@ -197,11 +203,14 @@ def _record(row: Mapping[str, Any], source: str, sha: str, line: int, created_at
     naming the line and field."""
     values = {}
     for name in REQUIRED_FIELDS:
-        if _missing(row.get(name)):
+        value = _given(row, name)
+        if value is None:
             raise InputError(f"missing {name}", file=source, line=line, field=name)
-        values[name] = _text(row[name], name, source, line)
-    text = {name: None if _missing(row.get(name)) else _text(row[name], name, source, line)
-            for name in ("level", "variant_of", "endpoint", "verdict", "part", "family")}
+        values[name] = _text(value, name, source, line)
+    text = {}
+    for name in ("level", "variant_of", "endpoint", "verdict", "part", "family"):
+        value = _given(row, name)
+        text[name] = None if value is None else _text(value, name, source, line)
     item_id = values["item_id"]
     level, variant_of = text["level"] or "", text["variant_of"] or ""
     if level.lower() in ORIGINAL_LEVELS:
@@ -215,23 +224,28 @@ def _record(row: Mapping[str, Any], source: str, sha: str, line: int, created_at
     provenance: dict[str, Any] = {"imported_from": source, "sha256": sha, "line": line}
     if variant_of:
         provenance.update(variant_of=variant_of, level=level)
-        if not _missing(row.get("changed")):
-            provenance["changed"] = _flag(row["changed"], source, line)
-    confidence = None
-    if not _missing(row.get("confidence")):
-        confidence = _number(row["confidence"], "confidence", source, line)
+        changed = _given(row, "changed")
+        if changed is not None:
+            provenance["changed"] = _flag(changed, source, line)
+    confidence = _given(row, "confidence")
+    if confidence is not None:
+        confidence = _number(confidence, "confidence", source, line)
         if not 0.0 <= confidence <= 1.0:
             raise InputError(f"confidence {confidence:g} is outside [0, 1]", file=source, line=line, field="confidence")
-    score = None if _missing(row.get("score")) else _number(row["score"], "score", source, line)
+    score = _given(row, "score")
+    if score is not None:
+        score = _number(score, "score", source, line)
     verdict = text["verdict"]
     if score is not None and verdict is not None:
         raise InputError("give a score or a verdict, not both", file=source, line=line, field="verdict")
-    rationale = None if _missing(row.get("rationale")) else str(row["rationale"])
+    rationale = _given(row, "rationale")
+    rationale = None if rationale is None else str(rationale)
     dump = dict(_TEMPLATE, item_id=item_id, judge=values["judge"], model=values["model"], part=text["part"] or "",
                 family=text["family"] or DEFAULT_FAMILY, spec_hash=IMPORTED_SPEC_HASH, endpoint=text["endpoint"] or "",
                 result=provenance, rationale=rationale, created_at=created_at, attempts=[])
     if score is None and verdict is None:
-        reason = None if _missing(row.get("reason")) else str(row["reason"])
+        reason = _given(row, "reason")
+        reason = None if reason is None else str(reason)
         dump.update(status="abstained", reason=reason or f"no score or verdict in {source} line {line}")
     else:
         dump.update(status="ok", score=score, verdict=verdict, confidence=confidence)
@@ -315,7 +329,7 @@ def _jsonl_rows(path: Path, stream: JudgmentStream) -> Iterator[tuple[int, Mappi
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                obj = json.loads(line.decode("utf-8"))
             except UnicodeDecodeError as exc:
                 stream.bad(InputError(f"not UTF-8 (byte {exc.start} of the line)", file=path, line=number))
                 continue

@@ -2,25 +2,27 @@
 
 Rows written before redaction existed may hold credentials in their free text, so the fields that can hold
 one are redacted on the way out: the rationale, the reason, the verdict, the result and each attempt's
-error. Ids, hashes, numbers and dates cannot, and the endpoint was stored without credentials.
+error. Ids, hashes, numbers and dates cannot, and the endpoint was stored without credentials. A JSON column
+that SQLite found well-formed and that holds nothing redaction could change is copied as stored, never decoded.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from scijudge.records import JSON_COLUMNS, RUN_COLUMNS
-from scijudge.redaction import redact_data, redactor
+from scijudge.redaction import Redactor, redact_data, redactor
 
 FREE_TEXT_COLUMNS = ("verdict", "rationale", "reason")
 
 
 def redact_free_text(row: dict[str, Any], redact: Callable[[Any], Any] | None = None) -> dict[str, Any]:
-    """``row`` with its free-text fields redacted (in place)."""
+    """``row`` (JSON columns decoded) with its free-text fields redacted, in place."""
     one = redact or redactor()
     for column in FREE_TEXT_COLUMNS:
         if row.get(column):
@@ -34,22 +36,51 @@ def redact_free_text(row: dict[str, Any], redact: Callable[[Any], Any] | None = 
 
 
 def write_rows(rows: Iterable[dict[str, Any]], out: str | Path, fmt: str) -> int:
-    """Write ``rows`` (``Run.rows()`` dicts, JSON columns decoded) as JSONL or CSV; returns how many."""
+    """Write ``rows`` (``Run.rows()`` or ``Run.raw_rows()`` dicts) as JSONL or CSV; returns how many."""
     count = 0
     one = redactor()  # the secrets known now, computed once for the whole export
+    marks = {c: f"\x00{uuid.uuid4().hex}:{c}\x00" for c in JSON_COLUMNS}  # where stored JSON is put back
+    quoted = {c: json.dumps(m) for c, m in marks.items()}
     with Path(out).open("w", encoding="utf-8", newline="") as handle:
         if fmt == "jsonl":
             for row in rows:
-                handle.write(json.dumps(redact_free_text(row, one), ensure_ascii=False) + "\n")
+                raw = _redact_row(row, one)
+                for column in raw:
+                    row[column] = marks[column]
+                line = json.dumps(row, ensure_ascii=False)
+                for column, text in raw.items():
+                    line = line.replace(quoted[column], text, 1)
+                handle.write(line + "\n")
                 count += 1
             return count
         writer = csv.writer(handle, lineterminator="\n")
         writer.writerow(RUN_COLUMNS)
         for row in rows:
-            row = redact_free_text(row, one)
-            writer.writerow([_cell(row.get(c), c) for c in RUN_COLUMNS])
+            raw = _redact_row(row, one)
+            writer.writerow([raw[c] if c in raw else _cell(row.get(c), c) for c in RUN_COLUMNS])
             count += 1
     return count
+
+
+def _redact_row(row: dict[str, Any], one: Redactor) -> dict[str, str]:
+    """Redact ``row`` in place; returns the JSON columns to copy as stored (taken out of ``row``)."""
+    raw: dict[str, str] = {}
+    for column in JSON_COLUMNS:
+        value = row.get(column)
+        if isinstance(value, str):  # stored text, well-formed
+            if one.may_change_json(value):
+                row[column] = json.loads(value)
+            else:
+                raw[column] = str(value)
+    for column in FREE_TEXT_COLUMNS:
+        if row.get(column):
+            row[column] = one(row[column])
+    if "result" not in raw and row.get("result"):
+        row["result"] = redact_data(row["result"], one)
+    if "attempts" not in raw and row.get("attempts"):
+        row["attempts"] = [dict(a, error=one(a["error"])) if isinstance(a, dict) and a.get("error") else a
+                           for a in row["attempts"]]
+    return raw
 
 
 def _cell(value: Any, column: str) -> Any:
