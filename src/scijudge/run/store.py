@@ -84,11 +84,14 @@ class Run:
 
     # --- opening -------------------------------------------------------------------------------
     def _connect_read(self) -> sqlite3.Connection:
-        """A read-only connection; ``immutable`` where SQLite cannot even create its shared-memory file
-        (a read-only file system or folder)."""
+        """A read-only connection that creates no file either. With no ``-wal`` file beside the store (its
+        last writer closed it, none has it open) the file is all there is: read it as ``immutable``. With
+        one, a writer may be active: read through the WAL (``mode=ro``), and as ``immutable`` only where
+        SQLite cannot open its shared memory (a read-only file system)."""
         uri = self.path.resolve().as_uri()
         last: sqlite3.Error | None = None
-        for query in ("mode=ro", "mode=ro&immutable=1"):
+        wal = self.path.with_name(self.path.name + "-wal").exists()
+        for query in ("mode=ro", "mode=ro&immutable=1")[0 if wal else 1:]:
             db = sqlite3.connect(f"{uri}?{query}", uri=True, check_same_thread=False, timeout=30)
             try:
                 db.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
