@@ -50,6 +50,7 @@ def import_records(path: str | Path, dumps: Iterable[dict[str, Any]], *, importe
         return counts
     rows = itertools.chain([first], rows)
     with Run(path) as run:
+        run.claim_writer()  # not while a judging run (or another import) writes this store
         judged = run.model_endpoints(spec_hash_not=imported_spec)
         before = len(run)
 
