@@ -215,3 +215,25 @@ def test_a_full_disk_stops_the_run_with_one_line_and_the_rerun_sends_only_what_w
     with Run(path) as run:
         summary = judge_items(items(40), [judge], run, concurrency=2)
     assert summary.skipped_done == 5 and summary.judged == 35 and server.count - first == 35
+
+
+def test_jsonl_lines_are_the_same_bytes_with_or_without_orjson(tmp_path, monkeypatch):
+    import orjson
+
+    from scijudge.redaction import redactor
+    from scijudge.run.export import _json_line, _orjson_line, _redact_row
+
+    monkeypatch.setenv("MY_SERVICE_API_KEY", "sécret-value-42")
+    path = tmp_path / "r.sqlite"
+    with Run(path) as run:
+        run.record(_result(1, rationale='é "quoted" sécret-value-42', result={"x": 0.1 + 0.2, "big": 1e20}))
+        run.record(_result(2, probs={"1": 0.25, "2": 0.75}, verdict="Yes", score=None))
+    with Run(path, create=False) as run:
+        rows = list(run.raw_rows())
+    one = redactor()
+    fast = [_orjson_line(orjson)(row, _redact_row(row, one)) for row in [dict(r) for r in rows]]
+    plain = [_json_line()(row, _redact_row(row, one)) for row in [dict(r) for r in rows]]
+    assert fast == plain
+    decoded = [json.loads(line) for line in fast]
+    assert decoded[0]["rationale"] == 'é "quoted" ***' and decoded[0]["result"] == {"x": 0.1 + 0.2, "big": 1e20}
+    assert decoded[1]["probs"] == {"1": 0.25, "2": 0.75} and decoded[1]["current"] is True

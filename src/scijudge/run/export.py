@@ -36,23 +36,23 @@ def redact_free_text(row: dict[str, Any], redact: Callable[[Any], Any] | None = 
 
 
 def write_rows(rows: Iterable[dict[str, Any]], out: str | Path, fmt: str) -> int:
-    """Write ``rows`` (``Run.rows()`` or ``Run.raw_rows()`` dicts) as JSONL or CSV; returns how many."""
+    """Write ``rows`` (``Run.rows()`` or ``Run.raw_rows()`` dicts) as JSONL (compact, UTF-8) or CSV; returns
+    how many. JSONL is encoded by orjson where it is installed (a dependency of DSPy), else by ``json``: the
+    same bytes either way."""
     count = 0
     one = redactor()  # the secrets known now, computed once for the whole export
-    marks = {c: f"\x00{uuid.uuid4().hex}:{c}\x00" for c in JSON_COLUMNS}  # where stored JSON is put back
-    quoted = {c: json.dumps(m) for c, m in marks.items()}
-    with Path(out).open("w", encoding="utf-8", newline="") as handle:
-        if fmt == "jsonl":
+    if fmt == "jsonl":
+        try:
+            import orjson
+        except ImportError:  # pragma: no cover - orjson comes with DSPy
+            orjson = None
+        with Path(out).open("wb") as binary:
+            encode = _orjson_line(orjson) if orjson is not None else _json_line()
             for row in rows:
-                raw = _redact_row(row, one)
-                for column in raw:
-                    row[column] = marks[column]
-                line = json.dumps(row, ensure_ascii=False)
-                for column, text in raw.items():
-                    line = line.replace(quoted[column], text, 1)
-                handle.write(line + "\n")
+                binary.write(encode(row, _redact_row(row, one)))
                 count += 1
-            return count
+        return count
+    with Path(out).open("w", encoding="utf-8", newline="") as handle:
         writer = csv.writer(handle, lineterminator="\n")
         writer.writerow(RUN_COLUMNS)
         for row in rows:
@@ -62,8 +62,39 @@ def write_rows(rows: Iterable[dict[str, Any]], out: str | Path, fmt: str) -> int
     return count
 
 
+def _orjson_line(orjson: Any) -> Callable[[dict[str, Any], dict[str, str]], bytes]:
+    fragment, dumps = orjson.Fragment, orjson.dumps
+
+    def encode(row: dict[str, Any], raw: dict[str, str]) -> bytes:
+        for column, text in raw.items():
+            row[column] = fragment(text)
+        return dumps(row) + b"\n"
+
+    return encode
+
+
+def _json_line() -> Callable[[dict[str, Any], dict[str, str]], bytes]:
+    marks = {c: f"\x00{uuid.uuid4().hex}:{c}\x00" for c in JSON_COLUMNS}  # where stored JSON is put back
+    quoted = {c: json.dumps(m) for c, m in marks.items()}
+
+    def encode(row: dict[str, Any], raw: dict[str, str]) -> bytes:
+        for column in raw:
+            row[column] = marks[column]
+        line = json.dumps(row, ensure_ascii=False, separators=(",", ":"))
+        for column, text in raw.items():
+            line = line.replace(quoted[column], text, 1)
+        return (line + "\n").encode("utf-8")
+
+    return encode
+
+
 def _redact_row(row: dict[str, Any], one: Redactor) -> dict[str, str]:
-    """Redact ``row`` in place; returns the JSON columns to copy as stored (taken out of ``row``)."""
+    """Redact ``row`` in place; returns the JSON columns to copy as stored (their text, well-formed)."""
+    stored = [row.get(c) for c in JSON_COLUMNS]
+    if all(v is None or isinstance(v, str) for v in stored):  # one look at the whole row first
+        texts = [v for v in stored if v] + [row[c] for c in FREE_TEXT_COLUMNS if isinstance(row.get(c), str)]
+        if not one.may_change_json("\n".join(texts)):
+            return {c: str(v) for c, v in zip(JSON_COLUMNS, stored) if v is not None}
     raw: dict[str, str] = {}
     for column in JSON_COLUMNS:
         value = row.get(column)
