@@ -42,12 +42,14 @@ def write_rows(rows: Iterable[dict[str, Any]], out: str | Path, fmt: str) -> int
     count = 0
     one = redactor()  # the secrets known now, computed once for the whole export
     if fmt == "jsonl":
+        encode = _json_line()
         try:
             import orjson
+
+            encode = _orjson_line(orjson)
         except ImportError:  # pragma: no cover - orjson comes with DSPy
-            orjson = None
+            pass
         with Path(out).open("wb") as binary:
-            encode = _orjson_line(orjson) if orjson is not None else _json_line()
             for row in rows:
                 binary.write(encode(row, _redact_row(row, one)))
                 count += 1
@@ -68,7 +70,8 @@ def _orjson_line(orjson: Any) -> Callable[[dict[str, Any], dict[str, str]], byte
     def encode(row: dict[str, Any], raw: dict[str, str]) -> bytes:
         for column, text in raw.items():
             row[column] = fragment(text)
-        return dumps(row) + b"\n"
+        line: bytes = dumps(row)
+        return line + b"\n"
 
     return encode
 
