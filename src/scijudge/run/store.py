@@ -111,14 +111,10 @@ class Run:
         try:
             tables = {name for (name,) in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             existing = [r[1] for r in self._db.execute("PRAGMA table_info(judgments)")]
-            version = None
-            if "meta" in tables:
-                row = self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-                version = json.loads(row[0]) if row and row[0] else None
-            api_base = None
-            if "meta" in tables:
-                row = self._db.execute("SELECT value FROM meta WHERE key = 'api_base'").fetchone()
-                api_base = json.loads(row[0]) if row and row[0] else None
+            meta = {k: json.loads(v) for k, v in self._db.execute(
+                "SELECT key, value FROM meta WHERE key IN ('schema_version', 'api_base') AND value IS NOT NULL")
+                } if "meta" in tables else {}
+            version, api_base = meta.get("schema_version"), meta.get("api_base")
         except (sqlite3.DatabaseError, ValueError) as exc:
             raise InputError(f"not a scijudge run store ({exc})", file=self.path) from None
         if not existing:
