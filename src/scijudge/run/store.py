@@ -118,9 +118,7 @@ class Run:
         except (sqlite3.DatabaseError, ValueError) as exc:
             raise InputError(f"not a scijudge run store ({exc})", file=self.path) from None
         if not existing:
-            if tables - {"meta", "batches"}:
-                raise InputError("not a scijudge run store (no judgments table)", file=self.path)
-            self._columns = {}  # an empty file: nothing to read yet
+            self._columns = {}  # no judgment yet (an empty file, or only batch bookkeeping): nothing to read
             return
         if isinstance(version, int) and version > SCHEMA_VERSION:
             raise InputError(f"run store has schema version {version}, newer than the version {SCHEMA_VERSION} "
