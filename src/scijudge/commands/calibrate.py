@@ -10,6 +10,10 @@ import typer
 
 from scijudge.errors import InputError
 
+_CALIBRATE_COLUMNS = ("key", "item_id", "judge", "part", "family", "spec_hash", "model", "endpoint", "input_hash",
+                      "decoding", "status", "score", "verdict", "confidence", "probs", "tokens_in", "tokens_out",
+                      "cost", "latency_s", "created_at", "current")
+
 
 def _parse_scale(text: str | None) -> tuple[float, float, float] | None:
     """'1,5,1' or '1:5:0.5' → (lo, hi, step); kept for callers of the single-scale form."""
@@ -88,7 +92,7 @@ def calibrate_cmd(
         if not Path(path).exists():
             raise InputError("run store not found", file=path)
         with Run(path, create=False) as store:
-            frame = store.to_pandas()
+            frame = store.to_pandas(columns=_CALIBRATE_COLUMNS)  # the attempt logs and free text are not read
             stored_scales.update(store.meta().get("scales") or {})
         frame["source"] = name
         frames.append(frame)

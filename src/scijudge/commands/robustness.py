@@ -9,6 +9,9 @@ import typer
 
 from scijudge.errors import InputError
 
+_ROBUSTNESS_COLUMNS = ("key", "item_id", "judge", "part", "family", "spec_hash", "model", "endpoint", "input_hash",
+                       "decoding", "status", "score", "verdict", "confidence", "result", "created_at", "current")
+
 
 def robustness_cmd(
     runs: Annotated[list[Path], typer.Argument(help="Run stores holding judgments of originals and their variants.")],
@@ -37,7 +40,7 @@ def robustness_cmd(
         if not Path(path).exists():
             raise InputError("run store not found", file=path)
         with Run(path, create=False) as store:
-            frame = store.to_pandas()
+            frame = store.to_pandas(columns=_ROBUSTNESS_COLUMNS)  # not the attempt logs, probs or free text
         frame["source"] = name
         frames.append(frame)
     result = robustness_table(pd.concat(frames, ignore_index=True), n_boot=n_boot, seed=seed)

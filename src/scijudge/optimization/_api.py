@@ -171,6 +171,9 @@ def _compile(plan: Plan, lm: Any, prompt_lm: Any, budget: Budget, reserve: int, 
             return entry.compile(plan.recipe.typed_settings(), inputs), None
     except BudgetStop as stop:
         return None, stop.reason
+    except KeyboardInterrupt:  # Ctrl-C: like a budget stop, the best candidate so far is kept, tested and written
+        gate.close(wait=0)
+        return None, "interrupted by Ctrl-C"
     except StopRun as stop:
         gate.close(wait=0)
         raise stop.error or ModelError(stop.reason) from None
