@@ -34,7 +34,7 @@ _LAZY: dict[str, str] = {
     "Abstained": "scijudge.chain.chain", "ChainConfig": "scijudge.chain.chain", "StructuredChain": "scijudge.chain.chain",
     # calibration and optimization
     "calibrate": "scijudge.metrics.calibration", "optimize": "scijudge.optimization",
-    "estimate": "scijudge.estimation",
+    "estimate": "scijudge.estimation", "distill": "scijudge.distill",
 }
 
 __all__ = [
@@ -42,7 +42,7 @@ __all__ = [
     "JudgeProtocol", "JudgeRecipe",
     "JudgeResult", "JudgeSpec", "LikertRating", "ModelError", "PairwiseJudgment", "Paper", "Run", "RunFields",
     "RunSummary", "ScijudgeError", "SpecError", "StructuredChain", "UnknownJudgeError", "__version__",
-    "calibrate", "estimate", "get_spec", "judge_items", "list_specs", "load_items", "load_judge",
+    "calibrate", "distill", "estimate", "get_spec", "judge_items", "list_specs", "load_items", "load_judge",
     "load_labels", "load_spec_file", "make_lm", "optimize",
 ]
 
@@ -63,6 +63,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from scijudge.data import Item, Paper, load_items
+    from scijudge.distill import distill
     from scijudge.estimation import estimate
     from scijudge.judges import Judge, load_judge
     from scijudge.labels import HumanLabel, load_labels

@@ -39,7 +39,7 @@ def _os_error(exc: OSError) -> ScijudgeError:
 
 
 # Commands that load judge specs: they take --trust-spec-code (spec code outside scijudge runs only then).
-SPEC_COMMANDS = frozenset({"judge", "demo", "calibrate", "perturb", "compliance", "optimize"})
+SPEC_COMMANDS = frozenset({"judge", "demo", "calibrate", "perturb", "compliance", "optimize", "distill"})
 _TRUST_HELP = ("Run code that specs name outside scijudge (prepare = 'module:function', output = 'module:Class'). "
                "Specs with code are code: only for specs you trust.")
 
@@ -91,6 +91,7 @@ def _register_commands() -> None:
     from scijudge.commands.calibrate import calibrate_cmd, perturb_cmd
     from scijudge.commands.compliance import compliance_cmd
     from scijudge.commands.demo import demo_cmd
+    from scijudge.commands.distill import distill_cmd
     from scijudge.commands.estimate import estimate_cmd
     from scijudge.commands.export import export_cmd
     from scijudge.commands.figure_metric import figure_metric_command
@@ -117,6 +118,7 @@ def _register_commands() -> None:
     command("figure-metric")(figure_metric_command)
     command("estimate")(estimate_cmd)
     command("batches")(batches_cmd)
+    command("distill")(distill_cmd)
 
 
 _register_commands()
