@@ -186,15 +186,27 @@ def answer_logits(model: Any, rows: Sequence[Sequence[int]], shared: int, pad_id
         return out.logits[:, -1, :].float()
     from transformers import DynamicCache
 
-    cache = DynamicCache()
+    cache_kw = _cache_keyword(model)
+    try:
+        cache = DynamicCache(config=model.config)
+    except TypeError:  # older transformers
+        cache = DynamicCache()
     prefix = torch.tensor([list(rows[0][:shared])], dtype=torch.long, device=device)
-    model(input_ids=prefix, past_key_values=cache, use_cache=True, logits_to_keep=1)
+    model(input_ids=prefix, use_cache=True, logits_to_keep=1, **{cache_kw: cache})
     cache.batch_repeat_interleave(len(rows))
     suffix = left_pad([r[shared:] for r in rows], pad_id, torch, device, start=shared)
     mask = torch.cat([torch.ones((len(rows), shared), dtype=torch.long, device=device), suffix["attention_mask"]], 1)
     out = model(input_ids=suffix["input_ids"], attention_mask=mask, position_ids=suffix["position_ids"],
-                past_key_values=cache, use_cache=True, logits_to_keep=1)
+                use_cache=True, logits_to_keep=1, **{cache_kw: cache})
     return out.logits[:, -1, :].float()
+
+
+def _cache_keyword(model: Any) -> str:
+    """``cache`` (newer transformers) or ``past_key_values``: what this model's forward calls its KV cache."""
+    import inspect
+
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(inner.forward).parameters else "past_key_values"
 
 
 def decision_loss(logits: Any, level_ids: Any, targets: Any, torch: Any) -> Any:
