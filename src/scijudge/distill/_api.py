@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,17 @@ def _base_folder(base: str | Path) -> Path:
     return ref.base
 
 
+_OUTPUTS = ("adapter_model.safetensors", "adapter_model.bin", "adapter_config.json", "card.json", "README.md")
+
+
+def _clear_outputs(out_dir: Path) -> None:
+    """Remove what an earlier distillation wrote in ``out_dir`` (and only that): a fresh start."""
+    for name in _OUTPUTS:
+        (out_dir / name).unlink(missing_ok=True)
+    for name in ("checkpoint", "checkpoint.tmp", "checkpoint.old", "evaluation"):
+        shutil.rmtree(out_dir / name, ignore_errors=True)
+
+
 def distill(judge: Any, items: str | Path | Sequence[Item], *, base: str | Path, out: str | Path,
             labels: str | Path | None = None, teacher: str | Path | None = None, teacher_model: str | None = None,
             form: str = "decision", epochs: int = 10, lr: float = 5e-3, lora_r: int = 8,
@@ -71,11 +83,11 @@ def distill(judge: Any, items: str | Path | Sequence[Item], *, base: str | Path,
                              epochs=epochs, batch_size=batch_size, seed=seed, checkpoint_every=checkpoint_every,
                              gradient_checkpointing=gradient_checkpointing, device=device, threads=threads)
     cfg.check()
-    if labels is not None and teacher is not None and form == "generated":
-        pass  # the teacher's answers train, the labels evaluate
     out_dir = Path(out)
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError("--out must be a folder", file=out_dir, field="--out")
+    if not resume:
+        _clear_outputs(out_dir)
     labels_path = Path(labels) if labels is not None else None
     teacher_path = Path(teacher) if teacher is not None else None
     base_dir = _base_folder(base)
@@ -103,6 +115,8 @@ def distill(judge: Any, items: str | Path | Sequence[Item], *, base: str | Path,
     if trained.interrupted:
         return result
     del model
+    if trained.resumed_from is None or trained.resumed_from < trained.steps:
+        shutil.rmtree(out_dir / "evaluation", ignore_errors=True)  # judged by an adapter that has changed since
     if evaluate:
         from scijudge.distill._evaluate import evaluate as run_evaluation
 
