@@ -34,7 +34,8 @@ _LAZY: dict[str, str] = {
     "Abstained": "scijudge.chain.chain", "ChainConfig": "scijudge.chain.chain", "StructuredChain": "scijudge.chain.chain",
     # calibration and optimization
     "calibrate": "scijudge.metrics.calibration", "optimize": "scijudge.optimization",
-    "estimate": "scijudge.estimation", "distill": "scijudge.distill",
+    "estimate": "scijudge.estimation", "select_labels": "scijudge.estimation.select",
+    "distill": "scijudge.distill",
 }
 
 __all__ = [
@@ -43,7 +44,7 @@ __all__ = [
     "JudgeResult", "JudgeSpec", "LikertRating", "ModelError", "PairwiseJudgment", "Paper", "Run", "RunFields",
     "RunSummary", "ScijudgeError", "SpecError", "StructuredChain", "UnknownJudgeError", "__version__",
     "calibrate", "distill", "estimate", "get_spec", "judge_items", "list_specs", "load_items", "load_judge",
-    "load_labels", "load_spec_file", "make_lm", "optimize",
+    "load_labels", "load_spec_file", "make_lm", "optimize", "select_labels",
 ]
 
 
@@ -65,6 +66,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from scijudge.data import Item, Paper, load_items
     from scijudge.distill import distill
     from scijudge.estimation import estimate
+    from scijudge.estimation.select import select_labels
     from scijudge.judges import Judge, load_judge
     from scijudge.labels import HumanLabel, load_labels
     from scijudge.lm import make_lm

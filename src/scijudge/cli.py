@@ -101,6 +101,7 @@ def _register_commands() -> None:
     from scijudge.commands.judges import judges_cmd
     from scijudge.commands.optimize import optimize_cmd
     from scijudge.commands.robustness import robustness_cmd
+    from scijudge.commands.select_labels import select_labels_cmd
     from scijudge.commands.schema import schema_cmd
 
     command("judges")(judges_cmd)
@@ -118,6 +119,7 @@ def _register_commands() -> None:
     command("figure-metric")(figure_metric_command)
     command("estimate")(estimate_cmd)
     command("batches")(batches_cmd)
+    command("select-labels")(select_labels_cmd)
     command("distill")(distill_cmd)
 
 
