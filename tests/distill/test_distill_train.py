@@ -68,3 +68,39 @@ def test_an_adapter_is_refused_as_base_and_a_non_likert_judge_is_refused(tmp_pat
     with pytest.raises(InputError, match="Likert"):
         scijudge.distill("researchrubrics.checklist", w["items"], labels=w["labels"], base=f"hf:{tiny_base}",
                          out=tmp_path / "o2")
+
+
+def _teacher_run(path, labels_file, soft: bool):
+    """A teacher's run store built from the labels: probs peaked on the labelled level (or none), JSON answers."""
+    import json
+
+    from scijudge.records import JudgeResult
+    from scijudge.run.store import Run
+
+    with Run(path) as store:
+        for line in labels_file.read_text().splitlines():
+            label = json.loads(line)
+            level = int(label["score"])
+            probs = {str(v): (0.8 if v == level else 0.05) for v in range(1, 6)} if soft else None
+            store.record(JudgeResult(item_id=label["item_id"], judge="synthetic.cue", family="likert", spec_hash="t",
+                                     model="teacher/big", status="ok", score=float(level), probs=probs,
+                                     result={"rationale": "ok", "rating": level}))
+
+
+def test_a_teacher_run_trains_the_student_in_decision_and_generated_form(tmp_path, tiny_base):
+    import json
+
+    import scijudge
+
+    w = write_world(tmp_path / "w", n=40)
+    teacher = tmp_path / "teacher.sqlite"
+    _teacher_run(teacher, w["labels"], soft=True)
+    kw = dict(base=f"hf:{tiny_base}", teacher=teacher, **{**SMALL, "epochs": 1})
+    soft = scijudge.distill(str(w["spec"]), w["items"], out=tmp_path / "kl", **kw)
+    card = json.loads((tmp_path / "kl" / "card.json").read_text())
+    assert card["source"].startswith("teacher:") and "teacher/big" in card["source"] and soft.steps == len(soft.losses)
+    # the loss is CE against the teacher's soft targets: never below their entropy (KL >= 0)
+    entropy = -(0.8 * torch.log(torch.tensor(0.8)) + 4 * 0.05 * torch.log(torch.tensor(0.05))).item()
+    assert min(soft.losses) >= entropy - 1e-6
+    gen = scijudge.distill(str(w["spec"]), w["items"], out=tmp_path / "gen", form="generated", **kw)
+    assert (tmp_path / "gen" / "adapter_config.json").is_file() and gen.losses[-1] < gen.losses[0]

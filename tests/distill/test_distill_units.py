@@ -123,7 +123,7 @@ def test_exact_agreement_interval_is_wilson_on_the_same_items():
 
 def test_scijudge_distill_is_the_verb_even_after_the_package_is_imported():
     import scijudge
-    import scijudge.distill._data  # noqa: F401  (binds scijudge.distill to the package)
+    import scijudge.distill._data  # binds scijudge.distill to the package
 
     assert callable(scijudge.distill) and "distill" in scijudge.__all__
     with pytest.raises(InputError, match="--lora-r"):

@@ -9,8 +9,8 @@ only, so the gradients are those of the KL. Only the answer position goes throug
 (``logits_to_keep=1``), and the judge's system prompt, shared by every example, is computed once per step and
 its keys and values repeated for the batch's rows (the engine does the same when it judges).
 
-Checkpoints (``OUT/checkpoint/state.pt``; the adapter itself is written to ``OUT``, every ``checkpoint_every`` steps, at the end and on Ctrl-C) hold the
-adapter weights, optimizer, LR schedule, every RNG state, the step and the loss curve, plus the run's identity
+Checkpoints (``OUT/checkpoint/state.pt``, every ``checkpoint_every`` steps, at the end and on Ctrl-C; the adapter
+itself is written to ``OUT``) hold the adapter weights, optimizer, LR schedule, every RNG state, the step and the loss curve, plus the run's identity
 (settings, data hash, base). The batch at step k is a pure function of (seed, k), so a resumed run sees exactly
 the batches an uninterrupted one would have seen. A checkpoint is written to ``checkpoint.tmp`` and swapped in, so
 a kill mid-write leaves the previous one usable.
