@@ -10,10 +10,10 @@ only, so the gradients are those of the KL. Only the answer position goes throug
 its keys and values repeated for the batch's rows (the engine does the same when it judges).
 
 Checkpoints (``OUT/checkpoint/state.pt``, every ``checkpoint_every`` steps, at the end and on Ctrl-C; the adapter
-itself is written to ``OUT``) hold the adapter weights, optimizer, LR schedule, every RNG state, the step and the loss curve, plus the run's identity
-(settings, data hash, base). The batch at step k is a pure function of (seed, k), so a resumed run sees exactly
-the batches an uninterrupted one would have seen. A checkpoint is written to ``checkpoint.tmp`` and swapped in, so
-a kill mid-write leaves the previous one usable.
+itself is written to ``OUT``) hold the adapter weights, optimizer, LR schedule, every RNG state, the step and the
+loss curve, plus the run's identity (settings, data hash, base). The batch at step k is a pure function of
+(seed, k), so a resumed run sees exactly the batches an uninterrupted one would have seen. A checkpoint is written
+to ``checkpoint.tmp`` and swapped in, so a kill mid-write leaves the previous one usable.
 
 Why no TRL trainer: none implements the decision-form loss (a distribution at one position restricted to the
 level tokens), and this loop gives exact control over resume and data order without new dependencies.
@@ -309,9 +309,24 @@ def train(base_dir: Path, data: Encoded, out_dir: Path, cfg: TrainConfig, *, ide
         device, amp_dtype = pick_device(cfg, torch)
     else:
         amp_dtype = (torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16) if device.type == "cuda" else None
+    threads_before = torch.get_num_threads()
+    deterministic_before = (torch.are_deterministic_algorithms_enabled(),
+                            torch.is_deterministic_algorithms_warn_only_enabled())
     if device.type == "cpu" and cfg.threads:
         torch.set_num_threads(cfg.threads)
     torch.use_deterministic_algorithms(device.type == "cpu", warn_only=True)
+    try:
+        return _train(base_dir, data, out_dir, cfg, identity=identity, resume=resume, stop_after_step=stop_after_step,
+                      on_step=on_step, loaded=loaded, device=device, amp_dtype=amp_dtype, t0=t0)
+    finally:  # the process's torch settings are the caller's again
+        torch.use_deterministic_algorithms(deterministic_before[0], warn_only=deterministic_before[1])
+        torch.set_num_threads(threads_before)
+
+
+def _train(base_dir: Path, data: Encoded, out_dir: Path, cfg: TrainConfig, *, identity: dict[str, Any], resume: bool,
+           stop_after_step: int | None, on_step: Callable[[int, int, float], None] | None,
+           loaded: tuple[Any, Any] | None, device: Any, amp_dtype: Any, t0: float) -> TrainResult:
+    torch, _, _ = require_training()
     tok, base = loaded if loaded is not None else load_base(base_dir, device)
     model = attach_lora(base, cfg)
     identity = {**cfg.identity(), **identity}
