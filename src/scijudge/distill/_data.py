@@ -99,7 +99,10 @@ def judge_messages(judge: Any, item: Item, levels: list[str], *, decision: bool)
     from scijudge.chain.chain import to_lm15
 
     inputs = judge.inputs_for(item, "")
-    if decision and decision_mode_available():
+    native = getattr(getattr(judge, "preset", None), "decision_messages", None)
+    if decision and callable(native):  # a prompt preset decides inside its native answer (prefilled)
+        system, chat = to_lm15(native(judge.spec, inputs, prefill=True))
+    elif decision and decision_mode_available():
         from scijudge.chain.decision import decision_messages, rating_only_instruction
 
         system, chat = decision_messages(judge.chain, judge.signature, judge.demos, inputs,
@@ -118,7 +121,9 @@ def judge_messages(judge: Any, item: Item, levels: list[str], *, decision: bool)
 
 def render(tokenizer: Any, messages: list[dict[str, str]]) -> str:
     """The chat-template text up to where the assistant answers (the engine's rendering, system folded into the
-    first user message for templates without a system role)."""
+    first user message for templates without a system role; a final assistant message is a prefill)."""
+    if messages and messages[-1]["role"] == "assistant":
+        return render(tokenizer, messages[:-1]) + messages[-1]["content"]
     if not getattr(tokenizer, "chat_template", None):
         return "".join(f"{m['role'].capitalize()}: {m['content']}\n\n" for m in messages) + "Assistant:"
     try:
