@@ -113,3 +113,18 @@ def test_the_student_is_judged_on_the_prompt_it_was_trained_on(tmp_path, tiny_ba
             logits = model(input_ids=torch.tensor([ids])).logits[0, -1]
         want = torch.softmax(logits[levels].double(), -1).tolist()
         assert [probs[str(v)] for v in range(1, 6)] == pytest.approx(want, abs=1e-5)
+
+
+def test_bad_input_is_one_line_and_exit_code_2(tmp_path):
+    from scijudge.testing.cli import run_commands
+
+    w = write_world(tmp_path / "w", n=20)
+    common = ["distill", "--judge", str(w["spec"]), "--items", str(w["items"]), "--labels", str(w["labels"]),
+              "--out", str(tmp_path / "o"), "--no-progress"]
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "true", "COLUMNS": "200"}
+    no_base, bad_rank = run_commands([[*common, "--base", f"hf:{tmp_path / 'nowhere'}"],
+                                      [*common, "--base", f"hf:{tmp_path}", "--lora-r", "0"]], tmp_path, env)
+    for done, words in ((no_base, "nowhere"), (bad_rank, "--lora-r")):
+        text = (done.stdout + done.stderr).strip()
+        assert done.returncode == 2 and "Traceback" not in text, text
+        assert len(text.splitlines()) == 1 and words in text
