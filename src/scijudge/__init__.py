@@ -35,7 +35,7 @@ _LAZY: dict[str, str] = {
     # calibration and optimization
     "calibrate": "scijudge.metrics.calibration", "optimize": "scijudge.optimization",
     "estimate": "scijudge.estimation", "select_labels": "scijudge.estimation.select",
-    "jury": "scijudge.metrics.jury", "distill": "scijudge.distill",
+    "jury": "scijudge.metrics.jury", "distill": "scijudge.distillation",
     # shipped data (example datasets, specs, recipes)
     "bundled_path": "scijudge._resources",
 }
@@ -66,7 +66,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from scijudge.data import Item, Paper, load_items
-    from scijudge.distill import distill
+    from scijudge.distillation import distill
     from scijudge.estimation import estimate
     from scijudge.estimation.select import select_labels
     from scijudge.judges import Judge, load_judge

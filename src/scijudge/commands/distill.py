@@ -46,7 +46,7 @@ def distill_cmd(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from scijudge.commands._console import console, out as stdout
-    from scijudge.distill import distill
+    from scijudge.distillation import distill
 
     modules = [t.strip() for t in targets.split(",") if t.strip()] if targets else None
     with Progress(TextColumn("[bold]distilling"), BarColumn(), MofNCompleteColumn(), TextColumn("loss {task.fields[loss]}"),

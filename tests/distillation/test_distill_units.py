@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from scijudge.distill._data import Example, data_hash, label_targets, split_ids, teacher_targets
+from scijudge.distillation._data import Example, data_hash, label_targets, split_ids, teacher_targets
 from scijudge.errors import InputError
 
 LEVELS = ["1", "2", "3", "4", "5"]
@@ -37,7 +37,7 @@ def test_decision_loss_is_cross_entropy_over_the_level_tokens_and_kl_plus_entrop
     from scipy.special import log_softmax
     from scipy.stats import entropy
 
-    from scijudge.distill._train import decision_loss
+    from scijudge.distillation._train import decision_loss
 
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(3, 11))
@@ -109,7 +109,7 @@ def test_exact_agreement_interval_is_wilson_on_the_same_items():
     pd = pytest.importorskip("pandas")
     from statsmodels.stats.proportion import proportion_confint
 
-    from scijudge.distill._evaluate import _exact
+    from scijudge.distillation._evaluate import _exact
 
     reference = pd.DataFrame({"item_id": [f"i{k}" for k in range(40)], "score": [1 + k % 5 for k in range(40)]})
     scores = [1 + k % 5 if k < 30 else 1 + (k + 1) % 5 for k in range(40)]
@@ -123,7 +123,7 @@ def test_exact_agreement_interval_is_wilson_on_the_same_items():
 
 def test_scijudge_distill_is_the_verb_even_after_the_package_is_imported():
     import scijudge
-    import scijudge.distill._data  # binds scijudge.distill to the package
+    import scijudge.distillation._data  # the package is scijudge.distillation: scijudge.distill stays the verb
 
     assert callable(scijudge.distill) and "distill" in scijudge.__all__
     with pytest.raises(InputError, match="--lora-r"):

@@ -266,7 +266,7 @@ def build_dataset(judge: Any, items: list[Item], tokenizer: Any, *, form: str, l
 
 def encode_examples(tokenizer: Any, examples: Sequence[Example], levels: list[str], form: str) -> Any:
     """Token ids (and level ids or completion labels) of the examples, for the training loop."""
-    from scijudge.distill._train import Encoded
+    from scijudge.distillation._train import Encoded
 
     if form == "decision":
         level_ids = level_token_ids(tokenizer, examples[0].prompt, levels)

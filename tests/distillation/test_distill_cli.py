@@ -18,7 +18,7 @@ pytest.importorskip("peft")
 
 from conftest import write_world  # noqa: E402
 
-from scijudge.distill._data import decision_mode_available  # noqa: E402
+from scijudge.distillation._data import decision_mode_available  # noqa: E402
 
 ALL = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj,lm_head"
 
@@ -93,7 +93,7 @@ def test_the_student_is_judged_on_the_prompt_it_was_trained_on(tmp_path, tiny_ba
 
     import scijudge
     from scijudge.data import load_items
-    from scijudge.distill._data import encode, judge_messages, render
+    from scijudge.distillation._data import encode, judge_messages, render
     from scijudge.judges import load_judge
 
     w = write_world(tmp_path / "w", n=30)

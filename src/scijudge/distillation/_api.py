@@ -74,9 +74,9 @@ def distill(judge: Any, items: str | Path | Sequence[Item], *, base: str | Path,
         on_step: ``on_step(step, total, loss)`` after each step (a progress bar).
         stop_after_step: behave as if interrupted after this step (tests).
     """
-    from scijudge.distill import _train
-    from scijudge.distill._data import build_dataset, data_hash, encode_examples
-    from scijudge.distill.card import base_record, write_card
+    from scijudge.distillation import _train
+    from scijudge.distillation._data import build_dataset, data_hash, encode_examples
+    from scijudge.distillation.card import base_record, write_card
     from scijudge.judges import load_judge
 
     cfg = _train.TrainConfig(form=form, lora_r=lora_r, targets=tuple(targets or _train.DEFAULT_TARGETS), lr=lr,
@@ -118,7 +118,7 @@ def distill(judge: Any, items: str | Path | Sequence[Item], *, base: str | Path,
     if trained.resumed_from is None or trained.resumed_from < trained.steps:
         shutil.rmtree(out_dir / "evaluation", ignore_errors=True)  # judged by an adapter that has changed since
     if evaluate:
-        from scijudge.distill._evaluate import evaluate as run_evaluation
+        from scijudge.distillation._evaluate import evaluate as run_evaluation
 
         result.evaluation = run_evaluation(spec_judge.spec, data.held_out_items, out_dir, student=student,
                                            base=f"hf:{base_dir}", labels=labels_path, teacher=teacher_path,

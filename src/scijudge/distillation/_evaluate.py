@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from scijudge.data import Item
-from scijudge.distill._data import decision_mode_available
+from scijudge.distillation._data import decision_mode_available
 
 EVAL_MODE = "decision" if decision_mode_available() else "generate"
 """How the student and the base are judged on the held-out split (decision mode once issue 25 has landed)."""
