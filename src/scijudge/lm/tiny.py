@@ -142,7 +142,8 @@ def build_tiny_model(folder: str | Path, *, seed: int = 0, with_adapter: bool = 
 
     ``init_range`` is the weights' standard deviation: 0.2 (default) gives near one-hot random attention, which a
     LoRA adapter cannot move in a short training run; 0.06 gives a base that a test can distil a rubric into
-    (``scijudge.distill``, in ``scijudge.distillation``). ``closing_bias`` nudges the model to close JSON strings (generated answers stay short).
+    (``scijudge.distill``, in ``scijudge.distillation``). ``closing_bias`` nudges the model to close JSON strings
+    (generated answers stay short).
 
     Returns:
         ``{"base": <folder>/base, "adapter": <folder>/adapter}`` (no ``adapter`` key when ``with_adapter`` is
