@@ -39,7 +39,7 @@ def offline_tiktoken():
 
     A byte-level Encoding put into tiktoken's registry cache: ``get_encoding`` returns it and never downloads.
     """
-    tiktoken = pytest.importorskip("tiktoken")
+    pytest.importorskip("tiktoken")
     import tiktoken.registry
 
     encoding = tiktoken.Encoding(name="o200k_base", pat_str=r"\S+|\s+",
@@ -64,10 +64,10 @@ def inspect_logs(tmp_path_factory, offline_tiktoken):
     def _find(text):
         return next((v for q, v in by_question.items() if q in text), ("?", "I"))
 
-    def solver(input, tools, tool_choice, config):  # noqa: A002 - inspect's callback signature
+    def solver(input, tools, tool_choice, config):
         return ModelOutput.from_content(model="mockllm/model", content=_find(input[-1].text)[0])
 
-    def grader(input, tools, tool_choice, config):  # noqa: A002
+    def grader(input, tools, tool_choice, config):
         grade = _find(input[-1].text)[1]
         body = "The submission was compared with the criterion.\n" + (
             f"GRADE: {grade}" if grade != "GARBAGE" else "I cannot decide.")

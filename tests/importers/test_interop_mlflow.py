@@ -94,7 +94,7 @@ def test_human_assessments_arrive_as_labels_and_foreign_traces_are_read(tracking
                                                                                      ("i1", 2.0, "ann1")]
     assert back.label_sources == ["human", "human"]
     if "source" in type(back.labels[0]).model_fields:
-        assert {getattr(lab, "source") for lab in back.labels} <= {"human", "expert"}
+        assert {lab.source for lab in back.labels} <= {"human", "expert"}
     (error,) = back.errors  # the boolean feedback, named by trace and assessment
     assert traces["i2"] in error.field and "boolean" in str(error)
     relevance = next(r for r in back.results if r.judge == "relevance")

@@ -92,6 +92,11 @@ def expect_object(value: Any, path: Path, where: str) -> dict[str, Any]:
     return value
 
 
+def obj(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one (for optional nested objects)."""
+    return value if isinstance(value, dict) else {}
+
+
 def number(value: Any) -> tuple[float | None, str | None]:
     """(score, error): numbers as floats, None/NaN as no score, booleans and other values as a bad row."""
     if value is None:
@@ -151,9 +156,10 @@ def collect(
             out.skipped[name] = out.skipped.get(name, 0) + 1
             continue
         kept.append(row)
-    records = [(n, {"item_id": r.item_id, "judge": r.judge, "model": r.model, "score": r.score, "verdict": r.verdict,
-                    "rationale": r.rationale, "reason": r.reason, "part": r.part})
-               for n, r in enumerate(kept, 1)]
+    records: list[tuple[int, Mapping[str, Any]]] = [
+        (n, {"item_id": r.item_id, "judge": r.judge, "model": r.model, "score": r.score, "verdict": r.verdict,
+             "rationale": r.rationale, "reason": r.reason, "part": r.part})
+        for n, r in enumerate(kept, 1)]
     imported = judgments_from_records(records, source=source, sha256=sha256)
     by_number = dict(enumerate(kept, 1))
     for error in imported.errors:

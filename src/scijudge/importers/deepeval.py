@@ -16,7 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from scijudge.errors import InputError
-from scijudge.importers._interop import ForeignImport, ForeignRow, collect, expect_object, file_bytes, load_json, number, text
+from scijudge.importers._interop import (
+    ForeignImport,
+    ForeignRow,
+    collect,
+    expect_object,
+    file_bytes,
+    load_json,
+    number,
+    obj,
+    text,
+)
 
 FORMAT = "deepeval"
 CASE_LISTS = ("testCases", "conversationalTestCases")
@@ -39,7 +49,7 @@ def _rows(run: dict[str, Any]) -> Iterator[ForeignRow]:
                 yield ForeignRow(item_id=None, judge=None, model=None, position=where,
                                  error=f"expected a JSON object, got {type(case).__name__}")
                 continue
-            metadata = case.get("metadata") if isinstance(case.get("metadata"), dict) else {}
+            metadata = obj(case.get("metadata"))
             item_id = metadata.get("item_id") or case.get("name") or f"test_case_{case.get('order', i)}"
             for j, metric in enumerate(case.get("metricsData") or []):
                 position = f"{where}.metricsData[{j}]"

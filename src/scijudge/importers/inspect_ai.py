@@ -70,8 +70,10 @@ def _read(path: Path, data: bytes) -> tuple[Any, list[tuple[str, Any]], str]:
     try:
         from inspect_ai.log import read_eval_log
     except ImportError:
-        read_eval_log = None
-    if read_eval_log is not None:
+        have_inspect = False
+    else:
+        have_inspect = True
+    if have_inspect:
         try:
             log = read_eval_log(str(path))
         except Exception as exc:  # inspect raises pydantic/zip/json errors of many kinds

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from scijudge.errors import InputError
-from scijudge.importers._interop import ForeignImport, ForeignRow, collect, file_bytes, load_json, number
+from scijudge.importers._interop import ForeignImport, ForeignRow, collect, file_bytes, load_json, number, obj
 
 FORMAT = "lm-eval"
 SAMPLE_KEYS = frozenset({"doc_id", "doc", "target", "filtered_resps", "filter", "metrics"})
@@ -102,13 +102,13 @@ def read_lm_eval(path: str | Path, *, results: str | Path | None = None, task: s
         if not is_results_file(loaded):
             raise InputError("not an lm-eval results file (no 'results', 'n-samples', 'versions')", file=results_path)
         doc = loaded
-    config = doc.get("config") if isinstance(doc.get("config"), dict) else {}
+    config = obj(doc.get("config"))
     model = str(doc.get("model_name") or config.get("model_args") or config.get("model") or "lm-eval:unknown-model")
     per_filter: dict[str, int] = {}
     rows = list(_rows(content, path, task, model, per_filter))
-    aggregated = (doc.get("results") or {}).get(task) or {}
+    aggregated = obj(obj(doc.get("results")).get(task))
     summary = {"task": task, "model": model, "results_file": str(results_path) if results_path else None,
-               "n_samples": (doc.get("n-samples") or {}).get(task), "lines_per_filter": per_filter,
+               "n_samples": obj(doc.get("n-samples")).get(task), "lines_per_filter": per_filter,
                "aggregated": {k: v for k, v in aggregated.items() if "," in k and "_stderr" not in k}}
     return collect(rows, source=str(path), sha256=sha, fmt=FORMAT, summary=summary,
                    include_deterministic=include_deterministic)

@@ -111,7 +111,7 @@ def _label(item_id: str, assessment: Any, score: float | None, verdict: str | No
                               "rationale": assessment.rationale}
     if "source" in HumanLabel.model_fields:  # label provenance, where this version of scijudge has it
         try:
-            return HumanLabel(**values, source="human")
+            return HumanLabel(**values, source="human")  # type: ignore[call-arg,unused-ignore]
         except ValidationError:
             pass
     return HumanLabel(**values)

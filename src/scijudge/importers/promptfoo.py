@@ -19,7 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from scijudge.errors import InputError
-from scijudge.importers._interop import ForeignImport, ForeignRow, collect, expect_object, file_bytes, load_json, number, text
+from scijudge.importers._interop import (
+    ForeignImport,
+    ForeignRow,
+    collect,
+    expect_object,
+    file_bytes,
+    load_json,
+    number,
+    obj,
+    text,
+)
 
 FORMAT = "promptfoo"
 DEFAULT_GRADER = "promptfoo:default-grader"
@@ -51,9 +61,7 @@ def _provider(value: Any) -> str | None:
 
 def _rows(doc: dict[str, Any], path: Path) -> Iterator[ForeignRow]:
     cells = doc["results"]["results"]
-    config = doc.get("config") if isinstance(doc.get("config"), dict) else {}
-    default_test = config.get("defaultTest") if isinstance(config.get("defaultTest"), dict) else {}
-    options = default_test.get("options") if isinstance(default_test.get("options"), dict) else {}
+    options = obj(obj(obj(doc.get("config")).get("defaultTest")).get("options"))
     suite_grader = _provider(options.get("provider")) or DEFAULT_GRADER
     columns = {(_provider(c.get("provider")), c.get("promptIdx")) for c in cells if isinstance(c, dict)}
     for i, cell in enumerate(cells):
@@ -62,9 +70,9 @@ def _rows(doc: dict[str, Any], path: Path) -> Iterator[ForeignRow]:
             yield ForeignRow(item_id=None, judge=None, model=None, position=where,
                              error=f"expected a JSON object, got {type(cell).__name__}")
             continue
-        test = cell.get("testCase") if isinstance(cell.get("testCase"), dict) else {}
-        variables = cell.get("vars") or test.get("vars") or {}
-        metadata = test.get("metadata") if isinstance(test.get("metadata"), dict) else {}
+        test = obj(cell.get("testCase"))
+        variables = obj(cell.get("vars")) or obj(test.get("vars"))
+        metadata = obj(test.get("metadata"))
         base = (metadata.get("item_id") or variables.get("item_id") or variables.get("id")
                 or test.get("description") or f"test{cell.get('testIdx', i)}")
         answered_by = _provider(cell.get("provider"))
@@ -75,8 +83,7 @@ def _rows(doc: dict[str, Any], path: Path) -> Iterator[ForeignRow]:
                              error="gradingResult is not an object")
             continue
         components = grading.get("componentResults") or ([grading] if grading.get("assertion") else [])
-        assertions = [c.get("assertion") if isinstance(c, dict) and isinstance(c.get("assertion"), dict) else {}
-                      for c in components]
+        assertions = [obj(obj(c).get("assertion")) for c in components]
         names = [str(a.get("metric") or a.get("type") or "assertion") for a in assertions]
         for j, (component, assertion) in enumerate(zip(components, assertions)):
             position = f"{where}.gradingResult.componentResults[{j}]"
@@ -88,7 +95,7 @@ def _rows(doc: dict[str, Any], path: Path) -> Iterator[ForeignRow]:
             graded = kind.removeprefix("not-") in MODEL_GRADED
             judge = names[j] if names.count(names[j]) == 1 else f"{names[j]}[{j}]"
             score, error = number(component.get("score"))
-            grader_error = bool((component.get("metadata") or {}).get("graderError"))
+            grader_error = bool(obj(component.get("metadata")).get("graderError"))
             yield ForeignRow(
                 item_id=item_id, judge=judge, model=(_provider(assertion.get("provider")) or suite_grader) if graded
                 else f"promptfoo:{kind or 'assertion'}", score=None if grader_error else score,
