@@ -4,10 +4,9 @@ Writing one trace per item with its assessments takes one store transaction thro
 ``mlflow.tracing.client.TracingClient.start_trace(TraceInfo(..., assessments=[...]))`` (the SQL store inserts the
 assessments in the same session) plus one root span per trace (``Span.from_dict``, logged in batches), so the
 trace can be opened in the UI. That is about five times faster (``benchmarks/bench_mlflow_export.py``) than the
-documented path (``start_trace`` /
-``end_trace`` per item, then ``mlflow.log_assessment`` per judgment, one commit each), which also needs the
-process-wide tracking URI. The fast path is used on MLflow 3.4 up to 4 (checked on 3.17.2); anything else takes
-the documented path.
+documented path (``start_trace`` / ``end_trace`` per item, then ``mlflow.log_assessment`` per judgment, one
+commit each), which also needs the process-wide tracking URI. The fast path is used on MLflow 3.17 up to 4
+(checked on 3.17.2); any other version takes the documented path.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from typing import Any
 
 ITEM_TAG = "scijudge.item_id"
 RUN_TAG = "scijudge.run"
-FAST_MIN, FAST_BELOW = (3, 4), (4, 0)
+FAST_MIN, FAST_BELOW = (3, 17), (4, 0)
 _SPAN_BATCH = 500
 
 
