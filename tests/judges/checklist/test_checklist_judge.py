@@ -114,7 +114,7 @@ def test_300k_token_report_is_chunked_and_judged(loopback: Callable[..., OpenAIC
     item = _item(report, [("Reports an outdoor stability result.", 4, "Explicit Criteria"),
                           ("Names the test site.", 1, "Implicit Criteria")])
     results = [judge.judge_one(item, part) for part in judge.parts(item)]
-    count, method = token_counter_for(judge._lm())
+    count, method = token_counter_for(judge.lm)
     assert method == "litellm" and count(report) > 300_000
     # 2 criteria x (4 evidence calls + 1 synthesis call), no more
     assert server.count == 10 and len(seen_parts) == 8
