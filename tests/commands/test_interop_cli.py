@@ -110,3 +110,11 @@ def test_export_to_mlflow_and_import_back_with_human_labels(tmp_path, monkeypatc
     assert after == before
     (label,) = load_labels(labels)
     assert (label.item_id, label.judge, label.score, label.annotator) == ("q1", "correctness", 0.5, "ann1")
+
+
+def test_mlflow_source_names_carry_no_credentials():
+    from scijudge.importers.mlflow import run_tag_of, source_name
+
+    name = source_name("https://user:s3cret@mlflow.example.org/", "sci")
+    assert "s3cret" not in name and name.endswith("#sci") and name.startswith("mlflow:")
+    assert "'" not in run_tag_of("runs/it's.sqlite")  # the tag is quoted in an MLflow filter
