@@ -83,6 +83,8 @@ def test_human_assessments_arrive_as_labels_and_foreign_traces_are_read(tracking
                             rationale="solid")
         mlflow.log_feedback(trace_id=traces["i1"], name="yescieval.qa.correctness", value=2, source=human)
         mlflow.log_feedback(trace_id=traces["i2"], name="yescieval.qa.correctness", value=True, source=judge)
+        mlflow.log_expectation(trace_id=traces["i0"], name="yescieval.qa.coherence", value=3, source=human)
+        mlflow.log_expectation(trace_id=traces["i1"], name="expected_response", value="Na", source=human)
         foreign = client.start_trace(name="app", inputs={"q": "?"}, experiment_id=experiment_id)
         client.end_trace(foreign.trace_id)
         mlflow.flush_trace_async_logging()
@@ -90,9 +92,11 @@ def test_human_assessments_arrive_as_labels_and_foreign_traces_are_read(tracking
     finally:
         mlflow.set_tracking_uri(previous)
     back = read_mlflow(tracking_uri, experiment)
-    assert sorted((lab.item_id, lab.score, lab.annotator) for lab in back.labels) == [("i0", 4.0, "ann1"),
-                                                                                     ("i1", 2.0, "ann1")]
-    assert back.label_sources == ["human", "human"]
+    assert sorted((lab.item_id, lab.judge, lab.score, lab.annotator) for lab in back.labels) == [
+        ("i0", "yescieval.qa.coherence", 3.0, "ann1"), ("i0", "yescieval.qa.correctness", 4.0, "ann1"),
+        ("i1", "yescieval.qa.correctness", 2.0, "ann1")]
+    assert back.label_sources == ["human"] * 3
+    assert back.skipped == {"expectation:expected_response": 1}  # an expected answer is not a rating
     if "source" in type(back.labels[0]).model_fields:
         assert {lab.source for lab in back.labels} <= {"human", "expert"}
     (error,) = back.errors  # the boolean feedback, named by trace and assessment

@@ -6,8 +6,9 @@ per judgment: ``name`` = judge, ``value`` = score (or verdict text), ``rationale
 with the model as its ``source_id``, metadata ``scijudge.model`` / ``scijudge.judge`` / ``scijudge.part``. An
 abstention is a feedback without value, with an ``AssessmentError`` (code ``ABSTAINED``, the reason as message).
 
-Reading any experiment: ``LLM_JUDGE`` and ``CODE`` feedback are judgments; ``HUMAN`` feedback and expectations are
-labels (their source kept as ``human``). The item is the trace's ``scijudge.item_id`` tag, else its
+Reading any experiment: ``LLM_JUDGE`` and ``CODE`` feedback are judgments; ``HUMAN`` feedback and numeric
+expectations are labels (their source kept as ``human``); other expectations (expected answers, facts) are
+counted in ``skipped`` as ``expectation:<name>``. The item is the trace's ``scijudge.item_id`` tag, else its
 ``client_request_id``, else its trace id. Overridden assessments (``valid`` False) are left out. MLflow is
 imported only when one of these functions runs (the ``interop`` extra).
 """
@@ -128,6 +129,7 @@ def read_mlflow(tracking_uri: str, experiment: str) -> ForeignImport:
     rows: list[ForeignRow] = []
     labels: list[HumanLabel] = []
     bad_labels: list[InputError] = []
+    skipped: dict[str, int] = {}
     n_traces = 0
     for trace in _traces(tracking_uri, experiment_id):
         n_traces += 1
@@ -140,6 +142,9 @@ def read_mlflow(tracking_uri: str, experiment: str) -> ForeignImport:
             feedback, expectation = getattr(assessment, "feedback", None), getattr(assessment, "expectation", None)
             value = feedback.value if feedback is not None else getattr(expectation, "value", None)
             score, verdict, error = _value(value)
+            if expectation is not None and score is None:  # an expected answer, not a rating
+                skipped[f"expectation:{assessment.name}"] = skipped.get(f"expectation:{assessment.name}", 0) + 1
+                continue
             if _source_type(assessment) == "HUMAN" or expectation is not None:
                 if error or (score is None and verdict is None):
                     bad_labels.append(InputError(error or "a human assessment without a value", file=source,
@@ -163,6 +168,7 @@ def read_mlflow(tracking_uri: str, experiment: str) -> ForeignImport:
                   summary={"traces": n_traces, "judgments": len(rows), "labels": len(labels),
                            "experiment_id": experiment_id})
     out.errors.extend(bad_labels)
+    out.skipped.update(skipped)
     out.labels = labels
     out.label_sources = ["human"] * len(labels)
     return out
