@@ -2,10 +2,11 @@
 
 A scorer is model-graded when a model call was recorded inside its span (``span_begin`` of type ``scorer``), or
 when its score's metadata carries the grader's message (as ``model_graded_qa`` / ``model_graded_fact`` write
-it); deterministic scorers (match, includes, exact) are counted as skipped. The judge is the scorer's name, the
-model the grader model, the rationale the score's explanation. Grades read as inspect's own ``value_to_float``
-reads them (C=1, P=0.5, I=0, N=0); an unscored sample (NaN) is an abstention; a boolean, list or dict value is a
-bad row named by its position (``samples/q3_epoch_1.json.scores.model_graded_qa``).
+it); deterministic scorers (match, includes, exact) are counted as skipped. The item is the sample's id
+(``<id>#epoch<n>`` when the task ran several epochs), the judge the scorer's name, the model the grader model,
+the rationale the score's explanation. Grades read as inspect's own ``value_to_float`` reads them (C=1, P=0.5,
+I=0, N=0); an unscored sample (NaN) is an abstention; a boolean, list or dict value is a bad row named by its
+position (``samples/q3_epoch_1.json.scores.model_graded_qa``).
 
 inspect_ai's own reader is used when it is installed (the ``interop`` extra); without it a ``.json`` log is read
 with the standard library, and a ``.eval`` log (zstd-compressed zip members) needs the extra.
