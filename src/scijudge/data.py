@@ -179,7 +179,7 @@ def read_records(path: str | Path, parse: Callable[[dict[str, Any], int], R], *,
     seen: dict[str, int] = {}
     for number, obj in iter_jsonl(path):
         error: InputError | None = obj if isinstance(obj, InputError) else None
-        if error is None:
+        if not isinstance(obj, InputError):
             try:
                 record = parse(obj, number)
             except InputError as exc:
@@ -195,6 +195,7 @@ def read_records(path: str | Path, parse: Callable[[dict[str, Any], int], R], *,
                         record._origin = (str(path), number)
                     records.append(record)
                     continue
+        assert error is not None  # every path above that did not ``continue`` set it
         if not skip_invalid:
             raise error
         skipped.append(Skipped(file=str(path), line=number, field=error.field, reason=error.reason))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pathlib import Path
 
 
@@ -71,7 +73,7 @@ class BudgetExceeded(ScijudgeError, RuntimeError):
     """An optimization or batch would exceed its configured LM-call or cost budget."""
 
 
-def problem_message(entry: dict) -> str:  # type: ignore[type-arg]
+def problem_message(entry: dict[str, Any]) -> str:
     """One pydantic error entry's message as a user reads it (the one wording every boundary uses)."""
     kind, message = entry["type"], str(entry["msg"])
     if kind == "missing":
@@ -97,8 +99,8 @@ def from_validation_error(exc: object, *, file: str | Path | None = None, line: 
     (``rubrics.2``) when the model validated only part of a record.
     """
     _, loc, message = validation_problem(exc)
-    field = ".".join(str(p) for p in loc)
-    field = ".".join(p for p in (field_prefix, field) if p) or None
+    path = ".".join(str(p) for p in loc)
+    field = ".".join(p for p in (field_prefix, path) if p) or None
     if line is None and callable(line_of) and field:
         line = line_of(field)
     return error(message, file=file, line=line, field=field)

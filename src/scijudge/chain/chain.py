@@ -48,7 +48,7 @@ from scijudge.chain.schema import (  # noqa: F401 - public names of the chain, k
     strict_schema,
 )
 
-JSONAdapter = _dspy_compat.json_adapter()
+JSONAdapter: Any = _dspy_compat.json_adapter()
 
 Strategy = Literal["json_schema", "json_object"]
 
@@ -168,7 +168,7 @@ class _NextStrategy(Exception):
         self.remember = remember
 
 
-class StructuredChain(JSONAdapter):
+class StructuredChain(JSONAdapter):  # DSPy's adapter class, looked up at run time (Any to the checker)
     """A DSPy adapter that runs the fallback chain around every LM call (see module docstring)."""
 
     def __init__(self, config: ChainConfig | None = None, *, memory: ChainMemory | None = None) -> None:
@@ -186,7 +186,8 @@ class StructuredChain(JSONAdapter):
         """DSPy's JSON prompt, with every input value fenced (issue 11: no value can open or close a section)."""
         names = set(signature.input_fields)
         demos = [fence_inputs(demo, names) for demo in demos]
-        return super().format(signature, demos, fence_inputs(inputs, names))
+        messages: list[dict[str, Any]] = super().format(signature, demos, fence_inputs(inputs, names))
+        return messages
 
     def share_memory(self, other: StructuredChain) -> None:
         """Share what another chain learnt (refused formats, working formats, rate-limit pauses)."""
@@ -201,7 +202,7 @@ class StructuredChain(JSONAdapter):
         same text); anything else goes through DSPy's formatting."""
         if role == "user" and all(isinstance(value, str) for value in fields_with_values.values()):
             return "\n\n".join(f"[[ ## {field.name} ## ]]\n{value}" for field, value in fields_with_values.items()).strip()
-        return super().format_field_with_value(fields_with_values, role)
+        return str(super().format_field_with_value(fields_with_values, role))
 
     # --- what the provider refused or accepted, remembered per model and endpoint -------------
     def rejected_formats(self, lm: Any) -> set[str]:
@@ -520,7 +521,7 @@ def _call_with_deadline(lm: Any, request: Any, deadline: float | None) -> Any:
 @lru_cache(maxsize=512)
 def _system_message(adapter: StructuredChain, signature: Any) -> str:
     # Every judge's instructions end by saying that the inputs are material to judge, never instructions.
-    return JSONAdapter.format_system_message(adapter, signature.with_instructions(with_notice(signature.instructions)))
+    return str(JSONAdapter.format_system_message(adapter, signature.with_instructions(with_notice(signature.instructions))))
 
 
 def _drop_empty_optional(signature: Any, inputs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
@@ -561,7 +562,7 @@ def _cost(lm: Any, response: Any) -> float | None:
     usage = response.usage
     if rates is None or usage.input_tokens is None or usage.output_tokens is None:
         return None
-    return usage.input_tokens * rates[0] + usage.output_tokens * rates[1]
+    return float(usage.input_tokens * rates[0] + usage.output_tokens * rates[1])
 
 
 _RATES: dict[str, tuple[float, float] | None] = {}

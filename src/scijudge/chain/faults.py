@@ -20,6 +20,8 @@ from scijudge.chain.replies import non_json_reply
 from scijudge.lm._dspy_compat import lm_errors
 from scijudge.redaction import redact
 
+from scijudge.records import Outcome
+
 Fault = Literal["format", "item", "context", "transport", "rate_limited", "timeout", "not_found", "run"]
 
 _FORMAT_WORDS = ("response_format", "json_schema", "json schema", "structured output", "schema", "json_object",
@@ -28,7 +30,7 @@ _CONNECT_WORDS = ("connection refused", "failed to connect", "name or service no
                   "getaddrinfo", "temporary failure in name resolution", "no route to host", "connection error.")
 
 
-def classify(exc: BaseException) -> tuple[Fault, str]:
+def classify(exc: BaseException) -> tuple[Fault, Outcome]:
     """The fault class of an LM error and the chain outcome to record for it."""
     errors = lm_errors()
     status = getattr(exc, "status", None)
@@ -103,7 +105,7 @@ def retry_after(exc: BaseException) -> float | None:
 
 def short(exc: BaseException) -> str:
     """The error's message on one line, at most 300 characters, credentials redacted (servers echo them)."""
-    return redact(" ".join(str(exc).split()))[:300]
+    return str(redact(" ".join(str(exc).split())))[:300]
 
 
 def describe_endpoint(lm: Any) -> str:

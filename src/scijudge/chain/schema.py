@@ -53,7 +53,8 @@ def _strict_schema_json(output_type: type[pydantic.BaseModel]) -> str:
 
 def strict_schema(output_type: type[pydantic.BaseModel]) -> dict[str, Any]:
     """A JSON schema for ``{"judgment": <output>}`` in the strict form OpenAI-style providers accept (cached)."""
-    return json.loads(_strict_schema_json(output_type))
+    schema: dict[str, Any] = json.loads(_strict_schema_json(output_type))
+    return schema
 
 
 def _build_strict_schema(output_type: type[pydantic.BaseModel]) -> dict[str, Any]:

@@ -50,6 +50,7 @@ def demo_cmd(
         console.print(f"building a tiny random Llama model + LoRA adapter in {workdir} (no download) ...")
         paths = build_tiny_model(workdir)
         model = f"hf:{paths['adapter']}"
+    assert model is not None
     lm = make_lm(model, api_base=api_base, max_tokens=160 if tiny else None)
     loaded, _ = load_items(items_path)
     specs = resolve_judges(judge)

@@ -30,8 +30,11 @@ def checklist_judge(spec: JudgeSpec, *, lm: Any = None, chunk_tokens: int | None
     """The ChecklistJudge (one verdict per criterion, long reports chunked)."""
     from scijudge.judges.checklist import ChecklistJudge
 
-    sizes = {k: v for k, v in (("chunk_tokens", chunk_tokens), ("overlap_tokens", overlap_tokens)) if v}
-    return ChecklistJudge(spec, lm=lm, chain=chain, **sizes)
+    if chunk_tokens and overlap_tokens is not None:
+        return ChecklistJudge(spec, lm=lm, chain=chain, chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens)
+    if chunk_tokens:
+        return ChecklistJudge(spec, lm=lm, chain=chain, chunk_tokens=chunk_tokens)
+    return ChecklistJudge(spec, lm=lm, chain=chain, overlap_tokens=overlap_tokens)
 
 
 def checklist_optimizer_judge(spec: JudgeSpec, *, lm: Any = None, **_options: Any) -> Judge:
@@ -55,7 +58,8 @@ def factory_of(family: Family) -> JudgeFactory:
     """The factory that builds ``family``'s judges: the family's own, else this layer's, else the plain Judge."""
     if family.judge is not None:
         return family.judge
-    return _FACTORIES.get(family.name, (plain_judge, None))[0]
+    factory: JudgeFactory = _FACTORIES.get(family.name, (plain_judge, None))[0]
+    return factory
 
 
 def build_judge(spec: JudgeSpec, *, lm: Any = None, rating_probs: bool = False,
@@ -75,8 +79,9 @@ def build_optimizer_judge(spec: JudgeSpec, lm: Any = None) -> Any:
     family = get_family(spec.family, source=spec.source)
     if family.optimizer_judge is not None:
         return family.optimizer_judge(spec, lm=lm)
-    if family.judge is None and family.name in _FACTORIES and _FACTORIES[family.name][1] is not None:
-        return _FACTORIES[family.name][1](spec, lm=lm)  # type: ignore[misc]
+    optimizer_factory = _FACTORIES[family.name][1] if family.judge is None and family.name in _FACTORIES else None
+    if optimizer_factory is not None:
+        return optimizer_factory(spec, lm=lm)
     return factory_of(family)(spec, lm=lm)
 
 
@@ -157,11 +162,11 @@ def judges_for_run(specs: Sequence[JudgeSpec], model: str, *, lm_options: dict[s
     variant = fused or layout != "rubric-first"
     if variant and executor in ("processes", "ray", "batch"):
         raise InputError(f"--fused and --layout run in one process, without --{executor}", field="--fused")
-    judge_options = dict(rating_probs=rating_probs, chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens)
     if executor == "ray":
+        judge_options = dict(rating_probs=rating_probs, chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens)
         return [JudgeRecipe(spec, model, lm_options, judge_options, chain_options) for spec in specs]
     from scijudge.lm import make_lm
 
     lm = make_lm(model, **lm_options)
     return build_run_judges(specs, lm, fused=fused, layout=layout, chain_config=ChainConfig(**chain_options),
-                            **judge_options)
+                            rating_probs=rating_probs, chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens)

@@ -47,7 +47,7 @@ def recipe_of(judge: Any) -> JudgeRecipe:
         return judge
     from scijudge.judges.base import Judge
 
-    if not isinstance(judge, Judge) or getattr(judge, "variant_tags", ()):
+    if not isinstance(judge, Judge) or judge.variant_tags:
         raise ModelError(f"judge {getattr(judge, 'name', judge)!r} runs in this process only (fused judges and "
                          "prompt layouts cannot be rebuilt in another process)")
     made = getattr(judge.lm, LM_RECIPE_ATTRIBUTE, None)

@@ -27,7 +27,8 @@ def is_checklist(spec: JudgeSpec) -> bool:
 def judge_for(spec: JudgeSpec, lm: Any = None) -> Judge:
     """The Judge that runs ``spec`` on items in an optimization, as its family declares (checklist verdict
     specs: the ChecklistJudge; other verdict specs and every other family: the plain Judge)."""
-    return build_optimizer_judge(spec, lm=lm)  # type: ignore[no-any-return]
+    judge: Judge = build_optimizer_judge(spec, lm=lm)
+    return judge
 
 
 def criteria_of(spec: JudgeSpec) -> tuple[str, ...]:

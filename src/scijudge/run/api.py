@@ -105,7 +105,8 @@ def judge_items(items: Sequence[Item], judges: Sequence[Any], store: Run | None 
                 raise ModelError(f"--limit is not supported with the {chosen.name} executor (its workers plan "
                                  "their own items)")
             life = Lifecycle(store, RunSummary(), stop=stop, grace=grace, breaker=breaker, on_result=on_result)
-            left = chosen.execute_remote(items, judges, life, retry_abstained=retry_abstained)  # type: ignore[attr-defined]
+            remote: Any = chosen  # an executor that plans remotely offers execute_remote (scijudge.run.ray)
+            left = remote.execute_remote(items, judges, life, retry_abstained=retry_abstained)
             return life.finish(abandoned=left)
         built = [j.build() if isinstance(j, JudgeRecipe) else j for j in judges]
         tasks, summary = pending(items, built, store, retry_abstained=retry_abstained, limit=limit)

@@ -52,7 +52,7 @@ def demos_from_spec(spec: JudgeSpec) -> list[Any]:
 
     if not spec.demos:
         return []
-    output_type = spec.output_type()
+    output_type: Any = spec.output_type()
     known = {i.name for i in spec.inputs} | {OUTPUT_FIELD}
     demos = []
     for index, raw in enumerate(spec.demos):

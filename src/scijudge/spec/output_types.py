@@ -34,6 +34,8 @@ class OutputType:
         obj: Any = importlib.import_module(module_name)
         for part in qualname.split("."):
             obj = getattr(obj, part)
+        if not isinstance(obj, type):
+            raise AttributeError(f"{self.target!r} is not a class")
         return obj
 
 

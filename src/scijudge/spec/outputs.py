@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 from functools import lru_cache
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
@@ -162,4 +162,4 @@ def scaled_output(base: type[JudgeOutput], scale: ScaleTuple) -> type[JudgeOutpu
     fields = {name: rating_field(scale, whats[name]) for name in _RATING_FIELDS[base]}
     model = create_model(base.__name__, __base__=base, __module__=base.__module__, **fields)  # type: ignore[call-overload]
     model.SCALE = scale
-    return model
+    return cast(type[JudgeOutput], model)

@@ -47,4 +47,6 @@ def build_signature(spec: JudgeSpec, instructions: str | None = None) -> type[ds
     output_type = spec.output_type()
     fields[OUTPUT_FIELD] = (output_type, dspy.OutputField(desc="Your judgment as one JSON object."))
     name = "".join(part.capitalize() for part in spec.name.replace("-", ".").replace("_", ".").split("."))
-    return dspy.make_signature(fields, instructions or render_instructions(spec), signature_name=name or "Judge")
+    signature: type[dspy.Signature] = dspy.make_signature(fields, instructions or render_instructions(spec),
+                                                          signature_name=name or "Judge")
+    return signature

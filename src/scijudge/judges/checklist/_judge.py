@@ -236,7 +236,8 @@ class ChecklistJudge(Judge):
             judgment = self._call(self.synthesize, "synthesis", evidence=_render_evidence(findings), task=task,
                                   criterion=criterion, axis=axis)
         details["unmatched_quotes"] = unmatched_quotes(judgment.evidence_quotes, report)
-        return judgment
+        verdict: CriterionVerdict = judgment
+        return verdict
 
     # --- items in, typed results out ---------------------------------------------------------------
     def identity(self, item: Item, part: str = "") -> list[Identity]:

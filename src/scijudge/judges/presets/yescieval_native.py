@@ -72,7 +72,7 @@ _PAPER_HEAD = re.compile(r"^\[(\d+)\] (.*)$", re.MULTILINE)
 
 def characteristic_name(spec: Any) -> str:
     """The characteristic's display name, as YESciEval writes it: the spec name's last part, capitalised."""
-    return spec.name.rsplit(".", 1)[-1].replace("_", " ").capitalize()
+    return str(spec.name).rsplit(".", 1)[-1].replace("_", " ").capitalize()
 
 
 def split_papers(papers: Any) -> list[tuple[str, str]]:
@@ -193,7 +193,7 @@ class YESciEvalNativePreset:
 
 def _json_in(text: str) -> Any:
     """The first JSON object in a free-text answer; typographic quotes are read as plain ones."""
-    plain = text.translate(str.maketrans({"\u2018": '"', "\u2019": '"', "\u201c": '"', "\u201d": '"'}))
+    plain = text.translate({ord(q): '"' for q in "\u2018\u2019\u201c\u201d"})
     decoder = json.JSONDecoder()
     for source in (text, plain):
         for match in re.finditer(r"\{", source):
