@@ -28,7 +28,8 @@ def test_jsonl_labels_with_several_annotators(tmp_path: Path) -> None:
     assert labels[1].origin == (str(path), 2)
     frame = labels_to_frame(labels)
     assert list(frame.columns) == ["item_id", "judge", "part", "score", "verdict", "annotator", "rationale",
-                                   "source_file", "source_line"]
+                                   "label_source", "source_file", "source_line"]
+    assert frame["label_source"].tolist() == ["unknown"] * 3
     assert frame["score"].dtype == float and frame["source_line"].tolist() == [1, 2, 3]
 
 
@@ -100,3 +101,15 @@ def test_missing_file_and_unknown_format(tmp_path: Path) -> None:
     empty.write_text("\n")
     with pytest.raises(InputError, match="no labels"):
         load_labels(empty)
+
+
+def test_labels_say_where_they_came_from_and_refuse_unknown_sources(tmp_path: Path) -> None:
+    path = _jsonl(tmp_path / "labels.jsonl", [
+        {"item_id": "q1", "judge": "j", "score": 4, "source": "expert"},
+        {"item_id": "q2", "judge": "j", "score": 3, "source": "llm"},
+    ])
+    assert [label.source for label in load_labels(path)] == ["expert", "llm"]
+    bad = _jsonl(tmp_path / "bad.jsonl", [{"item_id": "q1", "judge": "j", "score": 4, "source": "oracle"}])
+    with pytest.raises(InputError) as caught:
+        load_labels(bad)
+    assert caught.value.line == 1 and caught.value.field == "source"

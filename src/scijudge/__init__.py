@@ -34,7 +34,8 @@ _LAZY: dict[str, str] = {
     "Abstained": "scijudge.chain.chain", "ChainConfig": "scijudge.chain.chain", "StructuredChain": "scijudge.chain.chain",
     # calibration and optimization
     "calibrate": "scijudge.metrics.calibration", "optimize": "scijudge.optimization",
-    "estimate": "scijudge.estimation",
+    "estimate": "scijudge.estimation", "select_labels": "scijudge.estimation.select",
+    "jury": "scijudge.metrics.jury",
 }
 
 __all__ = [
@@ -42,8 +43,8 @@ __all__ = [
     "JudgeProtocol", "JudgeRecipe",
     "JudgeResult", "JudgeSpec", "LikertRating", "ModelError", "PairwiseJudgment", "Paper", "Run", "RunFields",
     "RunSummary", "ScijudgeError", "SpecError", "StructuredChain", "UnknownJudgeError", "__version__",
-    "calibrate", "estimate", "get_spec", "judge_items", "list_specs", "load_items", "load_judge",
-    "load_labels", "load_spec_file", "make_lm", "optimize",
+    "calibrate", "estimate", "get_spec", "judge_items", "jury", "list_specs", "load_items", "load_judge",
+    "load_labels", "load_spec_file", "make_lm", "optimize", "select_labels",
 ]
 
 
@@ -64,10 +65,12 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from scijudge.data import Item, Paper, load_items
     from scijudge.estimation import estimate
+    from scijudge.estimation.select import select_labels
     from scijudge.judges import Judge, load_judge
     from scijudge.labels import HumanLabel, load_labels
     from scijudge.lm import make_lm
     from scijudge.metrics.calibration import calibrate
+    from scijudge.metrics.jury import jury
     from scijudge.optimization import optimize
     from scijudge.spec.outputs import JudgeOutput, LikertRating, PairwiseJudgment, RunFields
     from scijudge.records import Attempt, JudgeResult

@@ -91,6 +91,7 @@ def _register_commands() -> None:
     from scijudge.commands.calibrate import calibrate_cmd, perturb_cmd
     from scijudge.commands.compliance import compliance_cmd
     from scijudge.commands.demo import demo_cmd
+    from scijudge.commands.drift import drift_cmd
     from scijudge.commands.estimate import estimate_cmd
     from scijudge.commands.export import export_cmd
     from scijudge.commands.figure_metric import figure_metric_command
@@ -98,8 +99,10 @@ def _register_commands() -> None:
     from scijudge.commands.import_lematerial import import_lematerial_cmd
     from scijudge.commands.judge import judge_cmd
     from scijudge.commands.judges import judges_cmd
+    from scijudge.commands.jury import jury_cmd
     from scijudge.commands.optimize import optimize_cmd
     from scijudge.commands.robustness import robustness_cmd
+    from scijudge.commands.select_labels import select_labels_cmd
     from scijudge.commands.schema import schema_cmd
 
     command("judges")(judges_cmd)
@@ -117,6 +120,9 @@ def _register_commands() -> None:
     command("figure-metric")(figure_metric_command)
     command("estimate")(estimate_cmd)
     command("batches")(batches_cmd)
+    command("select-labels")(select_labels_cmd)
+    command("jury")(jury_cmd)
+    command("drift")(drift_cmd)
 
 
 _register_commands()

@@ -6,13 +6,16 @@ import csv
 import io
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from scijudge.errors import InputError, from_validation_error
 
-LABEL_COLUMNS: tuple[str, ...] = ("item_id", "judge", "part", "score", "verdict", "annotator", "rationale")
+LABEL_COLUMNS: tuple[str, ...] = ("item_id", "judge", "part", "score", "verdict", "annotator", "rationale", "source")
+LABEL_SOURCES: tuple[str, ...] = ("expert", "crowd", "llm", "unknown")
+"""Where a label came from: agreement with ``llm`` labels is agreement with another model, never calibration."""
+HUMAN_SOURCES: frozenset[str] = frozenset({"expert", "crowd", "unknown"})
 
 
 class HumanLabel(BaseModel):
@@ -32,6 +35,8 @@ class HumanLabel(BaseModel):
     verdict: str | None = None
     annotator: str | None = None
     rationale: str | None = None
+    source: Literal["expert", "crowd", "llm", "unknown"] = Field(
+        default="unknown", description="Who labelled: expert, crowd, llm (another model) or unknown.")
     _origin: tuple[str, int] | None = PrivateAttr(default=None)
 
     @field_validator("score", mode="before")
@@ -169,18 +174,21 @@ def load_labels(path: str | Path) -> list[HumanLabel]:
 
 
 def labels_to_frame(labels: list[HumanLabel]) -> Any:
-    """Labels as a pandas DataFrame, one row per label, with ``source_file``/``source_line`` when known."""
+    """Labels as a pandas DataFrame, one row per label, with ``source_file``/``source_line`` when known and the
+    label's provenance as ``label_source`` (judgment frames use ``source`` for the run a judgment came from)."""
     import pandas as pd
 
     _check_duplicates(labels)
     rows = []
     for label in labels:
         row = label.model_dump()
+        row["label_source"] = row.pop("source")
         origin = label.origin
         row["source_file"] = origin[0] if origin else None
         row["source_line"] = origin[1] if origin else None
         rows.append(row)
-    frame = pd.DataFrame(rows, columns=[*LABEL_COLUMNS, "source_file", "source_line"])
+    columns = [c if c != "source" else "label_source" for c in LABEL_COLUMNS]
+    frame = pd.DataFrame(rows, columns=[*columns, "source_file", "source_line"])
     frame["score"] = frame["score"].astype(float)
     frame["source_line"] = frame["source_line"].astype("Int64")
     return frame

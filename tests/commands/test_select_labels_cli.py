@@ -1,0 +1,86 @@
+"""`scijudge select-labels`: a design over a judge's stored judgments, written as picks.csv."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from typer.testing import CliRunner
+
+from scijudge.records import JudgeResult
+from scijudge.run.store import Run
+
+
+def _store(path: Path, n: int = 40, *, probs: bool = True, model: str = "m/a") -> Path:
+    rng = np.random.default_rng(1)
+    with Run(path) as run:
+        for i in range(n):
+            sure = rng.uniform(0.2, 0.95)
+            dist = {str(k): (sure if k == 3 else (1 - sure) / 4) for k in range(1, 6)}
+            run.record(JudgeResult(item_id=f"i{i:02d}", judge="j", family="likert", spec_hash="h", model=model,
+                                   status="ok", score=3.0 + (i % 3) - 1, probs=dist if probs else None))
+    return path
+
+
+def _cli(*args: str):
+    from scijudge.cli import app
+
+    return CliRunner().invoke(app, ["select-labels", *args])
+
+
+def test_uncertainty_picks_have_probabilities_summing_to_the_budget(tmp_path):
+    store = _store(tmp_path / "r.sqlite")
+    out = tmp_path / "picks.csv"
+    result = _cli("--run", str(store), "-j", "j", "--budget", "10", "--strategy", "uncertainty", "--seed", "3",
+                  "--out", str(out))
+    assert result.exit_code == 0, result.output
+    picks = pd.read_csv(out)
+    assert list(picks.columns[:3]) == ["item_id", "pi", "picked"] and len(picks) == 40
+    assert abs(picks.pi.sum() - 10) < 1e-9 and (picks.pi > 0).all() and (picks.pi <= 1).all()
+    assert set(picks.uncertainty_source) == {"probs"}
+    # pi rises with the judge's rating variance (computed here by hand from the stored distributions)
+    with Run(store, create=False) as run:
+        frame = run.to_pandas().set_index("item_id")
+    variance = {i: sum(float(k) ** 2 * p for k, p in d.items()) - sum(float(k) * p for k, p in d.items()) ** 2
+                for i, d in frame.probs.items()}
+    expected = pd.Series(variance).reindex(picks.item_id).to_numpy()
+    assert np.corrcoef(picks.pi, np.sqrt(expected))[0, 1] > 0.99
+    again = tmp_path / "again.csv"
+    _cli("--run", str(store), "-j", "j", "--budget", "10", "--strategy", "uncertainty", "--seed", "3", "--out", str(again))
+    assert again.read_text() == out.read_text(), "the same seed draws the same items"
+
+
+def test_stratified_picks_draw_the_allocation_exactly(tmp_path):
+    store = _store(tmp_path / "r.sqlite", probs=False)
+    strata = tmp_path / "strata.csv"
+    with strata.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["item_id", "stratum"])
+        writer.writerows([(f"i{i:02d}", "small" if i < 10 else "big") for i in range(40)])
+    out = tmp_path / "picks.csv"
+    result = _cli("--run", str(store), "-j", "j", "--budget", "8", "--strategy", "stratified", "--strata", str(strata),
+                  "--out", str(out))
+    assert result.exit_code == 0, result.output
+    picks = pd.read_csv(out)
+    counts = picks[picks.picked].groupby("stratum").size().to_dict()
+    assert counts == {"big": 6, "small": 2}  # proportional: 8 x 30/40 and 8 x 10/40
+    assert np.allclose(picks.groupby("stratum").pi.first().to_dict()["big"], 6 / 30)
+
+
+def test_bad_requests_get_one_line(tmp_path):
+    store = _store(tmp_path / "r.sqlite", probs=False)
+    out = tmp_path / "p.csv"
+    cases = [
+        (["--run", str(store), "-j", "nope", "--budget", "3", "--out", str(out)], "no judgments of judge 'nope'"),
+        (["--run", str(store), "-j", "j", "--budget", "99", "--out", str(out)], "budget must be between 1 and the 40"),
+        (["--run", str(store), "-j", "j", "--budget", "3", "--strategy", "stratified", "--out", str(out)], "needs strata"),
+        (["--run", str(store), "-j", "j", "--budget", "3", "--out", str(out)], "rating distributions"),
+        (["--run", str(tmp_path / "missing.sqlite"), "-j", "j", "--budget", "3", "--out", str(out)], "not found"),
+    ]
+    for args, message in cases:
+        result = _cli(*args)
+        assert result.exit_code == 2 and message in result.output, (args, result.output)
+        assert "Traceback" not in result.output
+    assert not out.exists()
