@@ -91,14 +91,16 @@ def test_human_assessments_arrive_as_labels_and_foreign_traces_are_read(tracking
         mlflow.log_feedback(trace_id=foreign.trace_id, name="relevance", value=0.75, source=judge, rationale="ok")
     finally:
         mlflow.set_tracking_uri(previous)
-    back = read_mlflow(tracking_uri, experiment)
+    back = read_mlflow(tracking_uri, experiment, label_source="expert")
     assert sorted((lab.item_id, lab.judge, lab.score, lab.annotator) for lab in back.labels) == [
         ("i0", "yescieval.qa.coherence", 3.0, "ann1"), ("i0", "yescieval.qa.correctness", 4.0, "ann1"),
         ("i1", "yescieval.qa.correctness", 2.0, "ann1")]
     assert back.label_sources == ["human"] * 3
     assert back.skipped == {"expectation:expected_response": 1}  # an expected answer is not a rating
-    if "source" in type(back.labels[0]).model_fields:
-        assert {lab.source for lab in back.labels} <= {"human", "expert"}
+    assert {lab.source for lab in back.labels} == {"expert"}
+    assert {lab.source for lab in read_mlflow(tracking_uri, experiment).labels} == {"unknown"}
+    with pytest.raises(InputError, match="not a human one"):
+        read_mlflow(tracking_uri, experiment, label_source="llm")
     (error,) = back.errors  # the boolean feedback, named by trace and assessment
     assert traces["i2"] in error.field and "boolean" in str(error)
     relevance = next(r for r in back.results if r.judge == "relevance")

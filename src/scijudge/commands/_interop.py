@@ -55,7 +55,7 @@ def _write_labels(path: Path, labels: list[Any]) -> None:
 
 def import_foreign(
     file: Path | None, run: Path, fmt: str | None, *, tracking_uri: str | None, experiment: str | None,
-    labels_out: Path | None, all_scorers: bool, strict: bool,
+    labels_out: Path | None, all_scorers: bool, strict: bool, label_source: str = "unknown",
 ) -> int:
     """Read another tool's results, write the judgments into ``run`` (and human labels to ``labels_out``)."""
     from rich.console import Console
@@ -69,7 +69,7 @@ def import_foreign(
             raise InputError("--from mlflow needs --tracking-uri URI and --experiment NAME", field="tracking-uri")
         from scijudge.importers.mlflow import read_mlflow
 
-        imported = read_mlflow(tracking_uri, experiment)
+        imported = read_mlflow(tracking_uri, experiment, label_source=label_source)
     else:
         if file is None:
             raise InputError("give a FILE to import (or --from mlflow --tracking-uri URI --experiment NAME)",
@@ -106,8 +106,9 @@ def import_foreign(
             out.print(f"{len(imported.labels)} human labels not written: give --labels-out FILE.jsonl")
         else:
             _write_labels(labels_out, imported.labels)
-            out.print(f"{len(imported.labels)} human labels -> {escape(str(labels_out))} "
-                      f"(source: {', '.join(sorted(set(imported.label_sources)))})")
+            kinds = ", ".join(sorted({label.source for label in imported.labels}))
+            out.print(f"{len(imported.labels)} human labels -> {escape(str(labels_out))} (MLflow source "
+                      f"{', '.join(sorted(set(imported.label_sources)))}; label source {kinds})")
     if imported.errors:
         raise typer.Exit(1)
     return written

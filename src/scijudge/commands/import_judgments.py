@@ -30,6 +30,8 @@ def import_judgments_cmd(
     experiment: Annotated[str | None, typer.Option(help="MLflow experiment name (with --from mlflow).")] = None,
     labels_out: Annotated[Path | None, typer.Option(help="Write the human labels found (MLflow) to this JSONL.")] = None,
     all_scorers: Annotated[bool, typer.Option(help="Also keep deterministic scorers/metrics (not model-graded).")] = False,
+    label_source: Annotated[str, typer.Option(
+        help="Who gave MLflow's human assessments: expert, crowd or unknown (MLflow does not record it).")] = "unknown",
 ) -> int:
     """Import judgments made by any tool (released rating files, logs) so they can be calibrated and stress-tested.
 
@@ -47,7 +49,8 @@ def import_judgments_cmd(
         if map_:
             raise InputError("--map renames columns of generic JSONL/CSV files only", field="map")
         return _interop.import_foreign(file, run, from_, tracking_uri=tracking_uri, experiment=experiment,
-                                       labels_out=labels_out, all_scorers=all_scorers, strict=strict)
+                                       labels_out=labels_out, all_scorers=all_scorers, strict=strict,
+                                       label_source=label_source)
     from rich.console import Console
 
     from scijudge.commands._store import write_records

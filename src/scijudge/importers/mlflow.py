@@ -7,8 +7,9 @@ with the model as its ``source_id``, metadata ``scijudge.model`` / ``scijudge.ju
 abstention is a feedback without value, with an ``AssessmentError`` (code ``ABSTAINED``, the reason as message).
 
 Reading any experiment: ``LLM_JUDGE`` and ``CODE`` feedback are judgments; ``HUMAN`` feedback and numeric
-expectations are labels (their source kept as ``human``); other expectations (expected answers, facts) are
-counted in ``skipped`` as ``expectation:<name>``. The item is the trace's ``scijudge.item_id`` tag, else its
+expectations are labels (label ``source`` ``unknown`` unless told ``expert`` or ``crowd``; MLflow's ``human`` is
+kept beside it); other expectations (expected answers, facts) are counted in ``skipped`` as
+``expectation:<name>``. The item is the trace's ``scijudge.item_id`` tag, else its
 ``client_request_id``, else its trace id. Overridden assessments (``valid`` False) are left out. MLflow is
 imported only when one of these functions runs (the ``interop`` extra).
 """
@@ -26,7 +27,7 @@ from pydantic import ValidationError
 from scijudge.errors import InputError, ModelError
 from scijudge.importers._interop import INTEROP_EXTRA_HINT, ForeignImport, ForeignRow, collect
 from scijudge.importers._mlflow_compat import ITEM_TAG, RUN_TAG, fast_path_available, write_fast, write_public
-from scijudge.labels import HumanLabel
+from scijudge.labels import HUMAN_SOURCES, HumanLabel
 from scijudge.records import JudgeResult
 from scijudge.redaction import redact_url
 
@@ -105,25 +106,24 @@ def _value(value: Any) -> tuple[float | None, str | None, str | None]:
     return None, None, f"value of type {type(value).__name__} is not a score or a verdict"
 
 
-def _label(item_id: str, assessment: Any, score: float | None, verdict: str | None) -> HumanLabel:
+def _label(item_id: str, assessment: Any, score: float | None, verdict: str | None, source: str) -> HumanLabel:
     metadata = assessment.metadata or {}
-    values: dict[str, Any] = {"item_id": item_id, "judge": assessment.name, "part": metadata.get("scijudge.part", ""),
-                              "score": score, "verdict": verdict, "annotator": assessment.source.source_id or None,
-                              "rationale": assessment.rationale}
-    if "source" in HumanLabel.model_fields:  # label provenance, where this version of scijudge has it
-        try:
-            return HumanLabel(**values, source="human")  # type: ignore[call-arg,unused-ignore]
-        except ValidationError:
-            pass
-    return HumanLabel(**values)
+    return HumanLabel(item_id=item_id, judge=assessment.name, part=metadata.get("scijudge.part", ""), score=score,
+                      verdict=verdict, annotator=assessment.source.source_id or None, rationale=assessment.rationale,
+                      source=source)
 
 
-def read_mlflow(tracking_uri: str, experiment: str) -> ForeignImport:
+def read_mlflow(tracking_uri: str, experiment: str, *, label_source: str = "unknown") -> ForeignImport:
     """Judgments (LLM-judge and code feedback) and human labels of every trace of an MLflow experiment.
 
-    ``labels`` holds the human labels and ``label_sources`` their source (``human``, in the same order);
+    MLflow records that a person gave an assessment (source type ``HUMAN``), not whether an expert or the crowd:
+    the labels' ``source`` is ``label_source`` (default ``unknown``, a person of unknown kind; ``expert`` or
+    ``crowd`` when you know). ``label_sources`` holds MLflow's own source type per label (``human``);
     ``summary`` counts traces, judgments and labels; each record keeps its trace and assessment ids.
     """
+    if label_source not in HUMAN_SOURCES:
+        raise InputError(f"label source {label_source!r} is not a human one: use {', '.join(sorted(HUMAN_SOURCES))}",
+                         field="label-source")
     experiment_id = _experiment_id(tracking_uri, experiment, create=False)
     source = source_name(tracking_uri, experiment)
     rows: list[ForeignRow] = []
@@ -150,7 +150,10 @@ def read_mlflow(tracking_uri: str, experiment: str) -> ForeignImport:
                     bad_labels.append(InputError(error or "a human assessment without a value", file=source,
                                                  field=position))
                     continue
-                labels.append(_label(item_id, assessment, score, verdict))
+                try:
+                    labels.append(_label(item_id, assessment, score, verdict, label_source))
+                except ValidationError as exc:
+                    bad_labels.append(InputError(str(exc.errors()[0]["msg"]), file=source, field=position))
                 continue
             failure = getattr(feedback, "error", None)
             metadata = assessment.metadata or {}
