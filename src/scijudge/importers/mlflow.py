@@ -110,7 +110,7 @@ def _label(item_id: str, assessment: Any, score: float | None, verdict: str | No
     metadata = assessment.metadata or {}
     return HumanLabel(item_id=item_id, judge=assessment.name, part=metadata.get("scijudge.part", ""), score=score,
                       verdict=verdict, annotator=assessment.source.source_id or None, rationale=assessment.rationale,
-                      source=source)
+                      source=source)  # type: ignore[arg-type]  # checked against HUMAN_SOURCES by read_mlflow
 
 
 def read_mlflow(tracking_uri: str, experiment: str, *, label_source: str = "unknown") -> ForeignImport:
