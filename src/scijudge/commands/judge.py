@@ -67,6 +67,12 @@ def judge_cmd(
                                          "or a cluster address (auto, ray://host:10001).")] = None,
     fused: Annotated[bool, typer.Option(
         help="Likert rubrics: judge all the selected rubrics in one call per item (one stored judgment per rubric).")] = False,
+    mode: Annotated[str, typer.Option(
+        help="generate (default: a typed answer with rationale) or decision (the score is read from the model's "
+             "probabilities over the levels or verdict labels at the answer position; no text generated).")] = "generate",
+    decision_score: Annotated[str, typer.Option(
+        help="With --mode decision: expected (the expected value of the level distribution) or mode (the most "
+             "likely level).")] = "expected",
     layout: Annotated[str, typer.Option(
         help="Prompt order: rubric-first (default) or item-first (a local engine then shares each item's prefix across its "
              "rubrics).")] = "rubric-first",
@@ -83,6 +89,8 @@ def judge_cmd(
     Example: scijudge judge datasets/yescieval_example/items.jsonl -j 'yescieval.qa.*' -m openai/gpt-4o-mini --run runs/qa.sqlite
 
     Checklist example: scijudge judge tasks.jsonl --reports reports/ -j researchrubrics.checklist -m openai/gpt-4o-mini
+
+    Decision example: scijudge judge items.jsonl -j 'yescieval.qa.*' --mode decision --layout item-first -m hf:/models/adapter
 
     Fused example: scijudge judge items.jsonl -j 'yescieval.qa.*' --fused --layout item-first -m hf:/models/adapter
     """
@@ -113,7 +121,7 @@ def judge_cmd(
                                                           max_tokens=max_tokens),
                             rating_probs=rating_probs, chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens,
                             fused=fused, layout=layout, chain_options=dict(retry_after_cap=retry_after_cap),
-                            executor=name)
+                            executor=name, mode=mode, decision_score=decision_score)
     options: dict = {}
     if name == "processes":
         options = dict(processes=processes, use_cache=cache)

@@ -65,6 +65,9 @@ class Judge(dspy.Module):
 
             self.preset = get_preset(spec.preset, source=spec.source)
             self.preset.check(spec)
+            tag = getattr(self.preset, "identity_tag", None)
+            if tag:  # e.g. the yescieval version whose prompt text the preset sends
+                self._spec_hash = tagged_hash(tag, self._spec_hash)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Judge:
         """Copies (made by optimizers and ``Module.load``) share the LM and the chain, never duplicate them."""
@@ -153,8 +156,22 @@ class Judge(dspy.Module):
         shows as inconsistency; none for an item without a second answer)."""
         return self.family.parts(item)
 
+    mode: str = "generate"  # or "decision" (scijudge.judges.decision): probabilities over the levels, no text
+    decision_score: str = "expected"
+
+    def use_mode(self, mode: str, decision_score: str = "expected") -> None:
+        """Judge in ``mode`` ("generate" or "decision"); decision judgments are their own identity."""
+        from scijudge.judges.decision import check_mode
+
+        check_mode(mode, decision_score, self.spec.family, name=self.name, source=self.spec.source)
+        self.mode, self.decision_score = mode, decision_score
+
     def decoding(self) -> dict[str, Any]:
         """The configured decoding settings that change an answer (part of a judgment's identity)."""
+        if self.mode == "decision":
+            from scijudge.judges.decision import decision_decoding
+
+            return decision_decoding(self)
         lm = self.lm
         max_tokens = getattr(lm, "kwargs", {}).get("max_tokens") or self.chain.config.max_tokens
         return {"max_tokens": max_tokens, "logprobs": self.chain.config.logprobs}
@@ -176,6 +193,10 @@ class Judge(dspy.Module):
 
     def judge_one(self, item: Item, part: str = "") -> JudgeResult:
         """Judge one item (one order, for pairwise) and return its typed result."""
+        if self.mode == "decision":
+            from scijudge.judges.decision import decide_one
+
+            return decide_one(self, item, part)
         inputs = self.inputs_for(item, part)
         with recording() as record:
             started = time.perf_counter()

@@ -64,14 +64,24 @@ def factory_of(family: Family) -> JudgeFactory:
 
 def build_judge(spec: JudgeSpec, *, lm: Any = None, rating_probs: bool = False,
                 chunk_tokens: int | None = None, overlap_tokens: int | None = None,
-                chain: StructuredChain | None = None) -> Any:
-    """The judge the spec's family builds (``scijudge.spec.families``; checklist judges chunk long reports)."""
+                chain: StructuredChain | None = None, mode: str = "generate", decision_score: str = "expected") -> Any:
+    """The judge the spec's family builds (``scijudge.spec.families``; checklist judges chunk long reports).
+
+    ``mode="decision"``: the judgment is the model's probability over the levels (``scijudge.judges.decision``),
+    scored by its expected value or (``decision_score="mode"``) its most likely level.
+    """
+    from scijudge.judges.decision import check_mode
+
+    check_mode(mode, decision_score, spec.family, name=spec.name, source=spec.source)
     family = get_family(spec.family, source=spec.source)
     options: dict[str, Any] = dict(lm=lm, rating_probs=rating_probs, chunk_tokens=chunk_tokens,
                                    overlap_tokens=overlap_tokens)
     if chain is not None:
         options["chain"] = chain
-    return factory_of(family)(spec, **options)
+    judge = factory_of(family)(spec, **options)
+    if mode != "generate":
+        judge.use_mode(mode, decision_score)
+    return judge
 
 
 def build_optimizer_judge(spec: JudgeSpec, lm: Any = None) -> Any:
@@ -90,8 +100,11 @@ _LM_OPTIONS = ("api_base", "api_key", "cache", "timeout", "engine", "max_tokens"
 
 def load_judge(name_or_path: str | Path | JudgeSpec, *, lm: Any = None, model: str | None = None,
                rating_probs: bool = False, blocks: dict[str, str] | None = None,
-               chunk_tokens: int | None = None, overlap_tokens: int | None = None, **lm_options: Any) -> Any:
+               chunk_tokens: int | None = None, overlap_tokens: int | None = None, mode: str = "generate",
+               decision_score: str = "expected", **lm_options: Any) -> Any:
     """Load a judge by shipped name, spec path or spec object, bound to an LM (or a model string).
+
+    ``mode="decision"`` scores from the model's probabilities over the levels (no text generated).
 
     ``lm_options`` go to ``make_lm`` with ``model``; given with ``lm`` (an LM already built) they would have no
     effect, so that is an error naming them.
@@ -108,17 +121,23 @@ def load_judge(name_or_path: str | Path | JudgeSpec, *, lm: Any = None, model: s
 
         lm = make_lm(model, **lm_options)
     return build_judge(spec, lm=lm, rating_probs=rating_probs, chunk_tokens=chunk_tokens,
-                       overlap_tokens=overlap_tokens)
+                       overlap_tokens=overlap_tokens, mode=mode, decision_score=decision_score)
 
 
 def build_run_judges(specs: Sequence[JudgeSpec], lm: Any, *, rating_probs: bool = False,
                      chunk_tokens: int | None = None, overlap_tokens: int | None = None, fused: bool = False,
-                     layout: str = "rubric-first", chain_config: ChainConfig | None = None) -> list[JudgeProtocol]:
+                     layout: str = "rubric-first", chain_config: ChainConfig | None = None,
+                     mode: str = "generate", decision_score: str = "expected") -> list[JudgeProtocol]:
     """The judges of one run, sharing one chain with the run's settings: each spec's family judge, the Likert
     rubrics fused into one call per item with ``fused``, every judge in the prompt ``layout``."""
     chain = StructuredChain(chain_config)
     judges: list[Any] = [build_judge(spec, lm=lm, rating_probs=rating_probs, chunk_tokens=chunk_tokens,
-                                     overlap_tokens=overlap_tokens, chain=chain) for spec in specs]
+                                     overlap_tokens=overlap_tokens, chain=chain, mode=mode,
+                                     decision_score=decision_score) for spec in specs]
+    if fused and mode == "decision":
+        raise InputError("--fused asks for all rubrics in one generated answer; --mode decision reads each rubric's "
+                         "level probabilities (with --layout item-first the item is still computed once)",
+                         field="--fused")
     if fused:  # the Likert rubrics in one call per item; other judges (pairwise...) stay separate
         from scijudge.judges.fused import FusedJudge
 
@@ -140,7 +159,7 @@ def build_run_judges(specs: Sequence[JudgeSpec], lm: Any, *, rating_probs: bool 
 def judges_for_run(specs: Sequence[JudgeSpec], model: str, *, lm_options: dict[str, Any] | None = None,
                    rating_probs: bool = False, chunk_tokens: int | None = None, overlap_tokens: int | None = None,
                    fused: bool = False, layout: str = "rubric-first", chain_options: dict[str, Any] | None = None,
-                   executor: str = "threads") -> list[Any]:
+                   executor: str = "threads", mode: str = "generate", decision_score: str = "expected") -> list[Any]:
     """The judges (or, for executors that build them elsewhere, the recipes) of one run of ``specs`` with
     ``model``: what ``scijudge judge`` hands to ``judge_items``. Combinations an executor cannot serve are
     refused here, before any model is built or weights loaded."""
@@ -159,14 +178,25 @@ def judges_for_run(specs: Sequence[JudgeSpec], model: str, *, lm_options: dict[s
     if executor == "ray" and not local:
         raise ModelError(f"{model} is an API model: API judges do not need Ray (its actors run local hf: engines); "
                          "use --concurrency/--processes for speed or --batch for the batch price")
+    from scijudge.judges.decision import check_mode
+
+    for spec in specs:  # before any model is built
+        check_mode(mode, decision_score, spec.family, name=spec.name, source=spec.source)
+    if mode == "decision" and executor == "batch":
+        raise ModelError("--batch sends generated judgments to a provider's batch API; --mode decision reads "
+                         "logprobs of direct calls (drop --batch)")
     variant = fused or layout != "rubric-first"
     if variant and executor in ("processes", "ray", "batch"):
         raise InputError(f"--fused and --layout run in one process, without --{executor}", field="--fused")
     if executor == "ray":
-        judge_options = dict(rating_probs=rating_probs, chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens)
+        judge_options: dict[str, Any] = dict(rating_probs=rating_probs, chunk_tokens=chunk_tokens,
+                                             overlap_tokens=overlap_tokens)
+        if mode != "generate":
+            judge_options.update(mode=mode, decision_score=decision_score)
         return [JudgeRecipe(spec, model, lm_options, judge_options, chain_options) for spec in specs]
     from scijudge.lm import make_lm
 
     lm = make_lm(model, **lm_options)
     return build_run_judges(specs, lm, fused=fused, layout=layout, chain_config=ChainConfig(**chain_options),
-                            rating_probs=rating_probs, chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens)
+                            rating_probs=rating_probs, chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens,
+                            mode=mode, decision_score=decision_score)

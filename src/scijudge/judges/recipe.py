@@ -56,6 +56,8 @@ def recipe_of(judge: Any) -> JudgeRecipe:
                          "cannot rebuild it; build it with make_lm (or pass a JudgeRecipe)")
     options = {k: v for k, v in made.items() if k != "model"}
     judge_options: dict[str, Any] = {"rating_probs": bool(getattr(judge, "rating_probs", False))}
+    if getattr(judge, "mode", "generate") != "generate":
+        judge_options.update(mode=judge.mode, decision_score=judge.decision_score)
     for name in ("chunk_tokens", "overlap_tokens"):
         if hasattr(judge, name):
             judge_options[name] = getattr(judge, name)

@@ -100,6 +100,13 @@ def check() -> list[str]:
     if not all(callable(getattr(dspy.cache, name, None)) for name in ("get", "put")):
         problems.append("dspy.cache.get/put are gone")
     problems.extend(_check_engines_and_batches())
+    try:  # short_answer_request filters this warning by its logger and text
+        from dspy.clients import execution
+
+        if "response was truncated" not in inspect.getsource(execution):
+            problems.append("dspy.clients.execution no longer logs 'LM response was truncated'")
+    except (ImportError, OSError) as exc:
+        problems.append(f"dspy.clients.execution cannot be read: {exc}")
     problems.extend(_check_class_swap())
     return problems
 
@@ -277,3 +284,37 @@ def model_info_patched() -> bool:
     from dspy.clients import costs
 
     return getattr(getattr(costs, "model_info", None), "__wrapped__", None) is not None
+
+
+# --- decision requests (issue 25) ----------------------------------------------------------------------
+_SHORT_ANSWER = __import__("contextvars").ContextVar("scijudge_short_answer", default=False)
+_TRUNCATION_FILTER_ADDED = False
+
+
+class _DropTruncationWarning:
+    """Drops DSPy's "LM response was truncated" warning for requests that ask for a few tokens on purpose."""
+
+    def filter(self, record: Any) -> bool:
+        return not (_SHORT_ANSWER.get() and "response was truncated" in record.getMessage())
+
+
+def short_answer_request() -> Any:
+    """Within this block DSPy's truncation warning (``dspy.clients.execution``, logger ``dspy.clients.lm``) is
+    not logged: a decision request stops after a few tokens by design (``finish_reason="length"``)."""
+    import logging
+    from contextlib import contextmanager
+
+    global _TRUNCATION_FILTER_ADDED
+    if not _TRUNCATION_FILTER_ADDED:
+        logging.getLogger("dspy.clients.lm").addFilter(_DropTruncationWarning())
+        _TRUNCATION_FILTER_ADDED = True
+
+    @contextmanager
+    def block() -> Any:
+        token = _SHORT_ANSWER.set(True)
+        try:
+            yield
+        finally:
+            _SHORT_ANSWER.reset(token)
+
+    return block()

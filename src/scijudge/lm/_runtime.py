@@ -22,6 +22,7 @@ from scijudge.errors import ModelError
 from scijudge.lm._batching import Batcher
 from scijudge.lm._decode import Row, RowResult, decode_batch
 from scijudge.lm._grammar import GrammarBackend, make_backend
+from scijudge.lm.decision import DecideRow, decide_batch
 from scijudge.lm._models import (
     ModelRef,
     check_adapter_weights,
@@ -180,6 +181,15 @@ class Runtime:
 
     def encode_chat(self, messages: list[dict[str, str]]) -> list[int]:
         """Token ids of the chat prompt, through the tokenizer's chat template (with a plain fallback)."""
+        return self.chat_prompt(messages)[1]
+
+    def chat_prompt(self, messages: list[dict[str, str]]) -> tuple[str, list[int]]:
+        """The chat prompt's text (up to where the assistant answers) and its token ids. A final assistant
+        message is a prefill: the assistant's answer starts with its text (e.g. a native answer's opening)."""
+        if messages and messages[-1]["role"] == "assistant":
+            text, _ = self.chat_prompt(messages[:-1])
+            text += messages[-1]["content"]
+            return text, self.encode_text(text)
         tok = self.tokenizer
         if getattr(tok, "chat_template", None):
             try:
@@ -187,14 +197,18 @@ class Runtime:
             except Exception:
                 merged = fold_system(messages)
                 text = tok.apply_chat_template(merged, tokenize=False, add_generation_prompt=True)
-            with self._tokenizer_lock:
-                return list(tok(text, add_special_tokens=False)["input_ids"])
+            return text, self.encode_text(text)
         if not self._warned_template:
             logger.warning("tokenizer in %s has no chat template; using a plain 'Role: text' prompt", self.base)
             self._warned_template = True
         text = "".join(f"{m['role'].capitalize()}: {m['content']}\n\n" for m in messages) + "Assistant:"
         with self._tokenizer_lock:
-            return list(tok(text)["input_ids"])
+            return text, list(tok(text)["input_ids"])
+
+    def encode_text(self, text: str) -> list[int]:
+        """Token ids of text that already holds its special tokens (a rendered chat template)."""
+        with self._tokenizer_lock:
+            return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def token_text(self, token_id: int) -> str:
         """The text of one token (cached)."""
@@ -212,7 +226,9 @@ class Runtime:
 
     # -- batches -------------------------------------------------------------------------------------
 
-    def _run_batch(self, adapter: str | None, rows: Sequence[Row]) -> list[RowResult]:
+    def _run_batch(self, group: Any, rows: Sequence[Any]) -> list[Any]:
+        # decision jobs are queued under (adapter, "decide") so that a batch never mixes them with generation
+        adapter = group[0] if isinstance(group, tuple) else group
         with self.lock:
             self._update_merge()
             if self.peft and adapter is None:
@@ -222,6 +238,8 @@ class Runtime:
                     self.model.set_adapter(adapter)
                 context = nullcontext()
             with context:
+                if rows and isinstance(rows[0], DecideRow):  # decision rows: prefill only (scijudge.lm.decision)
+                    return decide_batch(self.model, rows, pad_id=self.pad_id)  # type: ignore[arg-type]
                 return self._decode_splitting_on_oom(rows)
 
     def _decode_splitting_on_oom(self, rows: Sequence[Row]) -> list[RowResult]:

@@ -160,6 +160,7 @@ class LocalEngine:
             raise ModelError(f"max_string_chars must be at least 1 (or None for no cap), got {max_string_chars}")
         self.max_string_chars = int(max_string_chars) if max_string_chars is not None else None
         self.force_close = bool(force_close)
+        self.max_decide_rows = 64  # decision rows per batch (prefill only: many more fit than decoding rows)
         # Saved as asked (None = "the default of the machine that loads it"), in JSON-safe form.
         self._settings = {
             "dtype": None if dtype in (None, "auto") else dtype_name(dtype, on_cuda=False),
@@ -309,6 +310,59 @@ class LocalEngine:
 
         inner.add_done_callback(_finish)
         return outer
+
+    # -- decision mode (scijudge.lm.decision) --------------------------------------------------------
+
+    def score_levels(self, requests: list[Any], levels: list[str]) -> list[Any]:
+        """The model's distribution over ``levels`` at the answer position of each request (prefill only, no
+        text generated): a ``LevelScores`` per request, in order. Requests from several threads are batched
+        together (and with each other's shared prompt prefixes) like generation requests."""
+        futures = [self.submit_levels(request, levels) for request in requests]
+        return [future.result() for future in futures]
+
+    def submit_levels(self, request: Any, levels: list[str]) -> Future:
+        """Queue one decision request; the future resolves to a ``LevelScores`` (see :meth:`score_levels`)."""
+        from dspy.lm15 import ContextLengthError, InvalidRequestError
+
+        from scijudge.lm._dspy_compat import validate_engine_request
+        from scijudge.lm.decision import DecideRow
+
+        validate_engine_request(request)
+        if self._finalizer.alive is False:
+            raise RuntimeError("this local engine has been closed")
+        runtime = self._runtime
+        messages = _chat_messages(request)
+        text, input_ids = runtime.chat_prompt(messages)
+        window = runtime.context
+        if window is not None and len(input_ids) + 4 >= window:
+            raise ContextLengthError(
+                f"prompt is {len(input_ids)} tokens but {self.model} has a context window of {window} tokens",
+                provider="hf", status=400,
+            )
+        try:
+            plan = self._level_plan(tuple(str(v) for v in levels), text)
+        except ValueError as exc:
+            raise InvalidRequestError(f"decision levels {list(levels)}: {exc}", provider="hf", status=400) from exc
+        return runtime.batcher.submit(
+            DecideRow(input_ids, plan),
+            group=(self._adapter, "decide"),
+            prefix_key=_prefix_key(messages, input_ids),
+            max_batch_size=self.max_decide_rows,
+            max_wait_s=self.max_wait_ms / 1000.0,
+        )
+
+    def _level_plan(self, levels: tuple[str, ...], text: str) -> Any:
+        """The levels' token plan after this prompt's answer position (cached per levels and prompt ending)."""
+        from scijudge.lm.decision import level_paths, plan_levels
+
+        key = (levels, text[-64:])
+        plans = self.__dict__.setdefault("_plans", {})
+        plan = plans.get(key)
+        if plan is None:
+            runtime = self._runtime
+            paths = level_paths(runtime.encode_text, levels, text)
+            plan = plans[key] = plan_levels(paths, runtime.stop_ids[0] if runtime.stop_ids else None)
+        return plan
 
     def _response(self, result: RowResult, input_tokens: int) -> Any:
         from dspy.lm15 import Message, Response, TextPart, TokenLogprob, TopLogprob, Usage

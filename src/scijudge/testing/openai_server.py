@@ -217,6 +217,17 @@ class OpenAICompatServer:
         )
 
 
+def level_logprobs(dist: dict[str, float], *, chosen: str | None = None, lead: str = "") -> list[dict[str, Any]]:
+    """OpenAI ``logprobs.content`` for a one-token answer drawn from ``dist`` (token -> probability; the rest
+    of the mass is simply not listed): the chosen token (default: the most likely) with ``dist`` as its top
+    alternatives, each spelled with ``lead`` in front (e.g. a space). For decision-mode tests."""
+    import math
+
+    pick = chosen if chosen is not None else max(dist, key=lambda k: dist[k])
+    top = [{"token": lead + token, "logprob": math.log(p), "bytes": None} for token, p in dist.items() if p > 0]
+    return [{"token": lead + pick, "logprob": math.log(dist[pick]), "bytes": None, "top_logprobs": top}]
+
+
 def last_user_text(body: dict[str, Any]) -> str:
     """The text of the last user message of a chat request (for handlers that route on content)."""
     for message in reversed(body.get("messages", [])):
@@ -241,4 +252,4 @@ def all_text(body: dict[str, Any]) -> str:
 
 
 __all__ = ["CONTENT_FILTER", "Fault", "Hang", "Html", "OpenAICompatServer", "Reply", "all_text", "closed_port_url",
-           "fail_json_schema", "json", "last_user_text", "refuse_prompts_with"]
+           "fail_json_schema", "json", "last_user_text", "level_logprobs", "refuse_prompts_with"]

@@ -4,6 +4,7 @@ rubrics' task-context block, and papers given as a title -> abstract mapping."""
 from __future__ import annotations
 
 import json
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -21,18 +22,22 @@ PAPERS = {"Perovskite films under damp heat": "Films kept 80% of their efficienc
 ITEM = Item(id="q1", question="How can perovskite cells be kept stable?", papers=PAPERS,  # a mapping
             answer="Encapsulation blocks moisture [2], and films keep most of their efficiency under damp heat [1].")
 
-# Written out by hand from YESciEval's Rubric.user_prompt_template and render_papers (yescieval/base/rubric.py).
+# Written out by hand from yescieval 0.10's PointwiseRubric.user_prompt_template and render_papers
+# (yescieval/base/rubric.py).
 EXPECTED_USER = (
     "Evaluate and rate the quality of the following scientific synthesis according to the characteristics "
     "given in the system prompt.\n\n"
-    "<scientific-synthesis>Encapsulation blocks moisture [2], and films keep most of their efficiency under "
-    "damp heat [1].</scientific-synthesis>\n\n"
-    "<research-question>How can perovskite cells be kept stable?</research-question>\n\n"
+    "<scientific-synthesis>\nEncapsulation blocks moisture [2], and films keep most of their efficiency under "
+    "damp heat [1].\n</scientific-synthesis>\n\n"
+    "<research-question>\nHow can perovskite cells be kept stable?\n</research-question>\n\n"
     "<paper-titles-and-abstracts>\n"
     "1. Perovskite films under damp heat\n\nFilms kept 80% of their efficiency after 1,000 h at 85 C.\n\n"
     "2. Encapsulation of perovskite modules\n\nGlass-glass encapsulation stopped moisture ingress.\n\n"
-    "</paper-titles-and-abstracts>\n\n###"
+    "\n</paper-titles-and-abstracts>\n\n###"
 )
+# The preset reads YESciEval's prompt text from the installed package (the `yescieval` extra).
+needs_yescieval = pytest.mark.skipif(find_spec("yescieval") is None,
+                                     reason="yescieval is not installed (pip install 'scijudge[yescieval]')")
 
 
 def _native_judge(lm: Any, name: str = "yescieval.qa.correctness") -> Judge:
@@ -48,6 +53,7 @@ def test_items_accept_papers_as_a_title_to_abstract_mapping() -> None:
         Item(id="q2", papers=["just a title"])
 
 
+@needs_yescieval
 def test_native_prompt_layout_and_answer_are_parsed_without_a_retry() -> None:
     answer = '{"Correctness": {"rating": "4", "rationale": "Both claims match the abstracts."}}'
     lm = scripted_lm(lambda request: "Here is my evaluation:\n" + answer)
@@ -58,17 +64,15 @@ def test_native_prompt_layout_and_answer_are_parsed_without_a_retry() -> None:
     assert request.config.response_format is None  # free text, as the adapters were trained
     assert [p.text for p in request.messages[0].parts] == [EXPECTED_USER]
     system = request.system if isinstance(request.system, str) else "".join(p.text for p in request.system)
-    sections = ["<Context>", "<Role>", "<Task-Description>", "<Evaluation-Characteristics>", "<Rating-Scale>",
-                "<Response-Format>", "<Example-Response>", "<Note>"]
+    sections = ["<Context>", "<Role>", "<Task-Description>", "<Evaluation-Characteristic>", "<Rating-Scale>",
+                "<Response-Format>", "<Note>"]
     positions = [system.index(tag) for tag in sections]
     assert positions == sorted(positions)
-    spec = get_spec("yescieval.qa.correctness")
-    assert f"1. Correctness: {spec.description}" in system
-    for level, label in zip(range(1, 6), ("Very bad", "Bad", "Moderate", "Good", "Very good"), strict=True):
-        assert f"Rating {level}. {label}: {spec.scale.anchors[str(level)]}" in system
-    assert "{characteristic : {\u2018rating\u2019 : \u2018\u2019, \u2018rationale\u2019 : \u2018\u2019}}" in system
+    assert "1. Correctness:" in system and "1 (very bad) to 5 (very good)" in system
+    assert '"Correctness"' in system or "Correctness" in system.split("<Response-Format>")[1]
 
 
+@needs_yescieval
 def test_unreadable_native_answer_falls_back_to_the_structured_chain() -> None:
     def respond(request: Any) -> str:
         if request.config.response_format is None:
@@ -83,6 +87,7 @@ def test_unreadable_native_answer_falls_back_to_the_structured_chain() -> None:
     assert _native_judge(scripted_lm(lambda r: curly)).judge_one(ITEM).score == 5.0  # typographic quotes read
 
 
+@needs_yescieval
 def test_preset_is_refused_where_no_native_layout_exists() -> None:
     with pytest.raises(SpecError, match="Likert rubric"):
         Judge(get_spec("lematerial.synthesis").model_copy(update={"preset": "yescieval-native"}),
@@ -116,6 +121,7 @@ def test_rubric_wording_keeps_the_source_meaning() -> None:
     assert "how strong the evidence is" not in words("informativeness")
 
 
+@needs_yescieval
 def test_cli_block_and_preset_options(tmp_path: Path) -> None:
     from scijudge.judges.presets import apply_blocks_and_preset
     from scijudge.spec.signatures import render_instructions
@@ -149,6 +155,7 @@ def test_cli_block_and_preset_options(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@needs_yescieval
 def test_native_prompt_on_the_tiny_local_model(tmp_path_factory: pytest.TempPathFactory) -> None:
     """The exact native chat reaches the model: the token ids it reads are the source's own
     ``apply_chat_template(messages, add_generation_prompt=True)`` of the hand-written user message."""
@@ -201,6 +208,7 @@ def test_docs_table_shows_the_shipped_wording_beside_the_source() -> None:
     assert "as a single paragraph?" in table  # the source's integration question, quoted for comparison
 
 
+@needs_yescieval
 def test_cli_judge_with_block_and_preset(tmp_path: Path, loopback: Any) -> None:
     from typer.testing import CliRunner
 
@@ -235,6 +243,7 @@ def test_cli_judge_with_block_and_preset(tmp_path: Path, loopback: Any) -> None:
     assert bad.exit_code != 0 and "none of the selected judges" in bad.output
 
 
+@needs_yescieval
 def test_preset_as_a_spec_field(tmp_path: Path) -> None:
     from scijudge._resources import shipped_path
 

@@ -248,6 +248,10 @@ class ChecklistJudge(Judge):
         """Judge one criterion (``part`` = its id) of an item; failures become an abstention with the reason."""
         if not part:
             part = self.parts(item)[0]
+        if self.mode == "decision":
+            from scijudge.judges.decision import decide_one
+
+            return decide_one(self, item, part)
         entry, entries = self._entry(item, part)
         inputs = self._inputs(item, entry)
         with recording() as record:

@@ -1,22 +1,22 @@
-"""The ``yescieval-native`` preset: YESciEval's own prompt layout and answer format, for its released judges.
+"""The ``yescieval-native`` preset: YESciEval's own prompts and answer format, for its released judges.
 
 YESciEval's fine-tuned judge adapters (``SciKnowOrg/YESciEval-ASK-Llama-3.1-8B``, ``...-BioASQ-...``) were
-trained on one chat layout (read from the source, ``yescieval/base/rubric.py`` and ``yescieval/rubric/*.py``,
-MIT licence):
+trained on YESciEval's chat layout: a system message of tagged sections (``<Context>``, ``<Role>``,
+``<Task-Description>``, ``<Evaluation-Characteristic>``, ``<Rating-Scale>``, ``<Response-Format>``, ``<Note>``),
+a user message with the synthesis, the question and the papers (``"1. title\n\nabstract\n\n"`` each) in tags,
+and a free-text answer holding ``{"Name": {"rating": "4", "rationale": "..."}}``.
 
-* a **system** message made of tagged sections — ``<Context>``, ``<Role>``, ``<Task-Description>``,
-  ``<Evaluation-Characteristics>`` (``1. Name: question``), ``<Rating-Scale>`` (``Rating k. Label: text``
-  for k = 1..5), ``<Response-Format>`` with an ``<Example-Response>``, and ``<Note>``;
-* a **user** message that puts the synthesis, the research question and the papers (``"1. title\\n\\n
-  abstract\\n\\n"`` per paper) in tags and ends with ``###``;
-* a free-text answer holding ``{"Name": {"rating": "4", "rationale": "..."}}``.
-
-The user message and the answer format are reproduced exactly (they are the layout the adapters learnt).
-The section texts of the system message are this project's own wording of the same criteria (the spec's
-description and anchors, and the task context below); a user who needs the source's verbatim system text
-can pass it in ``system_prompts`` (name → text). The answer is parsed into the spec's typed output; when it
+The exact text comes from an installed ``yescieval`` package (``pip install 'scijudge[yescieval]'``, version
+0.10.x), read without importing it (``_yescieval_source``); scijudge ships none of it. Without the package the
+preset is refused with that install line. The package version is part of the judgments' spec hash (the prompt
+text is part of what a judgment is). Deep-research prompts keep their ``{X_VOCAB}`` / ``{EXAMPLE_RESPONSES}``
+placeholders as yescieval itself does when no domain is set. A user who needs another system text can pass it
+in ``system_prompts`` (characteristic name -> text). The answer is parsed into the spec's typed output; when it
 cannot be read, the judge falls back to the structured chain (``json_schema`` / ``json_object``), so the
 result is typed either way and every request is recorded as an attempt.
+
+Note on versions: yescieval 0.7 renamed ``<Evaluation-Characteristics>`` to ``<Evaluation-Characteristic>`` and
+0.9 put newlines inside the user message's tags; the released adapters (May 2025) predate both changes.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ USER_TEMPLATE = (
     "\n<research-question>{question}</research-question>\n"
     "\n<paper-titles-and-abstracts>\n{content}</paper-titles-and-abstracts>\n\n###"
 )
-"""The source's user message, exactly (its wording is the layout the released adapters were trained on)."""
+"""YESciEval 0.1-0.8's user message (the released adapters' era); the preset uses the installed package's."""
 
 _RESPONSE_FORMAT = (
     "For each characteristic rate the quality from 1 (very bad) to 5 (very good).  Provide a short rationale "
@@ -107,7 +107,11 @@ class YESciEvalNativePreset:
     name = "yescieval-native"
 
     def __init__(self, system_prompts: Mapping[str, str] | None = None) -> None:
+        from scijudge.judges.presets._yescieval_source import package_root
+
         self.system_prompts = dict(system_prompts or {})
+        _, self.version = package_root()  # no package: a ModelError with the install line
+        self.identity_tag = f"yescieval-native:{self.version}"
 
     def check(self, spec: Any) -> None:
         """Only 1-5 Likert rubrics with question, papers and answer have a native layout."""
@@ -123,10 +127,21 @@ class YESciEvalNativePreset:
 
     # --- the prompt ----------------------------------------------------------------------------
     def system_prompt(self, spec: Any) -> str:
-        """The system message in the source's section layout (this project's wording of the criteria)."""
+        """The rubric's system message, exactly as the installed yescieval package holds it."""
         name = characteristic_name(spec)
         if name in self.system_prompts:
             return self.system_prompts[name]
+        from scijudge.judges.presets._yescieval_source import SPEC_CLASSES, system_prompt
+
+        cls = SPEC_CLASSES.get(spec.name)
+        if cls is not None:
+            return system_prompt(cls, "pointwise", fill_placeholders=None)
+        return self.own_system_prompt(spec)
+
+    def own_system_prompt(self, spec: Any) -> str:
+        """A system message in the source's section layout with this project's wording of the criteria (for a
+        user's own 1-5 Likert rubric, which yescieval has no prompt for)."""
+        name = characteristic_name(spec)
         anchors = spec.scale.anchors if spec.scale is not None else {}
         levels = "\n".join(f"Rating {k}. {_LEVEL_LABELS[k]}: {anchors.get(str(k), '').strip()}".rstrip()
                            for k in range(1, 6))
@@ -144,14 +159,28 @@ class YESciEvalNativePreset:
         )
 
     def user_prompt(self, inputs: Mapping[str, Any]) -> str:
-        """The user message, exactly in the source's layout."""
-        return USER_TEMPLATE.format(answer=inputs.get("answer") or "", question=inputs.get("question") or "",
-                                    content=render_papers(split_papers(inputs.get("papers"))))
+        """The user message, exactly in the installed package's layout."""
+        from scijudge.judges.presets._yescieval_source import user_templates
+
+        return user_templates()["pointwise"].format(
+            answer=inputs.get("answer") or "", question=inputs.get("question") or "",
+            content=render_papers(split_papers(inputs.get("papers"))))
 
     def messages(self, spec: Any, inputs: Mapping[str, Any]) -> list[dict[str, str]]:
         """System and user messages, as the source's ``Rubric.instruct()`` returns them."""
         return [{"role": "system", "content": self.system_prompt(spec)},
                 {"role": "user", "content": self.user_prompt(inputs)}]
+
+    def decision_messages(self, spec: Any, inputs: Mapping[str, Any], *, prefill: bool) -> list[dict[str, str]]:
+        """The native chat for decision mode. With ``prefill`` (a local model) the assistant's answer is opened
+        as the adapters were trained to write it, ``{"Name": {"rating": "``, so the next token is the rating;
+        without (an API, where an assistant prefill is not portable) the user message asks for the rating only."""
+        messages = self.messages(spec, inputs)
+        if prefill:
+            name = _native_key(spec)
+            return [*messages, {"role": "assistant", "content": '{"' + name + '": {"rating": "'}]
+        messages[-1]["content"] += "\n\nAnswer with the rating only: one of 1, 2, 3, 4, 5."
+        return messages
 
     # --- the answer ----------------------------------------------------------------------------
     def parse(self, text: str, spec: Any) -> Any:
@@ -189,6 +218,13 @@ class YESciEvalNativePreset:
             return None
         record.text = response.text
         return value
+
+
+def _native_key(spec: Any) -> str:
+    """The JSON key a native answer opens with: the yescieval class name (``Correctness``, ``CausalReasoning``)."""
+    from scijudge.judges.presets._yescieval_source import SPEC_CLASSES
+
+    return SPEC_CLASSES.get(spec.name) or characteristic_name(spec)
 
 
 def _json_in(text: str) -> Any:

@@ -80,6 +80,9 @@ def check_batchable(judges: Sequence[Any]) -> None:
         if not isinstance(judge, Judge) or judge.variant_tags or judge.preset is not None:
             raise ModelError(f"judge {judge.name!r}: batch mode sends the judge's structured prompt as one line per "
                              "judgment; --fused, --layout and --preset judges run without --batch")
+        if judge.mode != "generate":
+            raise ModelError(f"judge {judge.name!r}: batch mode sends generated judgments; --mode decision reads "
+                             "logprobs of direct calls (drop --batch)")
         lm = judge.lm
         model = model_name(lm)
         if not get_family(judge.spec.family).one_call:
