@@ -233,7 +233,7 @@ def test_kill_during_a_pending_batch_then_rerun_creates_no_second_batch(batch_se
 @pytest.mark.parametrize("model", ["openai/judge", "anthropic/claude-haiku-4-5"])
 def test_an_orphaned_batch_is_found_by_its_client_id(batch_server, tmp_path, model):
     """Killed after the batch was created but before its id was recorded: found (OpenAI by metadata, Anthropic
-    by creation time and size), not resubmitted; an intent never created is submitted once."""
+    as the one unrecorded batch of its size), not resubmitted; an intent never created is submitted once."""
     from scijudge.data import load_items
     from scijudge.run.batch.anthropic import AnthropicBatchAPI
     from scijudge.run.batch.openai import OpenAIBatchAPI
@@ -295,8 +295,9 @@ def test_anthropic_message_batches_carry_the_chain_request_and_keys(batch_server
     assert params["system"].startswith("Your input fields are:") and params["temperature"] == 0.0
     rows = _rows(run)
     assert rows["it000"] == ("ok", 1.0, None) and rows["it001"] == ("ok", 2.0, None)
-    # a 400 about the prompt (not the format) abstains that line alone with the provider's reason (issue 10)
-    assert rows["it002"][2] == "all strategies failed; last problem: request_rejected: prompt refused"
+    # a 400 about the prompt (not the format) abstains that line alone with the provider's reason, worded as a
+    # direct call words it (issue 10)
+    assert rows["it002"][2] == "the provider refused this request: prompt refused"
     assert rows["it003"][2].startswith("all strategies failed; last problem: parse_error")
     with sqlite3.connect(run) as db:
         provider, basis = db.execute("SELECT provider, price_basis FROM batches").fetchone()

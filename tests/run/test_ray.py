@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sqlite3
 
 import pytest
 
+# .ci/run installs the ray extra and sets SCIJUDGE_REQUIRE_RAY=1: there a missing Ray fails instead of skipping.
+_SKIP_WITHOUT_RAY = importlib.util.find_spec("ray") is None and os.environ.get("SCIJUDGE_REQUIRE_RAY") != "1"
 pytestmark = [pytest.mark.slow,  # starts Ray and a tiny local model: tens of seconds
-              pytest.mark.skipif(importlib.util.find_spec("ray") is None,
-                                 reason="Ray is not installed (pip install 'scijudge[ray]')")]
+              pytest.mark.skipif(_SKIP_WITHOUT_RAY, reason="Ray is not installed (pip install 'scijudge[ray]')")]
 
 
 def test_ray_actors_store_the_same_judgments_as_one_process(tmp_path):
@@ -24,19 +26,19 @@ def test_ray_actors_store_the_same_judgments_as_one_process(tmp_path):
 
     paths = build_tiny_model(tmp_path / "tiny")
     items, _ = load_items("datasets/yescieval_example/items.jsonl")
-    items = items[:4]
+    items = items[:3]  # one done already, one chunk for each of the two actors
     recipes = [JudgeRecipe(get_spec("yescieval.qa.correctness"), f"hf:{paths['adapter']}", {"max_tokens": 96})]
     one = Run(tmp_path / "one.sqlite")
     judge_items(items, [recipe.build() for recipe in recipes], run=one, concurrency=1)
     spread = Run(tmp_path / "ray.sqlite")
     spread.record(next(r for r in one.results() if r.item_id == items[0].id))  # resumed: one judgment already done
     summary = judge_items(items, recipes, spread, executor=RayExecutor(workers=2, concurrency=1, chunk_items=1))
-    assert (summary.judged, summary.skipped_done) == (3, 1), "the actors skip what the store holds"
+    assert (summary.judged, summary.skipped_done) == (2, 1), "the actors skip what the store holds"
 
     def stored(path):
         with sqlite3.connect(path) as db:
             return {row[0]: row[1:] for row in db.execute(
                 "SELECT key, item_id, judge, spec_hash, model, status, score, result FROM judgments")}
 
-    assert len(stored(one.path)) == 4
+    assert len(stored(one.path)) == 3
     assert stored(spread.path) == stored(one.path)

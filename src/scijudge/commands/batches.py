@@ -1,4 +1,4 @@
-"""CLI command `scijudge batches RUN`: the provider batches a run sent and their status."""
+"""CLI command `scijudge batches RUN`: the provider batches a run sent and their status; `--abandon ID` gives one up."""
 
 from __future__ import annotations
 
@@ -14,6 +14,11 @@ from scijudge.errors import InputError
 def batches_cmd(
     run: Annotated[Path, typer.Argument(help="Run store written by `scijudge judge --batch`.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    abandon: Annotated[str | None, typer.Option(
+        "--abandon", metavar="ID",
+        help="Give up this batch (its remote id, or the client id of one never created): its lines go back to "
+             "pending and the next `judge --batch` run sends them again. For a batch the provider no longer "
+             "knows, or a gateway that cannot list batches.")] = None,
 ) -> None:
     """List the provider batches a run created: status, counts, strategy, price basis.
 
@@ -27,10 +32,27 @@ def batches_cmd(
     if not run.is_file():
         raise InputError("run store not found", file=run)
     if not batches_table_exists(run):
+        if abandon is not None:
+            raise InputError(f"no batch {abandon!r}: this run has no batches", file=run, field="--abandon")
         Console().print(f"{run}: no batches (this run was not judged with --batch)")
         return
-    store = BatchStore(run)
+    if abandon is not None:
+        store = BatchStore(run)
+        try:
+            record = store.abandon(abandon)
+        except KeyError:
+            raise InputError(f"no batch {abandon!r} in this run (see `scijudge batches {run}`)", file=run,
+                             field="--abandon") from None
+        except ValueError as exc:
+            raise InputError(str(exc), file=run, field="--abandon") from None
+        finally:
+            store.close()
+        Console().print(f"abandoned batch {abandon}: its {record.total} lines go back to pending; the next "
+                        "`scijudge judge --batch` run sends them again", highlight=False, soft_wrap=True)
+        return
+    store = BatchStore(run, read_only=True)
     records = store.records()
+    kept = store.kept_count()
     store.close()
     if as_json:
         print(json.dumps([r.model_dump(exclude={"keys"}) | {"lines": len(r.keys)} for r in records], indent=2))
@@ -38,7 +60,10 @@ def batches_cmd(
     table = Table("batch", "status", "stored", "lines", "completed", "failed", "strategy", "model", "price basis",
                   "created", "updated", title=f"{len(records)} batches in {run}")
     for r in records:
-        table.add_row(r.remote_id or f"(not created: {r.client_id[:18]})", r.status, "yes" if r.processed else "no",
+        table.add_row(r.remote_id or f"(not created: {r.client_id})", r.status, "yes" if r.processed else "no",
                       str(r.total), str(r.completed), str(r.failed), f"{r.strategy}@{r.temperature:g}", r.model,
                       r.price_basis or "-", r.created_at, r.updated_at)
     Console(width=200).print(table)
+    if kept:
+        Console().print(f"{kept} answers collected for judgments no run has asked for yet are kept; a run that "
+                        "asks for them stores them without a new request", highlight=False, soft_wrap=True)

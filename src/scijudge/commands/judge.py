@@ -126,7 +126,9 @@ def judge_cmd(
     if name == "processes":
         options = dict(processes=processes, use_cache=cache)
     elif name == "batch":
-        options = dict(batch_size=batch_size, poll=batch_poll, fallback=batch_fallback, on_batch=_print_batch)
+        options = dict(batch_size=batch_size, poll=batch_poll, fallback=batch_fallback, on_batch=_print_batch,
+                       on_note=lambda text: console.print(f"[yellow]{escape(redact(text))}[/]", highlight=False,
+                                                          soft_wrap=True))
     elif name == "ray":
         options = dict(address=None if ray == "local" else ray)
     executor = make_executor(name, concurrency=concurrency, **options)

@@ -6,6 +6,13 @@ request (and Anthropic's ``/v1/messages/batches``, each entry answered from its 
 Batches complete after ``complete_after`` seconds (or when ``hold`` is cleared), a Fault answer
 goes to the batch's error file, and ``expire`` picks batches that end as ``expired`` with only part of
 their lines answered. Tests and benchmarks count what arrived: direct chat requests, batches and lines.
+
+Fault modes (each one a way a real provider or gateway has failed): ``create_fault`` (the batch is created,
+then the create is answered 500), ``expired_in_error_file`` (unanswered lines are written to the error file
+with ``batch_expired``, as OpenAI does), ``damage`` (rewrites a result file before it is served: bad JSON, a
+cut-off line, a line without ``custom_id``...), ``content_faults`` (that many result downloads answered 500),
+``list_batches=False`` (a gateway without ``GET /v1/batches``), ``clock_offset`` (the provider's clock is off
+by that many seconds); ``forget(id)`` makes a batch answer 404.
 """
 
 from __future__ import annotations
@@ -33,15 +40,55 @@ class BatchServer(OpenAICompatServer):
     """
 
     def __init__(self, handler: Handler, *, complete_after: float = 0.0,
-                 expire: Callable[[int], bool] | None = None, hold: threading.Event | None = None) -> None:
+                 expire: Callable[[int], bool] | None = None, hold: threading.Event | None = None,
+                 create_fault: Callable[[int], bool] | None = None, expired_in_error_file: bool = False,
+                 damage: Callable[[bytes], bytes] | None = None, content_faults: int = 0,
+                 list_batches: bool = True, clock_offset: float = 0.0) -> None:
         super().__init__(handler)
         self.complete_after = complete_after
         self.expire = expire or (lambda index: False)
         self.hold = hold or threading.Event()
+        self.create_fault = create_fault or (lambda index: False)
+        self.expired_in_error_file = expired_in_error_file
+        self.damage = damage
+        self.content_faults = content_faults
+        self.list_batches = list_batches
+        self.clock_offset = clock_offset
         self.files: dict[str, dict[str, Any]] = {}
         self.batches: dict[str, dict[str, Any]] = {}
         self.batch_lines: list[dict[str, Any]] = []
         self.retrievals = 0
+        self.create_calls = 0
+        self.downloads = 0
+
+    def forget(self, batch_id: str) -> None:
+        """The provider no longer knows this batch: it answers 404."""
+        with self._lock:
+            self.batches.pop(batch_id)
+
+    def _now(self) -> float:
+        return time.time() + self.clock_offset
+
+    def _created(self, batch: dict[str, Any], index: int) -> Any:
+        """The create's answer: the batch, or (``create_fault``) a 500 although the batch was made."""
+        from aiohttp import web
+
+        if self.create_fault(index):
+            return web.json_response({"error": {"message": "internal error", "type": "server_error"}}, status=500)
+        return web.json_response(batch)
+
+    def _served(self, content: bytes) -> Any:
+        """A result file as served: 500 while ``content_faults`` lasts, ``damage``d when asked."""
+        from aiohttp import web
+
+        with self._lock:
+            self.downloads += 1
+            if self.content_faults > 0:
+                self.content_faults -= 1
+                return web.json_response({"error": {"message": "storage unavailable", "type": "server_error"}},
+                                         status=500)
+        body = self.damage(content) if self.damage is not None else content
+        return web.Response(body=body, content_type="application/octet-stream")
 
     @property
     def batch_count(self) -> int:
@@ -67,7 +114,7 @@ class BatchServer(OpenAICompatServer):
 
     # --- files -----------------------------------------------------------------------------------
     def _new_file(self, content: bytes, filename: str, purpose: str) -> dict[str, Any]:
-        meta = {"id": f"file-{uuid.uuid4().hex[:16]}", "object": "file", "bytes": len(content),
+        meta: dict[str, Any] = {"id": f"file-{uuid.uuid4().hex[:16]}", "object": "file", "bytes": len(content),
                 "created_at": int(time.time()), "filename": filename, "purpose": purpose, "status": "processed"}
         with self._lock:
             self.files[meta["id"]] = {"meta": meta, "content": content}
@@ -98,6 +145,8 @@ class BatchServer(OpenAICompatServer):
         if found is None:
             return web.json_response({"error": {"message": "no such file", "type": "invalid_request_error"}},
                                      status=404)
+        if found["meta"]["purpose"] == "batch_output":
+            return self._served(found["content"])
         return web.Response(body=found["content"], content_type="application/octet-stream")
 
     # --- batches ---------------------------------------------------------------------------------
@@ -111,15 +160,16 @@ class BatchServer(OpenAICompatServer):
                                      status=400)
         lines = [json.loads(line) for line in source["content"].decode().splitlines() if line.strip()]
         with self._lock:
+            self.create_calls += 1
             index = len(self.batches)
             batch = {"id": f"batch_{uuid.uuid4().hex[:16]}", "object": "batch", "endpoint": body["endpoint"],
                      "input_file_id": body["input_file_id"], "completion_window": body.get("completion_window", "24h"),
-                     "status": "in_progress", "created_at": int(time.time()), "metadata": body.get("metadata") or {},
+                     "status": "in_progress", "created_at": int(self._now()), "metadata": body.get("metadata") or {},
                      "output_file_id": None, "error_file_id": None, "errors": None,
                      "request_counts": {"total": len(lines), "completed": 0, "failed": 0}}
             self.batches[batch["id"]] = {"batch": batch, "lines": lines, "index": index, "t0": time.monotonic()}
             self.batch_lines.extend(lines)
-        return web.json_response(batch)
+        return self._created(batch, index)
 
     async def _retrieve(self, request: Any) -> Any:
         from aiohttp import web
@@ -139,6 +189,8 @@ class BatchServer(OpenAICompatServer):
     async def _list(self, request: Any) -> Any:
         from aiohttp import web
 
+        if not self.list_batches:
+            return web.json_response({"error": {"message": "Not Found", "type": "invalid_request_error"}}, status=404)
         data = [found["batch"] for found in self.batches.values() if not found.get("anthropic")]
         return web.json_response({"object": "list", "data": data[::-1], "has_more": False})
 
@@ -156,11 +208,15 @@ class BatchServer(OpenAICompatServer):
         batch, lines = found["batch"], found["lines"]
         expired = self.expire(found["index"])
         answered = lines[: len(lines) // 2] if expired else lines
-        outputs, errors = [], []
+        outputs: list[dict[str, Any]] = []
+        errors: list[dict[str, Any]] = []
+        if expired and self.expired_in_error_file:  # OpenAI writes the lines it never ran to the error file
+            errors.extend({"id": f"batch_req_{uuid.uuid4().hex[:12]}", "custom_id": line["custom_id"],
+                           "response": None, "error": {"code": "batch_expired", "message": "This request could "
+                                                       "not be executed before the completion window expired."}}
+                          for line in lines[len(lines) // 2:])
         for line in answered:
-            outcome = self.handler(line["body"])
-            if isinstance(outcome, str):
-                outcome = Reply(outcome)
+            outcome = _as_batch_outcome(self.handler(line["body"]))
             record = {"id": f"batch_req_{uuid.uuid4().hex[:12]}", "custom_id": line["custom_id"], "error": None}
             if isinstance(outcome, Fault):
                 record["response"] = {"status_code": outcome.status, "request_id": uuid.uuid4().hex,
@@ -176,31 +232,33 @@ class BatchServer(OpenAICompatServer):
             batch["error_file_id"] = self._new_file(_jsonl(errors), "errors.jsonl", "batch_output")["id"]
         batch["request_counts"] = {"total": len(lines), "completed": len(outputs), "failed": len(errors)}
         batch["status"] = "expired" if expired else "completed"
-        batch["completed_at" if not expired else "expired_at"] = int(time.time())
+        batch["completed_at" if not expired else "expired_at"] = int(self._now())
 
 
     # --- Anthropic message batches -------------------------------------------------------------------
     async def _anthropic_create(self, request: Any) -> Any:
-        from aiohttp import web
 
         body = await request.json()
         lines = body["requests"]
         with self._lock:
+            self.create_calls += 1
             index = len(self.batches)
-            batch = {"id": f"msgbatch_{uuid.uuid4().hex[:16]}", "type": "message_batch",
-                     "processing_status": "in_progress", "created_at": _iso(time.time()), "ended_at": None,
+            batch: dict[str, Any] = {"id": f"msgbatch_{uuid.uuid4().hex[:16]}", "type": "message_batch",
+                     "processing_status": "in_progress", "created_at": _iso(self._now()), "ended_at": None,
                      "results_url": None, "request_counts": {"processing": len(lines), "succeeded": 0,
                                                              "errored": 0, "canceled": 0, "expired": 0}}
             self.batches[batch["id"]] = {"batch": batch, "lines": lines, "index": index, "t0": time.monotonic(),
                                          "anthropic": True}
             self.batch_lines.extend(lines)
-        return web.json_response(batch)
+        return self._created(batch, index)
 
     async def _anthropic_list(self, request: Any) -> Any:
         from aiohttp import web
 
         data = [found["batch"] for found in self.batches.values() if found.get("anthropic")]
-        return web.json_response({"data": data[::-1], "has_more": False})
+        return web.json_response({"data": data[::-1], "has_more": False,
+                                  "first_id": data[-1]["id"] if data else None,
+                                  "last_id": data[0]["id"] if data else None})
 
     async def _anthropic_retrieve(self, request: Any) -> Any:
         from aiohttp import web
@@ -220,8 +278,11 @@ class BatchServer(OpenAICompatServer):
     async def _anthropic_results(self, request: Any) -> Any:
         from aiohttp import web
 
-        found = self.batches[request.match_info["id"]]
-        return web.Response(body=found["results"], content_type="application/binary")
+        found = self.batches.get(request.match_info["id"])
+        if found is None or "results" not in found:
+            return web.json_response({"type": "error", "error": {"type": "not_found_error", "message": "no batch"}},
+                                     status=404)
+        return self._served(found["results"])
 
     def _anthropic_finish(self, found: dict[str, Any]) -> None:
         """Answer the entries through the handler (given each entry's Messages params)."""
@@ -234,9 +295,7 @@ class BatchServer(OpenAICompatServer):
                 results.append({"custom_id": line["custom_id"], "result": {"type": "expired"}})
                 counts["expired"] += 1
                 continue
-            outcome = self.handler(line["params"])
-            if isinstance(outcome, str):
-                outcome = Reply(outcome)
+            outcome = _as_batch_outcome(self.handler(line["params"]))
             if isinstance(outcome, Fault):
                 kind = "invalid_request_error" if outcome.status in (400, 422) else "api_error"
                 result = {"type": "errored", "error": {"type": "error",
@@ -254,8 +313,17 @@ class BatchServer(OpenAICompatServer):
         found["results"] = _jsonl(results)
         batch["request_counts"] = counts
         batch["processing_status"] = "ended"
-        batch["ended_at"] = _iso(time.time())
+        batch["ended_at"] = _iso(self._now())
         batch["results_url"] = f"{self.url}/messages/batches/{batch['id']}/results"
+
+
+def _as_batch_outcome(outcome: Any) -> Reply | Fault:
+    """A handler's answer as a batch line gets it: text is a reply; a hang or a web page is a failed line."""
+    if isinstance(outcome, str):
+        return Reply(outcome)
+    if isinstance(outcome, (Reply, Fault)):
+        return outcome
+    return Fault(status=500, message=f"the line failed ({type(outcome).__name__})")
 
 
 def _iso(seconds: float) -> str:

@@ -6,18 +6,26 @@ Each entry's ``params`` are what DSPy's native Anthropic client sends for the ch
 direct calls agree on prompts, structured-output settings and parsing. HTTP goes through httpx (a
 dependency of the openai SDK and litellm) because lm15's own batch helper numbers entries 0..n-1 instead of
 carrying our judgment keys.
+
+Anthropic batches carry no metadata, so a batch created but not recorded (a kill, or a create answered 500
+after the server made it) is found without clocks: among the listed batches this store has not recorded,
+the one with the intent's number of entries; an ended candidate must answer exactly the intent's keys.
 """
 
 from __future__ import annotations
 
-import json
 import os
-from datetime import datetime
+from collections.abc import Collection
 from typing import Any
 
 from scijudge.errors import ModelError
-from scijudge.run.batch.openai import BatchState
 from scijudge.lm import _dspy_compat
+from scijudge.run.batch.openai import BatchFault, BatchState, ResultsUnavailable, read_result_lines
+
+_ERROR_STATUS = {"invalid_request_error": 400, "authentication_error": 401, "billing_error": 402,
+                 "permission_error": 403, "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429,
+                 "api_error": 500, "overloaded_error": 529}
+_PAGES = 10  # pages of 100 batches an orphan look-up reads
 
 _STATUS = {"in_progress": "in_progress", "canceling": "cancelling"}
 
@@ -49,32 +57,66 @@ class AnthropicBatchAPI:
                                            inputs, strategy=strategy, temperature=temperature, max_tokens=max_tokens)
         return {"custom_id": key, "params": _dspy_compat.anthropic_payload(self._lm, request)}
 
-    def _call(self, method: str, url: str, **kwargs: Any) -> Any:
+    def _call(self, method: str, url: str, what: str, **kwargs: Any) -> Any:
         try:
             response = self._http.request(method, url, **kwargs)
         except Exception as exc:
-            raise ModelError(f"anthropic batches: {str(exc)[:300]}") from exc
+            raise BatchFault(f"anthropic batches: could not {what}: {str(exc)[:300]}") from exc
         if response.status_code >= 400:
-            raise ModelError(f"anthropic batches: HTTP {response.status_code}: {response.text[:300]}")
+            raise BatchFault(f"anthropic batches: could not {what}: HTTP {response.status_code}: "
+                             f"{response.text[:300]}", status=response.status_code)
         return response
 
-    def submit(self, lines: list[dict[str, Any]], client_id: str) -> tuple[str, str]:
-        """Create the batch (Anthropic takes the entries inline); returns (remote id, status)."""
-        batch = self._call("POST", f"{self._base}/messages/batches", json={"requests": lines}).json()
+    def submit(self, lines: list[dict[str, Any]], client_id: str,
+               known: Collection[str] = ()) -> tuple[str, str]:
+        """Create the batch (Anthropic takes the entries inline); returns (remote id, status). After a failed
+        create the batch is looked up (``find``) before the error is raised: a batch made is never made twice."""
+        try:
+            batch = self._call("POST", f"{self._base}/messages/batches", "create a batch",
+                               json={"requests": lines}).json()
+        except BatchFault as exc:
+            if exc.status is not None and exc.status < 500 and exc.status not in (408, 409, 429):
+                raise  # refused: nothing was made
+            found = self._find(len(lines), {line["custom_id"] for line in lines}, known)
+            if found is not None:
+                return found
+            raise
         return batch["id"], _STATUS.get(batch.get("processing_status", ""), "in_progress")
 
-    def find(self, record: Any) -> str | None:
-        """A batch created for this intent whose id was not recorded: Anthropic batches carry no metadata, so
-        the match is the one batch created within a minute after the intent with the same number of entries."""
-        listed = self._call("GET", f"{self._base}/messages/batches", params={"limit": 100}).json().get("data", [])
-        since = datetime.fromisoformat(record.created_at).timestamp() - 1
-        matches = [b["id"] for b in listed if since <= _timestamp(b.get("created_at")) <= since + 61
-                   and sum((b.get("request_counts") or {}).values()) == record.total]
-        return matches[0] if len(matches) == 1 else None
+    def find(self, record: Any, known: Collection[str]) -> tuple[str, str] | None:
+        """(remote id, status) of a batch created for this intent whose id was not recorded."""
+        return self._find(record.total, set(record.keys), known)
+
+    def _find(self, total: int, keys: set[str], known: Collection[str]) -> tuple[str, str] | None:
+        listed: list[dict[str, Any]] = []
+        params: dict[str, Any] = {"limit": 100}
+        for _ in range(_PAGES):
+            page = self._call("GET", f"{self._base}/messages/batches", "list batches", params=params).json()
+            listed.extend(page.get("data") or [])
+            if not page.get("has_more") or not page.get("last_id"):
+                break
+            params = {"limit": 100, "after_id": page["last_id"]}
+        candidates = [b for b in listed if b.get("id") not in known
+                      and sum((b.get("request_counts") or {}).values()) == total]
+        matching = []
+        for batch in candidates:
+            if batch.get("processing_status") == "ended" and batch.get("results_url"):
+                state = BatchState(status="ended")
+                text = self._call("GET", batch["results_url"], f"download the results of batch {batch['id']}").text
+                read_result_lines(text, f"batch {batch['id']}", state, lambda line: None)
+                if set(state.lines) != keys:
+                    continue  # another intent's (or another tool's) batch of the same size
+            matching.append(batch)
+        if len(matching) > 1:
+            raise BatchFault(f"{len(matching)} unrecorded batches of {total} entries could be this run's "
+                             f"({', '.join(b['id'] for b in matching[:5])}); none is adopted")
+        if not matching:
+            return None
+        return matching[0]["id"], _STATUS.get(matching[0].get("processing_status", ""), "in_progress")
 
     def poll(self, remote_id: str) -> BatchState:
-        """The batch's status; once ended, every entry's result by custom_id."""
-        batch = self._call("GET", f"{self._base}/messages/batches/{remote_id}").json()
+        """The batch's status; once ended, every readable entry's result by custom_id."""
+        batch = self._call("GET", f"{self._base}/messages/batches/{remote_id}", f"poll batch {remote_id}").json()
         counts = batch.get("request_counts") or {}
         state = BatchState(status=_STATUS.get(batch.get("processing_status", ""), "in_progress"),
                            completed=counts.get("succeeded", 0), failed=counts.get("errored", 0))
@@ -82,11 +124,11 @@ class AnthropicBatchAPI:
             expired = counts.get("expired", 0) + counts.get("canceled", 0)
             state.status = "expired" if expired and counts.get("expired", 0) else (
                 "cancelled" if expired else "completed")
-            text = self._call("GET", batch["results_url"]).text
-            for raw in text.splitlines():
-                if raw.strip():
-                    entry = json.loads(raw)
-                    state.lines[entry["custom_id"]] = entry
+            try:
+                text = self._call("GET", batch["results_url"], f"download the results of batch {remote_id}").text
+            except BatchFault as exc:
+                raise ResultsUnavailable(str(exc)) from exc
+            read_result_lines(text, f"batch {remote_id} results", state, _check_entry)
         return state
 
     def outcome(self, line: dict[str, Any] | None) -> tuple[int | None, Any, str | None]:
@@ -96,16 +138,23 @@ class AnthropicBatchAPI:
         if kind == "succeeded":
             message = result.get("message") or {}
             return 200, _dspy_compat.anthropic_batch_answer(self._lm, message), None
+        if kind in ("expired", "canceled"):
+            return None, None, f"{kind}: the batch ended before this entry ran"
         if kind == "errored":
             error = result.get("error") or {}
             inner = error.get("error", error) if isinstance(error, dict) else {}
-            status = 400 if inner.get("type") == "invalid_request_error" else 500
+            status = _ERROR_STATUS.get(str(inner.get("type")), 500)
             return status, None, str(inner.get("message") or "the entry errored")[:300]
         return None, None, "no result for this entry"
 
 
-def _timestamp(value: Any) -> float:
-    try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return 0.0
+def _check_entry(entry: dict[str, Any]) -> str | None:
+    """Why an Anthropic batch result entry cannot be used, or None."""
+    result = entry.get("result")
+    if not isinstance(result, dict) or not isinstance(result.get("type"), str):
+        return "no result type"
+    if result["type"] == "succeeded":
+        message = result.get("message")
+        if not isinstance(message, dict) or not isinstance(message.get("content"), list):
+            return "succeeded but has no message content"
+    return None

@@ -1,15 +1,18 @@
 """Judge through provider batch APIs (about half the token price; results within the completion window).
 
 Pending judgments (``scijudge.run.plan``) become batch lines whose ``custom_id`` is the judgment key,
-with the body the chain would send for its first strategy (``StructuredChain.chat_body``). Result lines are
-parsed and validated by the chain's own ``parse_answer`` and stored through ``Run.record``. Lines that
-failed or did not validate go to the chain's next strategy in a follow-up batch (or, with
-``fallback="direct"``, to direct calls through the whole chain); when every strategy failed the judgment
-is an abstention with its reason, as in a direct call. Lines a batch left unanswered (expired, cancelled)
-are sent again in a follow-up batch at the same strategy.
+with the body the chain would send at the judgment's stage (``StructuredChain.chat_body``). Every result line
+goes through the run's lifecycle (``Lifecycle.record``/``no_answer``/``fail``) after
+``scijudge.run.batch.results`` decided what it means with the chain's fault classes: a judgment, another round
+at the chain's next strategy (a follow-up batch, or direct calls with ``fallback="direct"``), a resend at the
+same strategy (expired, cancelled, unreadable lines), an abstention with its reason, or no answer.
 
-Every batch and its keys are recorded in the run store *before* it is created (``batch_store``): a re-run
-after a kill polls the recorded batches first and submits nothing twice.
+Nothing paid for is lost or paid twice: every batch and its keys are recorded in the run store *before* it is
+created (``batch_store``), a re-run collects recorded batches before submitting anything, an unrecorded
+batch is looked up before it is created again, every attempt of a judgment is kept between rounds, and the
+answers of a collected batch that this run did not ask for are kept for the run that does. A stop request
+(Ctrl-C) stops submitting and polling at once; the recorded batches complete at the provider and are
+collected on resume.
 """
 
 from __future__ import annotations
@@ -17,36 +20,25 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
-from scijudge.chain.chain import CallRecord, InvalidAnswer, parse_answer
 from scijudge.data import Item
-from scijudge.errors import ModelError
+from scijudge.errors import ModelError, ScijudgeError, TransportFailure
 from scijudge.judges.base import Judge
 from scijudge.lm import is_local_model
-from scijudge.records import Attempt, JudgeResult, attempt_totals, model_name, safe_endpoint
-from scijudge.run.batch.openai import OpenAIBatchAPI
+from scijudge.records import Attempt, attempt_totals, model_name, safe_endpoint
+from scijudge.run.batch.openai import BatchFault, OpenAIBatchAPI, ResultsUnavailable
 from scijudge.run.batch.pricing import batch_rates
-from scijudge.run.batch.store import FINAL_STATUSES, BatchRecord, BatchStore
+from scijudge.run.batch.results import Pending, Verdict, abstention, read_line, stages
+from scijudge.run.batch.store import FINAL_STATUSES, BatchRecord, BatchStore, Progress
 from scijudge.run.lifecycle import Lifecycle
 from scijudge.run.plan import Task
 from scijudge.spec.families import get_family
 
 Fallback = Literal["next-strategy", "direct"]
-_RESENDS = 2  # times a line left unanswered by an ended batch (expired, cancelled) is sent again
-
-
-@dataclass
-class _Pending:
-    """One judgment travelling through batches: its task, the chain stage it is at, and its history."""
-
-    item: Item
-    judge: Judge
-    part: str
-    stage: int = 0
-    attempts: list[Attempt] = field(default_factory=list)
-    last_problem: str = "no strategy was tried"
-    resends: int = 0
+_Pending = Pending  # the older name (tests build lines with it)
+_stages = stages
 
 
 @dataclass
@@ -57,16 +49,9 @@ class BatchReport:
     resumed: int = 0
     lines: int = 0
     direct_fallbacks: int = 0
-
-
-def _stages(judge: Judge) -> list[tuple[str, float]]:
-    """The chain's strategy sequence for this judge's model, each at its first temperature (one batch round
-    per strategy): the same sequence a direct call goes through."""
-    lm = judge.lm
-    config = judge.chain.config
-    anthropic = model_name(lm).startswith("anthropic/")  # no any-JSON mode there
-    return [(strategy, config.temperatures[0]) for strategy in judge.chain.strategies_for(lm)
-            if strategy == "json_schema" or not anthropic]
+    kept: int = 0
+    used_kept: int = 0
+    bad_lines: int = 0
 
 
 def task_key(item: Item, judge: Judge, part: str) -> str:
@@ -119,8 +104,6 @@ class _BatchClients:
 
     def all(self) -> list[Any]:
         return list(self._clients.values())
-
-
 @dataclass
 class BatchExecutor:
     """Judge every pending (item, judge, part) through provider batch APIs.
@@ -131,6 +114,8 @@ class BatchExecutor:
         fallback: where lines that failed go: ``next-strategy`` (a follow-up batch) or ``direct`` calls.
         completion_window: the provider's completion window (OpenAI: ``24h``).
         on_batch: called whenever a batch is recorded or changes status (progress display).
+        on_note: called with one line for each thing the user should know (an unreadable result line, a
+            batch left running on a stop request); the lines also go to the summary's ``notes``.
         report: counts of batches created, resumed and lines sent (filled in as the run goes).
     """
 
@@ -139,6 +124,7 @@ class BatchExecutor:
     fallback: Fallback = "next-strategy"
     completion_window: str = "24h"
     on_batch: Callable[[BatchRecord], None] | None = None
+    on_note: Callable[[str], None] | None = None
     report: BatchReport = field(default_factory=BatchReport)
     name: str = "batch"
     plans_locally: bool = True
@@ -151,119 +137,316 @@ class BatchExecutor:
     def execute(self, tasks: list[Task], life: Lifecycle) -> int:
         if life.store is None:
             raise ModelError("batch mode needs a run store: batches are recorded there before they are created")
-        run = life.store
-        report = self.report
-        pending = {task_key(item, judge, part): _Pending(item, judge, part)  # type: ignore[arg-type]
+        pending = {task_key(item, judge, part): Pending(item, judge, part)  # type: ignore[arg-type]
                    for item, judge, part in tasks}
-        store = BatchStore(run.path)
-        clients = _BatchClients(self.completion_window)
+        store = BatchStore(life.store.path)
+        session = _Session(self, life, store, pending, Path(life.store.path))
         try:
-            waiting = _resume(store, pending, clients, report)
-            polled = {key for record in waiting for key in record.keys}
-            ready = [key for key in pending if key not in polled]
-            while ready or waiting:
-                waiting.extend(_submit(store, clients, pending, ready, self.batch_size, report, self.on_batch))
-                ready = []
-                for record, state in _poll_until_done(store, clients, waiting, self.poll, self.on_batch):
-                    ready.extend(_process(_client_of(record, clients), record, state.lines, pending, self.fallback,
-                                          life.record, report))
-                    store.processed(record.client_id, state.status)
-                waiting = []
-                if self.fallback == "direct" and ready:
-                    _direct(ready, pending, life.record, report)
-                    ready = []
+            session.run()
+        except ScijudgeError as exc:  # a batch provider fault, or a client that cannot be built
+            life.fail(exc)
         finally:
+            session.tell_what_is_left()
             store.close()
-        return 0
+        return len(pending)
 
 
-def _resume(store: BatchStore, pending: dict[str, _Pending], clients: _BatchClients,
-            report: BatchReport) -> list[BatchRecord]:
-    """Recorded batches still to poll whose keys are pending now; orphaned intents are found or dropped."""
-    waiting = []
-    for record in store.records(unprocessed=True):
-        keys = [key for key in record.keys if key in pending]
-        if not keys:
-            continue
-        client = clients.for_judge(pending[keys[0]].judge)
-        if record.remote_id is None:
-            found = client.find(record)
-            if found is None:  # killed before the batch was created: its lines go out in a new batch
-                store.processed(record.client_id, "never-created")
+class _Session:
+    """One invocation's batch work: resume, submit, poll, process; state shared by the steps."""
+
+    def __init__(self, options: BatchExecutor, life: Lifecycle, store: BatchStore, pending: dict[str, Pending],
+                 run_path: Path) -> None:
+        self.o = options
+        self.life = life
+        self.store = store
+        self.pending = pending
+        self.run_path = run_path
+        self.clients = _BatchClients(options.completion_window)
+        self.report = options.report
+        self.open: list[BatchRecord] = []
+        self.done: set[str] = set()
+
+    # --- the loop ------------------------------------------------------------------------------------
+    def run(self) -> None:
+        self.done = self.life.done_keys(retry_abstained=False)
+        self._load_progress()
+        waiting = self._resume()
+        polled = {key for record in waiting for key in record.keys}
+        ready = self._use_kept([key for key in self.pending if key not in polled])
+        while (ready or waiting) and not self.life.closed:
+            waiting.extend(self._submit(self._past_the_last_stage(ready)))
+            again: list[str] = []
+            for record, state in self._poll(waiting):
+                again.extend(self._process(record, state))
+            waiting = []
+            if self.o.fallback == "direct" and again:
+                self._direct(again)
+                again = []
+            ready = again
+
+    def _past_the_last_stage(self, keys: list[str]) -> list[str]:
+        """Judgments that went through every strategy before a kill (or from a kept answer): direct calls with
+        ``fallback="direct"``, else the abstention a direct call records. Returns the keys still to send."""
+        spent = [key for key in keys if self.pending[key].stage >= len(stages(self.pending[key].judge))]
+        if spent and self.o.fallback == "direct":
+            self._direct(spent)
+        else:
+            for key in spent:
+                self.life.record(abstention(self.pending.pop(key)))
+                self.store.forget_progress(key)
+        return [key for key in keys if key not in spent]
+
+    def note(self, text: str) -> None:
+        self.life.summary.notes.append(text)
+        if self.o.on_note is not None:
+            self.o.on_note(text)
+
+    def abandon_hint(self, batch_id: str) -> str:
+        return (f"re-run to try again, or give the batch up (its lines go back to pending): "
+                f"scijudge batches {self.run_path} --abandon {batch_id}")
+
+    def tell_what_is_left(self) -> None:
+        """On a stop or a fault: what is still pending, and where."""
+        if not self.pending or not self.life.closed:
+            return
+        in_open = 0
+        for record in self.open:
+            keys = [key for key in record.keys if key in self.pending]
+            in_open += len(keys)
+            self.note(f"batch {record.remote_id or record.client_id}: {len(keys)} lines still pending at the "
+                      "provider; it stays recorded in the run store and is collected on resume")
+        if len(self.pending) > in_open:
+            self.note(f"{len(self.pending) - in_open} judgments were not sent yet; a re-run sends them")
+
+    # --- state kept across kills --------------------------------------------------------------------
+    def _load_progress(self) -> None:
+        for key, saved in self.store.progress(list(self.pending)).items():
+            entry = self.pending[key]
+            entry.stage, entry.last_problem = saved.stage, saved.last_problem
+            entry.resends, entry.after = saved.resends, saved.after
+            entry.attempts = [Attempt.model_validate(a) for a in saved.attempts]
+
+    def _save_progress(self, key: str, entry: Pending) -> None:
+        self.store.save_progress(key, Progress(
+            stage=entry.stage, attempts=[a.model_dump(mode="json") for a in entry.attempts],
+            last_problem=entry.last_problem, resends=entry.resends, after=entry.after))
+
+    def _resume(self) -> list[BatchRecord]:
+        """Recorded batches still to collect that hold keys pending now; orphaned intents found or dropped.
+        A batch none of whose keys this run asks for stays recorded for a run that does."""
+        waiting = []
+        for record in self.store.records(unprocessed=True):
+            keys = [key for key in record.keys if key in self.pending]
+            if not keys:
                 continue
-            store.submitted(record.client_id, found, "in_progress")
-            record.remote_id = found
+            client = self.clients.for_judge(self.pending[keys[0]].judge)
+            if record.remote_id is None:
+                try:
+                    found = client.find(record, self.store.remote_ids())
+                except BatchFault as exc:
+                    raise BatchFault(f"{exc}; {self.abandon_hint(record.client_id)}") from exc
+                if found is None:  # killed before the batch was created: its lines go out in a new batch
+                    self.store.processed(record.client_id, "never-created")
+                    continue
+                self.store.submitted(record.client_id, *found)
+                record.remote_id, record.status = found
+            for key in keys:
+                if self.pending[key].after != record.client_id:
+                    self.pending[key].stage = record.stage
+            self.report.resumed += 1
+            waiting.append(record)
+        return waiting
+
+    def _use_kept(self, keys: list[str]) -> list[str]:
+        """Judgments whose answer an earlier run collected but did not ask for: made from the kept line, with no
+        new request. Returns the keys still to send."""
+        kept = self.store.kept_answers(keys)
+        rest = []
         for key in keys:
-            pending[key].stage = record.stage
-        report.resumed += 1
-        waiting.append(record)
-    return waiting
+            if key not in kept:
+                rest.append(key)
+                continue
+            client_id, line = kept[key]
+            record = self.store.record(client_id)
+            entry = self.pending[key]
+            entry.stage = record.stage
+            self.report.used_kept += 1
+            rest.extend(self._handle(self.clients.for_judge(entry.judge), record, key, line, entry))
+            self.store.drop_answer(key)
+        return rest
+
+    # --- submitting -----------------------------------------------------------------------------------
+    def _submit(self, keys: list[str]) -> list[BatchRecord]:
+        """Create batches for these keys, grouped by model and stage, recording each before creating it; stops
+        at once when the run is stopped."""
+        groups: dict[tuple[Any, ...], list[str]] = {}
+        for key in keys:  # one batch file serves one model at one endpoint (an OpenAI rule), any number of judges
+            entry = self.pending[key]
+            lm = entry.judge.lm
+            index = (lm.model, lm.kwargs.get("api_base"), lm.kwargs.get("api_key"), entry.stage)
+            groups.setdefault(index, []).append(key)
+        created: list[BatchRecord] = []
+        size = max(1, self.o.batch_size)
+        for group in groups.values():
+            for start in range(0, len(group), size):
+                if self.life.closed:
+                    return created
+                chunk = group[start:start + size]
+                first = self.pending[chunk[0]]
+                lm = first.judge.lm
+                strategy, temperature = stages(first.judge)[first.stage]
+                api = self.clients.for_judge(first.judge)
+                lines = [_line(api, key, self.pending[key]) for key in chunk]
+                _, basis = batch_rates(lm.model)
+                client_id = self.store.intend(provider=api.provider,
+                                              endpoint=safe_endpoint(lm.kwargs.get("api_base")) or None,
+                                              model=lm.model, stage=first.stage, strategy=strategy,
+                                              temperature=temperature, keys=chunk, price_basis=basis)
+                remote_id, status = api.submit(lines, client_id, self.store.remote_ids())
+                self.store.submitted(client_id, remote_id, status)
+                self.report.created += 1
+                self.report.lines += len(lines)
+                record = self.store.record(client_id)
+                if self.o.on_batch is not None:
+                    self.o.on_batch(record)
+                created.append(record)
+        return created
+
+    # --- polling ----------------------------------------------------------------------------------------
+    def _poll(self, waiting: list[BatchRecord]) -> Any:
+        """Yield (record, state) for each batch as it ends, polling every ``poll`` seconds; returns as soon as the
+        run is stopped (the batches left running stay recorded)."""
+        self.open = list(waiting)
+        while self.open and not self.life.closed:
+            for record in list(self.open):
+                if self.life.closed:
+                    return
+                client = _client_of(record, self.clients)
+                try:
+                    state = client.poll(record.remote_id or "")
+                except ResultsUnavailable as exc:
+                    self.open.remove(record)
+                    self._unavailable(record, str(exc))
+                    continue
+                except BatchFault as exc:
+                    raise BatchFault(f"{exc}; {self.abandon_hint(record.remote_id or record.client_id)}") from exc
+                if state.status != record.status:
+                    self.store.update(record.client_id, status=state.status, completed=state.completed,
+                                      failed=state.failed)
+                    record.status = state.status
+                    if self.o.on_batch is not None:
+                        self.o.on_batch(record)
+                if state.status in FINAL_STATUSES:
+                    self.open.remove(record)
+                    yield record, state
+            if self.open:
+                self._sleep(self.o.poll)
+
+    def _sleep(self, seconds: float) -> None:
+        """Wait between polls, waking at once on a stop request or a run-level fault."""
+        deadline = time.monotonic() + seconds
+        while not self.life.closed and (left := deadline - time.monotonic()) > 0:
+            self.life.gate.stop.wait(min(left, 0.25))
+
+    def _unavailable(self, record: BatchRecord, why: str) -> None:
+        """An ended batch whose results could not be downloaded: it stays recorded (a re-run collects it); its
+        judgments got no answer in this run."""
+        self.note(f"{why}; the batch stays recorded and a re-run collects it")
+        for key in record.keys:
+            if key in self.pending and self.pending[key].after != record.client_id:
+                del self.pending[key]
+                self.life.no_answer(f"the results of batch {record.remote_id} could not be downloaded")
+
+    # --- processing ---------------------------------------------------------------------------------------
+    def _process(self, record: BatchRecord, state: Any) -> list[str]:
+        """Turn an ended batch's lines into judgments; returns the keys that need another round. Lines for keys
+        this run did not ask for are kept in the store for the run that does."""
+        api = _client_of(record, self.clients)
+        for problem in state.problems:
+            self.report.bad_lines += 1
+            self.note(problem)
+        again: list[str] = []
+        kept: dict[str, dict[str, Any]] = {}
+        for key in record.keys:
+            line = state.lines.get(key)
+            entry = self.pending.get(key)
+            if entry is None:
+                if line is not None and key not in self.done:
+                    kept[key] = line
+                continue
+            if entry.after == record.client_id:
+                again.append(key)  # processed before a kill: its next round was not sent yet
+                continue
+            again.extend(self._handle(api, record, key, line, entry))
+        if kept:
+            self.store.keep_answers(record.client_id, kept)
+            self.report.kept += len(kept)
+        self.store.processed(record.client_id, state.status)
+        return again
+
+    def _handle(self, api: Any, record: BatchRecord, key: str, line: dict[str, Any] | None,
+                entry: Pending) -> list[str]:
+        """One line through the lifecycle; returns [key] when the judgment needs another round."""
+        verdict: Verdict = read_line(api, record, line, entry)
+        entry.after = record.client_id
+        if verdict.kind == "again" and entry.stage >= len(stages(entry.judge)) and self.o.fallback != "direct":
+            verdict = Verdict("abstain", abstention(entry))
+        if verdict.kind in ("result", "abstain"):
+            assert verdict.result is not None
+            self.life.record(verdict.result)
+            del self.pending[key]
+            self.done.add(key)
+            self.store.forget_progress(key)
+            return []
+        if verdict.kind == "no_answer":
+            entry.resends = 0  # a re-run sends it again with a fresh allowance
+        self._save_progress(key, entry)  # every attempt so far (cost included) outlives a kill
+        if verdict.kind == "no_answer":
+            del self.pending[key]
+            self.life.no_answer(verdict.reason)
+            return []
+        if verdict.kind == "fault":
+            assert verdict.error is not None
+            self.life.fail(verdict.error)
+            return []
+        return [key]
+
+    def _direct(self, keys: list[str]) -> None:
+        """``--batch-fallback direct``: the lines that failed in a batch, judged by direct calls (the whole chain,
+        through the lifecycle's gate)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        def one(entry: Pending) -> Any:
+            try:
+                return self.life.judge(entry.judge, entry.item, entry.part)
+            except Exception as exc:  # TransportFailure: no answer; anything else already closed the gate
+                return exc
+
+        entries = [(key, self.pending[key]) for key in keys]
+        with ThreadPoolExecutor(max_workers=8, thread_name_prefix="scijudge-batch-direct") as pool:
+            outcomes = list(pool.map(one, [entry for _, entry in entries]))
+        for (key, entry), outcome in zip(entries, outcomes):
+            if outcome is None or (isinstance(outcome, Exception) and not isinstance(outcome, TransportFailure)):
+                continue  # stopped, or a run-level fault: still pending
+            del self.pending[key]
+            if isinstance(outcome, TransportFailure):
+                self.life.no_answer(str(outcome))
+                continue
+            for result in outcome:
+                attempts = [*entry.attempts, *result.attempts]
+                self.life.record(result.model_copy(update={"attempts": attempts, **attempt_totals(attempts)}))
+                self.report.direct_fallbacks += 1
+            self.store.forget_progress(key)
 
 
-def _submit(store: BatchStore, clients: _BatchClients, pending: dict[str, _Pending], keys: list[str],
-            batch_size: int, report: BatchReport, on_batch: Callable[[BatchRecord], None] | None) -> list[BatchRecord]:
-    """Create batches for these keys, grouped by model and stage, recording each before creating it."""
-    groups: dict[tuple[Any, ...], list[str]] = {}
-    for key in keys:  # one batch file serves one model at one endpoint (an OpenAI rule), any number of judges
-        entry = pending[key]
-        lm = entry.judge.lm
-        index = (lm.model, lm.kwargs.get("api_base"), lm.kwargs.get("api_key"), entry.stage)
-        groups.setdefault(index, []).append(key)
-    created = []
-    for group in groups.values():
-        for start in range(0, len(group), max(1, batch_size)):
-            chunk = group[start:start + max(1, batch_size)]
-            first = pending[chunk[0]]
-            lm = first.judge.lm
-            strategy, temperature = _stages(first.judge)[first.stage]
-            api = clients.for_judge(first.judge)
-            lines = [_line(api, key, pending[key]) for key in chunk]
-            _, basis = batch_rates(lm.model)
-            client_id = store.intend(provider=api.provider,
-                                     endpoint=safe_endpoint(lm.kwargs.get("api_base")) or None, model=lm.model,
-                                     stage=first.stage, strategy=strategy, temperature=temperature, keys=chunk,
-                                     price_basis=basis)
-            remote_id, status = api.submit(lines, client_id)
-            store.submitted(client_id, remote_id, status)
-            report.created += 1
-            report.lines += len(lines)
-            record = store.record(client_id)
-            if on_batch is not None:
-                on_batch(record)
-            created.append(record)
-    return created
-
-
-def _line(api: Any, key: str, entry: _Pending) -> dict[str, Any]:
+def _line(api: Any, key: str, entry: Pending) -> dict[str, Any]:
     """One batch line in the provider's format, with the request the chain sends at the entry's stage."""
     judge = entry.judge
-    strategy, temperature = _stages(judge)[entry.stage]
+    strategy, temperature = stages(judge)[entry.stage]
     max_tokens = judge.lm.kwargs.get("max_tokens") or judge.chain.config.max_tokens
-    return api.line(key, judge, judge.inputs_for(entry.item, entry.part), strategy=strategy,
-                    temperature=temperature, max_tokens=max_tokens)
-
-
-def _poll_until_done(store: BatchStore, clients: _BatchClients, waiting: list[BatchRecord], poll: float,
-                     on_batch: Callable[[BatchRecord], None] | None) -> Any:
-    """Yield (record, state) for each batch as it ends, polling every ``poll`` seconds."""
-    open_batches = list(waiting)
-    while open_batches:
-        still = []
-        for record in open_batches:
-            client = _client_of(record, clients)
-            state = client.poll(record.remote_id or "")
-            if state.status != record.status:
-                store.update(record.client_id, status=state.status, completed=state.completed, failed=state.failed)
-                record.status = state.status
-                if on_batch is not None:
-                    on_batch(record)
-            if state.status in FINAL_STATUSES:
-                yield record, state
-            else:
-                still.append(record)
-        open_batches = still
-        if open_batches:
-            time.sleep(poll)
+    line: dict[str, Any] = api.line(key, judge, judge.inputs_for(entry.item, entry.part), strategy=strategy,
+                                    temperature=temperature, max_tokens=max_tokens)
+    return line
 
 
 def _client_of(record: BatchRecord, clients: _BatchClients) -> Any:
@@ -273,99 +456,3 @@ def _client_of(record: BatchRecord, clients: _BatchClients) -> Any:
             return client
     raise ModelError(f"batch {record.remote_id} was created at {record.endpoint or record.provider}; "
                      "re-run with that model and --api-base")
-
-
-def _process(api: Any, record: BatchRecord, lines: dict[str, dict[str, Any]], pending: dict[str, _Pending],
-             fallback: Fallback, finish: Callable[[JudgeResult], None], report: BatchReport) -> list[str]:
-    """Turn an ended batch's lines into judgments; returns the keys that need another round."""
-    again = []
-    for key in record.keys:
-        entry = pending.get(key)
-        if entry is None:
-            continue
-        result = _judge_line(api, record, lines.get(key), entry)
-        if result is not None:
-            finish(result)
-            del pending[key]
-        elif entry.stage >= len(_stages(entry.judge)) and fallback != "direct":
-            finish(_abstention(entry))
-            del pending[key]
-        else:
-            again.append(key)
-    return again
-
-
-def _judge_line(api: Any, record: BatchRecord, line: dict[str, Any] | None, entry: _Pending) -> JudgeResult | None:
-    """A judgment from one result line, or None after moving the entry to its next stage (or resending it)."""
-    from dspy import Prediction
-
-    status, response, error = api.outcome(line)
-    strategy, temperature = record.strategy, record.temperature
-    if status is None:  # the batch ended without answering this line
-        entry.resends += 1
-        if entry.resends > _RESENDS:
-            raise ModelError(f"batch {record.remote_id} ended {record.status} and this judgment was sent "
-                             f"{_RESENDS + 1} times without an answer; re-run to try again")
-        return None
-    if response is None:
-        from scijudge.chain.faults import names_the_format
-
-        refused_format = status in (400, 422) and names_the_format(Exception(error or ""))
-        outcome = "format_rejected" if refused_format else "request_rejected" if status in (400, 422) else (
-            "rate_limited" if status == 429 else "server_error" if status >= 500 else "provider_error")
-        entry.attempts.append(Attempt(strategy=strategy, temperature=temperature, outcome=outcome,
-                                      status=status, error=error))
-        entry.last_problem = (f"the provider rejected response_format={strategy}" if refused_format
-                              else f"{outcome}: {error}")
-        # A request refused for its content (not its format) fails the same way at every stage: abstain it now.
-        entry.stage = len(_stages(entry.judge)) if outcome == "request_rejected" else entry.stage + 1
-        return None
-    rates, _ = batch_rates(record.model)
-    usage = response.usage
-    cost = (usage.input_tokens * rates[0] + usage.output_tokens * rates[1]
-            if rates and usage.input_tokens is not None and usage.output_tokens is not None else None)
-    attempt = Attempt(strategy=strategy, temperature=temperature, outcome="ok", tokens_in=usage.input_tokens,
-                      tokens_out=usage.output_tokens, cost=cost)
-    entry.attempts.append(attempt)
-    text = response.text or ""
-    try:
-        value, recovered = parse_answer(text, entry.judge.signature)
-    except InvalidAnswer as exc:
-        attempt.outcome = "truncated" if response.finish_reason == "length" else exc.outcome
-        attempt.error = str(exc)[:500]
-        entry.last_problem = f"{exc.outcome}: {str(exc)[:300]}"
-        entry.stage += 1
-        return None
-    attempt.outcome = "recovered_wrapper" if recovered else "ok"
-    call = CallRecord(attempts=entry.attempts, text=text)
-    if response.logprobs:
-        from scijudge.chain.cache import logprobs_as_dicts
-
-        call.logprobs = logprobs_as_dicts(response.logprobs)
-    prediction = Prediction(judgment=value, abstained=False, reason=None, attempts=entry.attempts)
-    return entry.judge.build_result(entry.item.id, entry.part, prediction, call, 0.0,
-                                    entry.judge.identity(entry.item, entry.part)[0].input_hash)
-
-
-def _abstention(entry: _Pending) -> JudgeResult:
-    """Every strategy failed in batches: the same abstention a direct call records."""
-    from dspy import Prediction
-
-    reason = f"all strategies failed; last problem: {entry.last_problem}"
-    prediction = Prediction(judgment=None, abstained=True, reason=reason, attempts=entry.attempts)
-    return entry.judge.build_result(entry.item.id, entry.part, prediction, CallRecord(attempts=entry.attempts), 0.0,
-                                    entry.judge.identity(entry.item, entry.part)[0].input_hash)
-
-
-def _direct(keys: list[str], pending: dict[str, _Pending], finish: Callable[[JudgeResult], None],
-            report: BatchReport, concurrency: int = 8) -> None:
-    """``--batch-fallback direct``: judge the lines that failed in a batch with direct calls (the whole chain)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    entries = [pending.pop(key) for key in keys]
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        results = pool.map(lambda e: e.judge.judge_one(e.item, e.part), entries)
-        for entry, result in zip(entries, results):
-            attempts = [*entry.attempts, *result.attempts]
-            finish(result.model_copy(update={"attempts": attempts, **attempt_totals(attempts)}))
-            report.direct_fallbacks += 1

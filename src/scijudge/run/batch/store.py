@@ -3,7 +3,13 @@
 The order that makes a kill harmless: ``intend`` (a client id and the keys) is committed before the batch
 is created remotely, ``submitted`` records the remote id right after, and a re-run polls every batch not
 yet ``processed`` before submitting anything. A batch whose remote id was never recorded is looked up by
-the client id sent as batch metadata. Its own table and connection (WAL), so the judgment table is untouched.
+the client id sent as batch metadata. Its own tables and connection (WAL), so the judgment table is untouched.
+
+Two more tables keep what was paid for across kills and narrower re-runs:
+- ``batch_progress``: per judgment key, the stage it goes to next, every attempt so far (cost included) and
+  the batch whose line produced them, written before a follow-up batch is intended;
+- ``batch_answers``: result lines of a collected batch for keys the collecting run did not ask for (fewer
+  judges, ``--limit``): a later run that asks for them uses the stored line instead of a new request.
 """
 
 from __future__ import annotations
@@ -26,8 +32,24 @@ CREATE TABLE IF NOT EXISTS batches (
     total INTEGER NOT NULL, completed INTEGER NOT NULL DEFAULT 0, failed INTEGER NOT NULL DEFAULT 0,
     price_basis TEXT, created_at TEXT NOT NULL, updated_at TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS batch_progress (
+    key TEXT PRIMARY KEY, stage INTEGER NOT NULL, attempts TEXT NOT NULL, last_problem TEXT NOT NULL,
+    resends INTEGER NOT NULL, after TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS batch_answers (key TEXT PRIMARY KEY, client_id TEXT NOT NULL, line TEXT NOT NULL);
 """
 FINAL_STATUSES = frozenset({"completed", "expired", "failed", "cancelled"})
+ABANDONED = "abandoned"
+
+
+class Progress(BaseModel):
+    """Where one judgment stands between batch rounds (``batch_progress``)."""
+
+    stage: int
+    attempts: list[dict[str, Any]]
+    last_problem: str
+    resends: int
+    after: str  # the client id of the batch whose line was processed last for this key
 
 
 class BatchRecord(BaseModel):
@@ -59,10 +81,13 @@ def _now() -> str:
 class BatchStore:
     """The ``batches`` table of a run store file (opened on its own connection)."""
 
-    def __init__(self, path: str | Path) -> None:
-        self._db = sqlite3.connect(Path(path), check_same_thread=False, timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(_SCHEMA)
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+        if read_only:  # listing batches changes nothing in the file
+            self._db = sqlite3.connect(f"file:{Path(path)}?mode=ro", uri=True, check_same_thread=False, timeout=30)
+        else:
+            self._db = sqlite3.connect(Path(path), check_same_thread=False, timeout=30)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.executescript(_SCHEMA)
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -108,9 +133,82 @@ class BatchStore:
             self._db.execute(f"UPDATE batches SET {assignments} WHERE client_id = ?", [*values.values(), client_id])
             self._db.commit()
 
+    def abandon(self, batch_id: str) -> BatchRecord:
+        """Give up a batch (by remote or client id): its lines go back to pending and a re-run sends them again."""
+        found = self._select("SELECT * FROM batches WHERE remote_id = ? OR client_id = ?", (batch_id, batch_id))
+        if not found:
+            raise KeyError(batch_id)
+        if found[0].processed:
+            raise ValueError(f"batch {batch_id} was already collected ({found[0].status}); nothing to abandon")
+        self.processed(found[0].client_id, ABANDONED)
+        return self.record(found[0].client_id)
+
     def record(self, client_id: str) -> BatchRecord:
         """One batch by its client id."""
         return self._select("SELECT * FROM batches WHERE client_id = ?", (client_id,))[0]
+
+    def remote_ids(self) -> set[str]:
+        """Every remote id this store has recorded (an orphan lookup skips these)."""
+        with self._lock:
+            return {r for (r,) in self._db.execute("SELECT remote_id FROM batches WHERE remote_id IS NOT NULL")}
+
+    # --- per-key progress between rounds ------------------------------------------------------------
+    def save_progress(self, key: str, progress: Progress) -> None:
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO batch_progress VALUES (?, ?, ?, ?, ?, ?)",
+                             (key, progress.stage, json.dumps(progress.attempts), progress.last_problem,
+                              progress.resends, progress.after))
+            self._db.commit()
+
+    def progress(self, keys: list[str]) -> dict[str, Progress]:
+        """The saved progress of these keys (those that went through a batch round before)."""
+        found: dict[str, Progress] = {}
+        with self._lock:
+            for start in range(0, len(keys), 500):
+                chunk = keys[start:start + 500]
+                rows = self._db.execute(f"SELECT * FROM batch_progress WHERE key IN ({','.join('?' * len(chunk))})",
+                                        chunk).fetchall()
+                for key, stage, attempts, problem, resends, after in rows:
+                    found[key] = Progress(stage=stage, attempts=json.loads(attempts), last_problem=problem,
+                                          resends=resends, after=after)
+        return found
+
+    def forget_progress(self, key: str) -> None:
+        """The key's judgment is stored: its progress is no longer needed."""
+        with self._lock:
+            self._db.execute("DELETE FROM batch_progress WHERE key = ?", (key,))
+            self._db.commit()
+
+    # --- answers kept for keys the collecting run did not ask for -----------------------------------
+    def keep_answers(self, client_id: str, lines: dict[str, dict[str, Any]]) -> None:
+        with self._lock:
+            self._db.executemany("INSERT OR REPLACE INTO batch_answers VALUES (?, ?, ?)",
+                                 [(key, client_id, json.dumps(line)) for key, line in lines.items()])
+            self._db.commit()
+
+    def kept_answers(self, keys: list[str]) -> dict[str, tuple[str, dict[str, Any]]]:
+        """key -> (client id of its batch, result line) for the keys that have a kept answer."""
+        found: dict[str, tuple[str, dict[str, Any]]] = {}
+        with self._lock:
+            for start in range(0, len(keys), 500):
+                chunk = keys[start:start + 500]
+                for key, client_id, line in self._db.execute(
+                        f"SELECT * FROM batch_answers WHERE key IN ({','.join('?' * len(chunk))})", chunk):
+                    found[key] = (client_id, json.loads(line))
+        return found
+
+    def drop_answer(self, key: str) -> None:
+        with self._lock:
+            self._db.execute("DELETE FROM batch_answers WHERE key = ?", (key,))
+            self._db.commit()
+
+    def kept_count(self) -> int:
+        """How many answers are kept for keys no run has asked for yet (0 in a store from before the table)."""
+        with self._lock:
+            try:
+                return int(self._db.execute("SELECT COUNT(*) FROM batch_answers").fetchone()[0])
+            except sqlite3.OperationalError:
+                return 0
 
     def records(self, *, unprocessed: bool = False) -> list[BatchRecord]:
         """Every batch in creation order (only those still to be polled or processed, when asked)."""
