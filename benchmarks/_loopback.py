@@ -45,3 +45,28 @@ class ServerProcess:
         if self._proc is not None:
             self._proc.terminate()
             self._proc.join(10)
+
+
+PAPERS = [{"title": "Capacity fade in layered oxides", "abstract": "Cycling at high voltage cracks particles."}]
+
+
+def make_items(tag: str, n: int) -> list:
+    """``n`` distinct items (distinct prompts, so a response cache never answers them)."""
+    from scijudge import Item
+
+    return [Item(id=f"{tag}-{i}", question="What limits battery life?", papers=PAPERS,
+                 answer=f"Answer {i} ({tag}): particle cracking at high voltage [1].") for i in range(n)]
+
+
+def fresh_dspy_cache() -> str:
+    """Point DSPy's on-disk response cache at a new temporary folder (before dspy is imported, so that worker
+    processes inherit it); returns the folder. The CLI default path is this cache: memory + disk."""
+    import atexit
+    import os
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="scijudge-bench-dspy-")
+    os.environ["DSPY_CACHEDIR"] = folder
+    atexit.register(shutil.rmtree, folder, True)  # removed when the benchmark exits
+    return folder

@@ -58,7 +58,7 @@ def test_optimization_and_calibration_compare_verdicts_with_the_one_rule():
     from scijudge.optimization import _judge_metrics
 
     assert _judge_metrics.norm_verdict is norm_verdict
-    assert norm_verdict(" Not \t Satisfied ") == "not satisfied"  # inner whitespace collapses too
+    assert norm_verdict(" Not \t Satisfied ") == "not_satisfied"  # any spelling of a criterion verdict: one class
 
 
 # --- human consensus ---------------------------------------------------------------------------------------

@@ -95,3 +95,38 @@ def test_canary_keys_never_stored_exported_reported_or_printed(loopback, tmp_pat
     for done in outputs:
         for canary in CANARIES:
             assert canary not in done.stdout + done.stderr, f"{canary} printed by {done.args[:2]}"
+
+
+def test_the_fast_paths_of_redact_change_nothing_it_would_mask(monkeypatch):
+    """redact() with its cached secrets and pre-check equals the plain algorithm (every secret form, then every
+    pattern, on every string), and follows the environment and registered keys as they change."""
+    import random
+    from urllib.parse import quote, quote_plus
+
+    from scijudge import redaction
+
+    def plain(text: str) -> str:
+        for secret in redaction.known_secrets():
+            for form in {secret, quote(secret, safe=""), quote_plus(secret)}:
+                text = text.replace(form, redaction.MASK)
+        for pattern, replacement in redaction._PATTERNS:
+            text = pattern.sub(replacement, text)
+        return text
+
+    monkeypatch.setenv("MY_SERVICE_API_KEY", "s3cr3t/value+x")
+    samples = ["http://user:pw123456@host/v1?token=abc&x=1", "Authorization: Bearer abcdefghijk", "key sk-abcdefghijklmnop",
+               "hf_ABCDEFGHIJKLMN in text", "AIza" + "x" * 25, "plain rationale with 3 claims", "q17", "2026-12-01T10:00",
+               "got s3cr3t/value+x back", "enc s3cr3t%2Fvalue%2Bx", "form s3cr3t%2Fvalue%2Bx", "API-KEY: zzzzzz",
+               "BASIC dXNlcjpwYXNz", "https://h/p;sig=abc#f", "/data/file.jsonl", "GHP_abcdefghijkl", "xoxb-123456789",
+               "Proxy-Authorization: Basic abcdefgh", "e3b0c44298fc1c149afbf4c8996fb924", "SK-ABCDEFGHIJK"]
+    rng = random.Random(0)
+    corpus = samples + [" ".join(rng.choice(samples) for _ in range(3)) for _ in range(500)]
+    assert [redaction.redact(t) for t in corpus] == [plain(t) for t in corpus]
+    one = redaction.redactor()
+    assert [one(t) for t in corpus] == [plain(t) for t in corpus]
+    monkeypatch.setenv("OTHER_TOKEN", "freshvalue99")
+    assert redaction.redact("x freshvalue99") == "x ***"
+    monkeypatch.delenv("OTHER_TOKEN")
+    assert redaction.redact("x freshvalue99") == "x freshvalue99"
+    redaction.register_secret("registered-key-1")
+    assert redaction.redact("a registered-key-1") == "a ***"

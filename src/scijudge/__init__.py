@@ -36,13 +36,15 @@ _LAZY: dict[str, str] = {
     "calibrate": "scijudge.metrics.calibration", "optimize": "scijudge.optimization",
     "estimate": "scijudge.estimation", "select_labels": "scijudge.estimation.select",
     "jury": "scijudge.metrics.jury",
+    # shipped data (example datasets, specs, recipes)
+    "bundled_path": "scijudge._resources",
 }
 
 __all__ = [
     "Abstained", "Attempt", "ChainConfig", "HumanLabel", "InputError", "Item", "Judge", "JudgeOutput",
     "JudgeProtocol", "JudgeRecipe",
     "JudgeResult", "JudgeSpec", "LikertRating", "ModelError", "PairwiseJudgment", "Paper", "Run", "RunFields",
-    "RunSummary", "ScijudgeError", "SpecError", "StructuredChain", "UnknownJudgeError", "__version__",
+    "RunSummary", "ScijudgeError", "SpecError", "StructuredChain", "UnknownJudgeError", "__version__", "bundled_path",
     "calibrate", "estimate", "get_spec", "judge_items", "jury", "list_specs", "load_items", "load_judge",
     "load_labels", "load_spec_file", "make_lm", "optimize", "select_labels",
 ]

@@ -21,13 +21,70 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from scijudge import __version__
+
+        typer.echo(f"scijudge {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main_options(
+    version: Annotated[bool, typer.Option("--version", "-V", callback=_show_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """Optimizable LLM-as-a-judge modules for scientific text.
+
+    Example: scijudge judge items.jsonl --judge 'yescieval.qa.*' --model openai/gpt-4o-mini
+    """
 
 
 def _fail(exc: BaseException) -> None:
     """One line, no traceback: credentials redacted, and text from data never read as terminal markup."""
     console.print(f"[bold red]error:[/] {escape(redact(str(exc)))}", highlight=False, soft_wrap=True)
     raise typer.Exit(getattr(exc, "exit_code", 2))
+
+
+def _option_flags(fn) -> dict[str, str]:
+    """Parameter name -> its long option (``layout`` -> ``--layout``) of a command function."""
+    import inspect
+    import typing
+
+    flags: dict[str, str] = {}
+    try:
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except Exception:
+        hints = {}
+    for name in inspect.signature(fn).parameters:
+        flag = "--" + name.replace("_", "-")
+        for meta in getattr(hints.get(name), "__metadata__", ()):
+            decls = [d for d in getattr(meta, "param_decls", None) or () if d.startswith("--")]
+            if decls:
+                flag = decls[0].split("/")[0]
+            elif type(meta).__name__ == "ArgumentInfo":
+                flag = name.upper()
+        flags[name] = flag
+    return flags
+
+
+def _name_option(exc: ScijudgeError, flags: dict[str, str]) -> ScijudgeError:
+    """An input error about a command's own option names the option as typed (``--layout: ...``), not as a
+    field of some model (``field 'layout'``)."""
+    from scijudge.errors import InputError
+
+    if not isinstance(exc, InputError) or exc.file or exc.line is not None or not exc.field:
+        return exc
+    flag = flags.get(exc.field.replace("-", "_"))
+    if flag is None:
+        return exc
+    renamed = InputError(exc.reason if exc.reason.startswith(flag) else f"{flag}: {exc.reason}")
+    renamed.exit_code = exc.exit_code
+    return renamed
 
 
 def _os_error(exc: OSError) -> ScijudgeError:
@@ -75,7 +132,7 @@ def command(*args, **kwargs):
             try:
                 return fn(*a, **k)
             except ScijudgeError as exc:
-                _fail(exc)
+                _fail(_name_option(exc, _option_flags(fn)))
             except OSError as exc:
                 _fail(_os_error(exc))
 

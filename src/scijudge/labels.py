@@ -16,6 +16,11 @@ LABEL_COLUMNS: tuple[str, ...] = ("item_id", "judge", "part", "score", "verdict"
 LABEL_SOURCES: tuple[str, ...] = ("expert", "crowd", "llm", "unknown")
 """Where a label came from: agreement with ``llm`` labels is agreement with another model, never calibration."""
 HUMAN_SOURCES: frozenset[str] = frozenset({"expert", "crowd", "unknown"})
+CHECKLIST_JUDGE = "researchrubrics.checklist"
+"""The judge of a ResearchRubrics verdict file's rows (``importers.researchrubrics.CHECKLIST_JUDGE``)."""
+VERDICT_FILE_COLUMNS: dict[str, str] = {"sample_id": "item_id", "criterion": "part"}
+"""A ResearchRubrics human-verdict file (``{sample_id, criterion, verdict, annotator}``) read as labels: the
+criterion (its text, its id or its 1-based position in the task) is the label's ``part``."""
 
 
 class HumanLabel(BaseModel):
@@ -67,7 +72,19 @@ class HumanLabel(BaseModel):
         return self._origin
 
 
+def _verdict_file_row(obj: dict[str, Any]) -> dict[str, Any]:
+    """A ResearchRubrics verdict row as a label row (no ``item_id`` but a ``sample_id``); others unchanged."""
+    if not isinstance(obj, dict) or "item_id" in obj or "sample_id" not in obj:
+        return obj
+    row = {VERDICT_FILE_COLUMNS.get(k, k): v for k, v in obj.items()}
+    row.setdefault("judge", CHECKLIST_JUDGE)
+    if isinstance(row.get("part"), int) and not isinstance(row.get("part"), bool):
+        row["part"] = str(row["part"])  # a position in the task
+    return row
+
+
 def _validate(obj: dict[str, Any], *, path: Path, line: int) -> HumanLabel:
+    obj = _verdict_file_row(obj)
     try:
         label = HumanLabel.model_validate(obj)
     except ValidationError as exc:
@@ -100,11 +117,14 @@ def _read_csv(path: Path, delimiter: str) -> list[HumanLabel]:
         header = [h.strip() for h in next(reader)]
     except StopIteration:
         raise InputError("empty file: expected a header row", file=path, line=1) from None
+    verdict_file = "sample_id" in header and "item_id" not in header
+    if verdict_file:
+        header = [VERDICT_FILE_COLUMNS.get(h, h) for h in header]
     unknown = [h for h in header if h not in LABEL_COLUMNS]
     if unknown:
         raise InputError(f"unknown column (expected some of {', '.join(LABEL_COLUMNS)})", file=path, line=1,
                          field=unknown[0])
-    for required in ("item_id", "judge"):
+    for required in ("item_id",) if verdict_file else ("item_id", "judge"):
         if required not in header:
             raise InputError("required column is missing", file=path, line=1, field=required)
     if "score" not in header and "verdict" not in header:
@@ -130,6 +150,8 @@ def _read_csv(path: Path, delimiter: str) -> list[HumanLabel]:
                     raise InputError(f"not a number: {cell!r}", file=path, line=line, field="score") from None
             else:
                 obj[name] = cell
+        if verdict_file and "judge" not in obj:
+            obj["judge"] = CHECKLIST_JUDGE
         labels.append(_validate(obj, path=path, line=line))
     return labels
 
@@ -154,7 +176,9 @@ def _check_duplicates(labels: list[HumanLabel], path: Path | None = None) -> Non
 def load_labels(path: str | Path) -> list[HumanLabel]:
     """Read human labels from JSONL (one object per line) or CSV/TSV with the same column names.
 
-    Columns: ``item_id, judge, part?, score | verdict, annotator?, rationale?``. Errors name the file, the
+    Columns: ``item_id, judge, part?, score | verdict, annotator?, rationale?``; a ResearchRubrics verdict file
+    (``sample_id, criterion, verdict, annotator?``) is read too, as labels of the checklist judge whose part is
+    the criterion (text, id or 1-based position; ``calibrate`` resolves it). Errors name the file, the
     line and the field; two labels by the same annotator for one (item, judge, part) are an error.
     """
     path = Path(path)

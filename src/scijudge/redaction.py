@@ -10,9 +10,11 @@ short, project-specific list, and the rules must stay cheap enough to run on eve
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote, quote_plus
 
@@ -38,15 +40,32 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bAIza[0-9A-Za-z_\-]{20,}"), MASK),
 )
 
+
+def _may_match(text: str) -> bool:
+    """Whether some pattern could match: every match contains one of these substrings (in lower case), and a
+    text with none of them (most ids, rationales and paths) is passed over at the cost of a few ``in`` tests,
+    far less than running the expressions (spelled out: a loop over a tuple costs twice as much)."""
+    low = text.lower()
+    return (("://" in low and "@" in low) or "=" in low or "authorization" in low or "api-key" in low
+            or "bearer" in low or "basic" in low or "sk-" in low or "pk-" in low or "rk-" in low or "hf_" in low
+            or "hf-" in low or "ghp" in low or "gho" in low or "ghs" in low or "github_pat" in low or "glpat" in low
+            or "xox" in low or "aiza" in low)
+
+
 _registered: set[str] = set()
 _lock = threading.Lock()
+_generation = 0  # bumped by register_secret: part of the fingerprint of the cached secrets
+_cached: tuple[Any, list[str], tuple[str, ...]] | None = None  # (fingerprint, secrets, their literal forms)
 
 
 def register_secret(value: str | None) -> None:
     """Treat this value (an explicitly passed API key) as a secret from now on, in this process."""
+    global _generation
     if value and len(value) >= _MIN_SECRET:
         with _lock:
-            _registered.add(value)
+            if value not in _registered:
+                _registered.add(value)
+                _generation += 1
 
 
 def register_url_secrets(url: str | None) -> None:
@@ -67,25 +86,76 @@ def register_url_secrets(url: str | None) -> None:
             register_secret(value)
 
 
-def known_secrets() -> list[str]:
-    """The literal secret values to hide: configured key variables and registered keys, longest first."""
+def _fingerprint() -> Any:
+    """A cheap identity of the environment and the registered keys. Walking and decoding every variable and
+    matching its name is far too slow to repeat for every string redacted, so the secrets are recomputed only
+    when this changes (comparing it costs about a microsecond)."""
+    data = getattr(os.environ, "_data", None)  # CPython's raw mapping: reading it decodes nothing
+    items = data.items() if isinstance(data, dict) else os.environ.items()
+    return _generation, tuple(items)
+
+
+def _secrets_and_forms() -> tuple[list[str], tuple[str, ...]]:
+    global _cached
+    fingerprint = _fingerprint()
+    cached = _cached
+    if cached is not None and cached[0] == fingerprint:
+        return cached[1], cached[2]
     values = {v for k, v in os.environ.items() if _SECRET_ENV.search(k) and v and len(v) >= _MIN_SECRET}
     with _lock:
         values |= _registered
-    return sorted(values, key=len, reverse=True)
+    secrets = sorted(values, key=len, reverse=True)
+    forms: list[str] = []
+    for secret in secrets:  # each as written, percent-encoded and form-encoded; longest secrets first
+        forms.extend(dict.fromkeys((secret, quote(secret, safe=""), quote_plus(secret))))
+    _cached = (fingerprint, secrets, tuple(forms))
+    return secrets, _cached[2]
+
+
+def known_secrets() -> list[str]:
+    """The literal secret values to hide: configured key variables and registered keys, longest first."""
+    return list(_secrets_and_forms()[0])
+
+
+def _redact_with(text: str, forms: tuple[str, ...]) -> str:
+    for form in forms:
+        if form in text:
+            text = text.replace(form, MASK)
+    if not _may_match(text):
+        return text
+    for pattern, replacement in _PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
 
 
 def redact(text: Any) -> Any:
     """``text`` with every credential replaced by ``***`` (non-strings are returned unchanged)."""
     if not isinstance(text, str) or not text:
         return text
-    for secret in known_secrets():
-        for form in {secret, quote(secret, safe=""), quote_plus(secret)}:
-            if form in text:
-                text = text.replace(form, MASK)
-    for pattern, replacement in _PATTERNS:
-        text = pattern.sub(replacement, text)
-    return text
+    return _redact_with(text, _secrets_and_forms()[1])
+
+
+class Redactor:
+    """``redact`` with the secrets known when it was made: for redacting many strings at once (an export)."""
+
+    def __init__(self) -> None:
+        self.forms = _secrets_and_forms()[1]
+        # each literal form as it appears inside JSON text (quotes, backslashes and non-ASCII escaped)
+        self._in_json = tuple(dict.fromkeys((*self.forms, *(json.dumps(f)[1:-1] for f in self.forms))))
+
+    def __call__(self, text: Any) -> Any:
+        if not isinstance(text, str) or not text:
+            return text
+        return _redact_with(text, self.forms)
+
+    def may_change_json(self, text: str) -> bool:
+        """Whether redacting the strings of this JSON text could change any of them (False: copy it as it is)."""
+        return _may_match(text) or any(form in text for form in self._in_json)
+
+
+def redactor() -> Redactor:
+    """A ``Redactor`` with the secrets known now."""
+    return Redactor()
 
 
 def redact_url(url: str | None) -> str | None:
@@ -93,14 +163,15 @@ def redact_url(url: str | None) -> str | None:
     return redact(url) if url else url
 
 
-def redact_data(value: Any) -> Any:
-    """A copy of JSON-like data (dicts, lists, strings) with every string redacted."""
+def redact_data(value: Any, redact_one: Callable[[Any], Any] | None = None) -> Any:
+    """A copy of JSON-like data (dicts, lists, strings) with every string redacted (by ``redact_one``)."""
+    one = redact_one or redactor()
     if isinstance(value, str):
-        return redact(value)
+        return one(value)
     if isinstance(value, dict):
-        return {key: redact_data(item) for key, item in value.items()}
+        return {key: redact_data(item, one) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return [redact_data(item) for item in value]
+        return [redact_data(item, one) for item in value]
     return value
 
 

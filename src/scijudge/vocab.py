@@ -62,10 +62,18 @@ def snap(value: float, scale: ScaleTuple) -> float:
 
 
 def norm_verdict(value: Any) -> str | None:
-    """Verdicts compare case- and space-insensitively: ``" Satisfied "`` and ``"satisfied"`` are one verdict."""
+    """The one normalisation of a verdict word, for judges and humans alike: a criterion verdict in any spelling
+    (``Not Satisfied``, ``not_satisfied``, ``Partially Satisfied``, ``partially``) becomes its canonical form
+    (``not_satisfied``, ``partially``, ``satisfied``); any other verdict (``yes``, ``A``, ``tie``) compares
+    case- and space-insensitively (``" A "`` is ``"a"``). Generic words such as yes/no keep their own class:
+    only a checklist judge's output reads them as criterion verdicts (``criterion_verdict``)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
-    return " ".join(str(value).split()).lower()
+    text = " ".join(str(value).split()).lower()
+    canonical = criterion_verdict(value)
+    if canonical is not None and ("satisf" in text or "partial" in text):
+        return canonical
+    return text
 
 
 CRITERION_VERDICTS: tuple[str, ...] = ("satisfied", "partially", "not_satisfied")

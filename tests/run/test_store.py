@@ -47,13 +47,17 @@ def test_a_v1_store_is_migrated_and_resumes_without_judging_again(loopback, tmp_
     judge = judges(server.url, names=("t.a",))[0]
     path = tmp_path / "old.sqlite"
     _v1_store(path, server.url, judge.spec_hash, [("i00", 2.0), ("i01", 3.0)])
-    with Run(path) as run:
-        assert run.meta()["schema_version"] == 2
+    before = path.read_bytes()
+    with Run(path) as run:  # read as the current schema, without migrating: reading never writes
         rows = list(run.rows())
         assert [(r["item_id"], r["score"], r["endpoint"], r["current"]) for r in rows] == [
             ("i00", 2.0, server.url, True), ("i01", 3.0, server.url, True)]
         assert "SECRET" not in json.dumps(rows)
-        summary = judge_items(items(3), [judge], run=run)
+        assert "schema_version" not in run.meta() and run.readonly
+    assert path.read_bytes() == before
+    with Run(path) as run:
+        summary = judge_items(items(3), [judge], run=run)  # writing migrates first
+        assert run.meta()["schema_version"] == 2
         frame = run.to_pandas()
     assert summary.skipped_done == 2 and summary.judged == 1 and server.count == 1
     assert dict(zip(frame.item_id, frame.score)) == {"i00": 2.0, "i01": 3.0, "i02": 4.0}

@@ -122,7 +122,7 @@ def test_consensus_and_verdicts_hand_computed():
     assert consensus_score([1.0, 1.5], scale) == 1.0  # median 1.25 -> tie between 1.0 and 1.5 -> even step (1.0)
     assert consensus_score([1.5, 2.0], scale) == 2.0  # median 1.75 -> between 1.5 and 2.0 -> even step (2.0)
     assert consensus_score([], scale) is None
-    assert norm_verdict("  Partially   Satisfied ") == "partially satisfied" and norm_verdict(None) is None
+    assert norm_verdict("  Partially   Satisfied ") == "partially" and norm_verdict(None) is None  # canonical form
     assert majority_verdict(["A", "a ", "B"]) == "a" and majority_verdict(["A", "B"]) is None
 
 

@@ -55,12 +55,13 @@ def _write_labels(path: Path, labels: list[Any]) -> None:
 
 def import_foreign(
     file: Path | None, run: Path, fmt: str | None, *, tracking_uri: str | None, experiment: str | None,
-    labels_out: Path | None, all_scorers: bool, strict: bool, label_source: str = "unknown",
+    labels_out: Path | None, all_scorers: bool, strict: bool, label_source: str = "unknown", supersede: bool = False,
 ) -> int:
     """Read another tool's results, write the judgments into ``run`` (and human labels to ``labels_out``)."""
     from rich.console import Console
 
-    from scijudge.commands._store import write_records
+    from scijudge.commands._store import import_records
+    from scijudge.importers.judgments import IMPORTED_SPEC_HASH
 
     if fmt is not None and fmt not in FROM_CHOICES:
         raise InputError(f"unknown --from {fmt!r}: use one of {', '.join(FROM_CHOICES)}", field="from")
@@ -90,10 +91,17 @@ def import_foreign(
             else ""), file=imported.source)
     written = 0
     if imported.results:
-        written = write_records(run, imported.results, imports=imported.meta())
+        try:
+            counts = import_records(run, (r.model_dump(mode="json") for r in imported.results),
+                                    imported_spec=IMPORTED_SPEC_HASH, meta=imported.meta, supersede=supersede)
+        except KeyboardInterrupt:
+            err.print(f"interrupted: nothing was written to {escape(str(run))} (an import is one transaction); "
+                      "run the same command again")
+            raise typer.Exit(130) from None
+        written = counts.written
         from scijudge.run.store import Run
 
-        with Run(run) as store:
+        with Run(run) as store, store.transaction():
             store.set_meta(scales={**(store.meta().get("scales") or {}), **imported.scales})
     out = Console(highlight=False, soft_wrap=True)
     skipped = f"; skipped (not model-graded): {imported.skipped}" if imported.skipped else ""

@@ -10,6 +10,10 @@ import typer
 
 from scijudge.errors import InputError
 
+_CALIBRATE_COLUMNS = ("key", "item_id", "judge", "part", "family", "spec_hash", "model", "endpoint", "input_hash",
+                      "decoding", "status", "score", "verdict", "confidence", "probs", "tokens_in", "tokens_out",
+                      "cost", "latency_s", "created_at", "current")
+
 
 def _parse_scale(text: str | None) -> tuple[float, float, float] | None:
     """'1,5,1' or '1:5:0.5' → (lo, hi, step); kept for callers of the single-scale form."""
@@ -65,6 +69,7 @@ def calibrate_cmd(
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap resampling.")] = 0,
     allow_extra_labels: Annotated[bool, typer.Option(help="Accept labels for items no run judged (ignored).")] = False,
     spec: Annotated[list[Path] | None, typer.Option("--spec", help=_SPEC_HELP)] = None,
+    tasks: Annotated[Path | None, typer.Option("--tasks", help="ResearchRubrics task file, for checklist labels that name a criterion by its position in the task.")] = None,
 ) -> Any:
     """Compare judges with human labels: agreement, bias, intervals, paired tests, robustness and a report.
 
@@ -87,7 +92,7 @@ def calibrate_cmd(
         if not Path(path).exists():
             raise InputError("run store not found", file=path)
         with Run(path, create=False) as store:
-            frame = store.to_pandas()
+            frame = store.to_pandas(columns=_CALIBRATE_COLUMNS)  # the attempt logs and free text are not read
             stored_scales.update(store.meta().get("scales") or {})
         frame["source"] = name
         frames.append(frame)
@@ -102,16 +107,34 @@ def calibrate_cmd(
     from scijudge.spec.judge_spec import load_spec_file
 
     specs = [load_spec_file(path) for path in spec or []]
-    result = calibrate(judgments[~is_variant], label_frame, scale=scales, n_boot=n_boot, seed=seed,
-                       allow_extra_labels=allow_extra_labels, specs=specs)
-    robust = robustness(judgments, n_boot=n_boot, seed=seed) if is_variant.any() else None
+    task_list = None
+    if tasks is not None:
+        from scijudge.importers.researchrubrics import load_tasks
+
+        task_list = load_tasks(tasks)
     from rich.console import Console
 
+    from scijudge.commands._console import console
+
+    n_units = len(label_frame)
+    with _status(console, f"calibrating {judgments['judge'].nunique()} judge(s) against {n_units} label(s), "
+                          f"{n_boot} bootstrap resamples ..."):
+        result = calibrate(judgments[~is_variant], label_frame, scale=scales, n_boot=n_boot, seed=seed,
+                           allow_extra_labels=allow_extra_labels, specs=specs, tasks=task_list)
+        robust = robustness(judgments, n_boot=n_boot, seed=seed) if is_variant.any() else None
+    if out is not None:  # files first: a closed pipe must not lose them
+        with _status(console, "writing the report ..."):
+            paths = write_report(result, out, robust)
+        console.print(f"report written to {paths['html']} (numbers in {paths['json'].name})", highlight=False)
     print_summary(result, robust, Console())
-    if out is not None:
-        paths = write_report(result, out, robust)
-        Console().print(f"report written to {paths['html']} (numbers in {paths['json'].name})")
     return result
+
+
+def _status(console: Any, text: str) -> Any:
+    """A spinner with what is being done, on a terminal only (stderr; piped output stays clean)."""
+    import contextlib
+
+    return console.status(text) if console.is_terminal else contextlib.nullcontext()
 
 
 def perturb_cmd(

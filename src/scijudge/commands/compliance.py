@@ -12,24 +12,6 @@ import typer
 from scijudge.errors import InputError
 
 
-def _fmt(value: Any, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
-def _interval(lo: float, hi: float) -> str:
-    if math.isnan(lo) or math.isnan(hi):
-        return "-"
-    return _fmt(lo) if abs(hi - lo) < 1e-12 else f"{lo:.3f}–{hi:.3f}"
-
-
-def _contender(row: Any) -> str:
-    return f"{row['judge']} · {row['model']} · {row['spec_hash'][:8]}"
-
-
 def _records(frame: Any) -> list[dict[str, Any]]:
     """A frame as JSON-safe records (NaN → null)."""
     out = []
@@ -40,7 +22,7 @@ def _records(frame: Any) -> list[dict[str, Any]]:
 
 def compliance_cmd(
     run: Annotated[Path, typer.Argument(help="Run store written by `scijudge judge` with a checklist judge.")],
-    judge: Annotated[str | None, typer.Option("--judge", "-j", help="Only this checklist judge (default: every one in the run).")] = None,
+    judge: Annotated[list[str] | None, typer.Option("--judge", "-j", help="Only these checklist judges: name, prefix or glob; repeatable (default: every one in the run).")] = None,
     policy: Annotated[str, typer.Option(help="Missing criteria: 'judged-only' (renormalise over judged criteria), 'bounds' (a value only for fully judged reports) or 'zero' (source-compatible: unjudged criteria score 0, as ResearchRubrics does; never the default).")] = "judged-only",
     axes: Annotated[bool, typer.Option("--axes/--no-axes", help="Also print compliance per axis.")] = True,
     labels: Annotated[Path | None, typer.Option("--labels", "-l", help="Human verdicts JSONL {sample_id, criterion, verdict}: adds agreement (macro-F1, accuracy, kappa).")] = None,
@@ -57,9 +39,9 @@ def compliance_cmd(
 
     Example: scijudge compliance runs/rr.sqlite --labels datasets/researchrubrics_example/human_verdicts.jsonl
     """
-    from rich.console import Console
-    from rich.table import Table
+    import pandas as pd
 
+    from scijudge.commands._console import console, out as stdout
     from scijudge.metrics.compliance import (
         FACETS,
         POLICY_LABELS,
@@ -71,11 +53,19 @@ def compliance_cmd(
         facet_summary,
         facets_from_tasks,
     )
+    from scijudge.report.text import print_frame
     from scijudge.run.store import Run
 
     if not Path(run).exists():
         raise InputError("run store not found", file=run)
     frame = Run(run, create=False).to_pandas()
+    if judge:
+        from scijudge.commands.calibrate import _matches
+
+        frame = frame[frame["judge"].map(lambda j: _matches(j, list(judge)))]
+        if frame.empty:
+            raise InputError(f"no judgment in the run is by a judge matching {list(judge)}", field="judge")
+    judge = None  # selected above
     per_report = compliance_by_report(frame, judge=judge, policy=policy)  # type: ignore[arg-type]
     task_list = None
     if tasks is not None:
@@ -84,70 +74,51 @@ def compliance_cmd(
         task_list = load_tasks(tasks, any_axis=allow_unknown_axes)
         per_report = facets_from_tasks(per_report, task_list)
     summary = compliance_summary(per_report)
-    console = Console()
-
-    table = Table(title=f"Compliance per report (policy: {POLICY_LABELS.get(policy, policy)})")
-    for name, justify in (("judge · model · spec", "left"), ("report", "left"), ("compliance", "right"),
-                          ("lo–hi", "right"), ("coverage", "right"), ("judged/total", "right"),
-                          ("abstained", "right"), ("tokens in", "right"), ("tokens out", "right"), ("cost", "right")):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    for _, row in per_report.iterrows():
-        table.add_row(_contender(row), str(row["item_id"]), _fmt(row["compliance"]),
-                      _interval(row["compliance_lo"], row["compliance_hi"]), _fmt(row["coverage"], 2),
-                      f"{row['n_judged']}/{row['n_criteria']}", str(row["n_abstained"]), f"{row['tokens_in']:,}",
-                      f"{row['tokens_out']:,}", _fmt(row["cost"], 4))
-    for _, row in summary.iterrows():
-        table.add_row(_contender(row), f"[bold]mean of {row['reports']}[/]", _fmt(row["compliance"]),
-                      _interval(row["compliance_lo"], row["compliance_hi"]), _fmt(row["coverage"], 2),
-                      f"{row['complete_reports']} complete", str(row["n_abstained"]), f"{row['tokens_in']:,}",
-                      f"{row['tokens_out']:,}", _fmt(row["cost"], 4), end_section=True)
-    console.print(table)
-
     result: dict[str, Any] = {"policy": policy, "reports": _records(per_report), "summary": _records(summary)}
+    shown: list[tuple[pd.DataFrame, str]] = []  # printed after the numbers file is written
+
+    contender = ["judge", "model", "spec_hash"]
+    rows = [{"report": r["item_id"], **{k: r[k] for k in contender}, "compliance": r["compliance"],
+             "lo": r["compliance_lo"], "hi": r["compliance_hi"], "coverage": r["coverage"],
+             "judged": r["n_judged"], "criteria": r["n_criteria"], "abstained": r["n_abstained"],
+             "tokens_in": r["tokens_in"], "tokens_out": r["tokens_out"], "cost": r["cost"]}
+            for _, r in per_report.iterrows()]
+    rows += [{"report": f"mean of {r['reports']}", **{k: r[k] for k in contender}, "compliance": r["compliance"],
+              "lo": r["compliance_lo"], "hi": r["compliance_hi"], "coverage": r["coverage"],
+              "judged": f"{r['complete_reports']} complete", "criteria": None, "abstained": r["n_abstained"],
+              "tokens_in": r["tokens_in"], "tokens_out": r["tokens_out"], "cost": r["cost"]}
+             for _, r in summary.iterrows()]
+    shown.append((pd.DataFrame(rows), f"Compliance per report (policy: {POLICY_LABELS.get(policy, policy)})"))
     for facet in FACETS:
         by_facet = facet_summary(per_report, facet)
         if by_facet.empty:
             continue
-        facet_table = Table(title=f"Compliance by {facet.replace('_', ' ')} (mean over reports)")
-        for name in ("judge · model · spec", facet, "reports", "compliance", "lo–hi", "coverage"):
-            facet_table.add_column(name, justify="left" if name in ("judge · model · spec", facet) else "right")
-        for _, row in by_facet.iterrows():
-            facet_table.add_row(_contender(row), str(row[facet]), str(row["reports"]), _fmt(row["compliance"]),
-                                _interval(row["compliance_lo"], row["compliance_hi"]), _fmt(row["coverage"], 2))
-        console.print(facet_table)
+        shown.append((by_facet[[*contender, facet, "reports", "compliance", "compliance_lo", "compliance_hi",
+                                "coverage"]], f"Compliance by {facet.replace('_', ' ')} (mean over reports)"))
         result.setdefault("by_facet", {})[facet] = _records(by_facet)
     if axes:
         per_axis = compliance_by_axis(frame, judge=judge, policy=policy)  # type: ignore[arg-type]
         by_axis = axis_summary(per_axis)
-        axis_table = Table(title="Compliance per axis (mean over reports)")
-        for name in ("judge · model · spec", "axis", "compliance", "lo–hi", "coverage", "judged/total"):
-            axis_table.add_column(name, justify="left" if name in ("judge · model · spec", "axis") else "right")
-        for _, row in by_axis.iterrows():
-            axis_table.add_row(_contender(row), str(row["axis"]), _fmt(row["compliance"]),
-                               _interval(row["compliance_lo"], row["compliance_hi"]), _fmt(row["coverage"], 2),
-                               f"{row['n_judged']}/{row['n_criteria']}")
-        console.print(axis_table)
+        shown.append((by_axis[[*contender, "axis", "compliance", "compliance_lo", "compliance_hi", "coverage",
+                               "n_judged", "n_criteria"]], "Compliance per axis (mean over reports)"))
         result["axes"] = _records(per_axis)
         result["axis_summary"] = _records(by_axis)
 
+    confusions: list[tuple[pd.DataFrame, str]] = []
     if labels is not None:
         from scijudge.importers.researchrubrics import load_human_verdicts
 
         human = load_human_verdicts(labels, tasks=task_list)
         mode = "ternary" if ternary else "binary"
-        agreements = checklist_agreement(frame, human, mode=mode, judge=judge, annotator=annotator)
-        agree_table = Table(title=f"Agreement with human verdicts ({mode})")
-        for name in ("judge · model · spec", "tasks", "pairs", "abstained", "unjudged", "macro-F1 (per task)",
-                     "accuracy", "kappa"):
-            agree_table.add_column(name, justify="left" if name.startswith("judge") else "right")
+        agreements = checklist_agreement(frame, human, mode=mode, judge=judge,  # type: ignore[arg-type]
+                                         annotator=annotator)
+        shown.append((pd.DataFrame([{"judge": a.judge, "model": a.model, "spec_hash": a.spec_hash, "tasks": a.n_tasks,
+                                     "pairs": a.n_pairs, "abstained": a.n_abstained, "unjudged": a.n_unjudged,
+                                     "macro_f1_per_task": a.macro_f1, "accuracy": a.accuracy, "kappa": a.kappa}
+                                    for a in agreements]), f"Agreement with human verdicts ({mode})"))
         for a in agreements:
-            agree_table.add_row(f"{a.judge} · {a.model} · {a.spec_hash[:8]}", str(a.n_tasks), str(a.n_pairs),
-                                str(a.n_abstained), str(a.n_unjudged), _fmt(a.macro_f1), _fmt(a.accuracy),
-                                _fmt(a.kappa))
-        console.print(agree_table)
-        for a in agreements:
-            console.print(f"confusion ({a.judge} · {a.model}; rows human, columns judge):")
-            console.print(a.confusion_frame().to_string())
+            matrix = a.confusion_frame().reset_index(names="rows: human, columns: judge")
+            confusions.append((matrix, f"confusion ({a.judge} · {a.model})"))
         result["agreement"] = [json.loads(a.model_dump_json()) for a in agreements]
 
     if out is not None:
@@ -155,4 +126,6 @@ def compliance_cmd(
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
         console.print(f"numbers written to {out}")
+    for table, title in shown + confusions:
+        print_frame(table, title, stdout)
     return result

@@ -10,7 +10,8 @@ import typer
 from scijudge.errors import InputError
 
 
-def _load_judgments(runs: list[Path], judge: list[str] | None) -> Any:
+def _load_judgments(runs: list[Path], judge: list[str] | None) -> tuple[Any, dict[str, Any]]:
+    """Judgments of the runs (perturbed variants left out) and the scales the runs store (importers write them)."""
     import pandas as pd
 
     from scijudge.commands.calibrate import _matches, _source_names
@@ -18,11 +19,13 @@ def _load_judgments(runs: list[Path], judge: list[str] | None) -> Any:
     from scijudge.run.store import Run
 
     frames = []
+    stored: dict[str, Any] = {}
     for path, name in zip(runs, _source_names(list(runs))):
         if not Path(path).exists():
             raise InputError("run store not found", file=path)
         with Run(path, create=False) as store:
             frame = store.to_pandas()
+            stored.update(store.meta().get("scales") or {})
         frame["source"] = name
         frames.append(frame)
     judgments = pd.concat(frames, ignore_index=True)
@@ -32,7 +35,7 @@ def _load_judgments(runs: list[Path], judge: list[str] | None) -> Any:
     if judgments.empty:
         raise InputError("no judgment to estimate from in the runs" + (f" for judges {list(judge)}" if judge else ""),
                          field="judge" if judge else "run")
-    return judgments
+    return judgments, stored
 
 
 def _item_maps(items: Path | None, by: str | None, pair_by: str | None) -> tuple[dict | None, dict | None]:
@@ -49,34 +52,21 @@ def _item_maps(items: Path | None, by: str | None, pair_by: str | None) -> tuple
 
 
 def _print_tables(table: Any, coverage: Any, needed: Any) -> None:
-    from rich.console import Console
-    from rich.table import Table
+    """Rich tables on a terminal (ids and numbers wrap, never cut), CSV with full values when piped."""
+    from scijudge.commands._console import out
+    from scijudge.report.text import print_frame
 
-    console = Console(width=160)
-    shown = Table("judge", "model", "group", "method", "estimate", "interval", "n_labeled", "n_unlabeled",
-                  "n_abstained", "n_label_only", title="Mean human score")
-    for _, r in table.iterrows():
-        interval = "—" if r["lo"] != r["lo"] else f"[{r['lo']:.3f}, {r['hi']:.3f}]"
-        estimate = "—" if r["estimate"] != r["estimate"] else f"{r['estimate']:.3f}"
-        shown.add_row(r["judge"], r["model"], str(r["group"]), r["method"], estimate, interval, str(r["n_labeled"]),
-                      str(r["n_unlabeled"]), str(r["n_abstained"]), str(r["n_label_only"]))
-    console.print(shown)
+    estimand = str(table["estimand"].iloc[0]) if len(table) else "mean human rating"
+    print_frame(table[["judge", "model", "group", "method", "estimate", "lo", "hi", "n_labeled", "n_unlabeled",
+                       "n_abstained", "n_label_only", "kind", "paired", "estimand"]],
+                f"Estimated {estimand} (interval {1 - float(table['alpha'].iloc[0]):.0%})" if len(table) else "",
+                out)
     if not coverage.empty:
-        cov = Table("judge", "model", "sets from", "target", "held-out coverage", "mean set size", "n_calibration",
-                    title="Conformal sets of human scores")
-        for _, r in coverage.iterrows():
-            cov.add_row(r["judge"], r["model"], r["nonconformity"], f"{1 - r['alpha']:.2f}",
-                        f"{r['coverage_holdout']:.3f} ± {r['coverage_se']:.3f}", f"{r['mean_set_size']:.2f}",
-                        str(r["n_calibration"]))
-        console.print(cov)
+        print_frame(coverage[[c for c in ("judge", "model", "nonconformity", "alpha", "coverage_holdout",
+                                          "coverage_se", "mean_set_size", "n_calibration") if c in coverage]],
+                    "Conformal sets of human scores (target coverage = 1 - alpha)", out)
     if needed is not None:
-        need = Table("judge", "model", "group", "pilot labels", "labels (PPI++)", "labels (human only)",
-                     title=f"Labels needed for an interval of width {needed['target_width'].iloc[0]:g}")
-        for _, r in needed.iterrows():
-            ppi = "—" if r["labels_ppi"] != r["labels_ppi"] else f"{r['labels_ppi']:.0f}"
-            human = "—" if r["labels_human_only"] != r["labels_human_only"] else f"{r['labels_human_only']:.0f}"
-            need.add_row(r["judge"], r["model"], str(r["group"]), str(r["n_pilot"]), ppi, human)
-        console.print(need)
+        print_frame(needed, f"Labels needed for an interval of width {needed['target_width'].iloc[0]:g}", out)
 
 
 def estimate_cmd(
@@ -84,13 +74,14 @@ def estimate_cmd(
     labels: Annotated[Path, typer.Option("--labels", "-l", help="Human labels on a random subset of the judged items: JSONL or CSV.")],
     by: Annotated[str | None, typer.Option("--by", help="Group by this item meta field (read from --items); without it, each run is a group.")] = None,
     items: Annotated[Path | None, typer.Option("--items", help="Items JSONL whose meta holds the --by / --pair-by fields (the run store holds no item meta).")] = None,
-    compare: Annotated[tuple[str, str] | None, typer.Option("--compare", help="Two groups A B: also estimate A - B (paired when they share items or --pair-by keys).")] = None,
+    compare: Annotated[tuple[str, str] | None, typer.Option("--compare", help="Two groups (runs or --by values), two models or two judges A B: also estimate A - B (paired when they share items or --pair-by keys).")] = None,
     pair_by: Annotated[str | None, typer.Option("--pair-by", help="Item meta field that pairs items across groups (e.g. the question), for paired differences.")] = None,
     alpha: Annotated[float, typer.Option("--alpha", help="1 - confidence of the intervals.")] = 0.05,
     coverage: Annotated[float, typer.Option("--coverage", help="Target coverage of the conformal sets of human scores.")] = 0.9,
     target_width: Annotated[float | None, typer.Option("--target-width", help="Print how many labels give an interval this wide (PPI++ and human only).")] = None,
     judge: Annotated[list[str] | None, typer.Option("--judge", "-j", help="Only these judges: name, prefix or glob; repeatable.")] = None,
-    scale: Annotated[str | None, typer.Option(help="Score scale 'lo,hi,step' for every judge (default: the judge's spec or family).")] = None,
+    scale: Annotated[list[str] | None, typer.Option(help="Scale 'lo,hi,step' (or 'lo,hi,step,continuous') for every judge, or 'JUDGE=lo,hi,step[,continuous]'; repeatable (default: the run's stored scale, the judge's spec or family).")] = None,
+    human: Annotated[str, typer.Option("--human", help="What the estimate targets: 'mean' (each item's mean over its annotators, averaged: the mean human rating) or 'median' (the median consensus snapped to the scale, as calibrate uses).")] = "mean",
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Folder for estimate.csv, conformal.csv, conformal_coverage.csv, labels_needed.csv, estimate.html.")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the conformal calibration/held-out splits.")] = 0,
 ) -> Any:
@@ -101,7 +92,7 @@ def estimate_cmd(
 
     Example: scijudge estimate --run gpt4o.sqlite --labels labels.jsonl --items items.jsonl --by system --compare A B --out est/
     """
-    from scijudge.commands.calibrate import _parse_scale
+    from scijudge.commands.calibrate import _scale_mapping
     from scijudge.estimation import conformal_units, estimate_units, labels_needed_units, match_units
     from scijudge.labels import labels_to_frame, load_labels
 
@@ -114,17 +105,17 @@ def estimate_cmd(
     if target_width is not None and target_width <= 0:
         raise InputError(f"--target-width must be > 0, got {target_width}", field="target-width")
     label_frame = labels_to_frame(load_labels(labels))
-    judgments = _load_judgments(list(run), judge)
+    judgments, stored = _load_judgments(list(run), judge)
     groups, pairs = _item_maps(items, by, pair_by)
+    scales = _scale_mapping(scale, sorted(judgments["judge"].unique()), stored)
     units = match_units(judgments, label_frame, groups=groups, pairs=pairs, group_field=by or "group",
-                        scale=_parse_scale(scale))
+                        scale=scales, estimand=human)
     table = estimate_units(units, compare=list(compare) if compare else None, alpha=alpha)
     sets, cover = conformal_units(units, 1 - coverage, seed=seed)
     needed = labels_needed_units(units, target_width, alpha) if target_width is not None else None
-    _print_tables(table, cover, needed)
-    if out is not None:
-        from rich.console import Console
+    from scijudge.commands._console import console
 
+    if out is not None:  # files first: a closed pipe (| head) must not lose them
         from scijudge.report.estimate import write_estimate_html
 
         out.mkdir(parents=True, exist_ok=True)
@@ -134,5 +125,15 @@ def estimate_cmd(
         if needed is not None:
             needed.to_csv(out / "labels_needed.csv", index=False)
         write_estimate_html(table, out / "estimate.html", cover, needed)
-        Console().print(f"estimates written to {out / 'estimate.csv'} (conformal sets in conformal.csv)")
+        console.print(f"estimates written to {out / 'estimate.csv'} (conformal sets in conformal.csv)")
+    for note in units.notes or []:
+        console.print(f"[yellow]warning:[/] {note}", highlight=False, soft_wrap=True)
+    try:
+        _print_tables(table, cover, needed)
+    except BrokenPipeError:  # the reader stopped early (| head): what it read is what it wanted
+        import os
+        import sys
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
     return table

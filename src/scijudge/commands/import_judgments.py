@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from scijudge.errors import InputError
+from scijudge.errors import EXIT_INTERRUPTED, InputError
 
 _SHOWN_ERRORS = 20
 
@@ -18,6 +19,8 @@ _MAP_HELP = "Rename a source column: SOURCE=FIELD (e.g. rating=score); repeatabl
 _STRICT_HELP = "Write nothing if any row is bad (default: write the good rows, list the bad)."
 _FROM_HELP = ("Another tool's results: inspect, mlflow, promptfoo, deepeval or lm-eval (default: recognised from "
               "the file's content, else generic JSONL/CSV).")
+_SUPERSEDE_HELP = ("Let imported rows become the current judgment where scijudge judged the same item, judge, model "
+                   "and endpoint in this store (those stay as history); refused by default.")
 
 
 def import_judgments_cmd(
@@ -32,11 +35,13 @@ def import_judgments_cmd(
     all_scorers: Annotated[bool, typer.Option(help="Also keep deterministic scorers/metrics (not model-graded).")] = False,
     label_source: Annotated[str, typer.Option(
         help="Who gave MLflow's human assessments: expert, crowd or unknown (MLflow does not record it).")] = "unknown",
+    supersede: Annotated[bool, typer.Option(help=_SUPERSEDE_HELP)] = False,
 ) -> int:
     """Import judgments made by any tool (released rating files, logs) so they can be calibrated and stress-tested.
 
     A row without score and verdict is stored as an abstention with a reason; bad rows are listed by line
-    (exit code 1 when there were any). Each record keeps its source file, line and SHA-256.
+    (exit code 1 when there were any). Each record keeps its source file, line and SHA-256. The import is one
+    transaction: whole, or (bad file, Ctrl-C) nothing at all.
 
     inspect_ai logs, promptfoo, DeepEval and lm-eval files are recognised by their content (or named with --from);
     MLflow assessments are read with --from mlflow --tracking-uri URI --experiment NAME (human ones as labels).
@@ -50,26 +55,59 @@ def import_judgments_cmd(
             raise InputError("--map renames columns of generic JSONL/CSV files only", field="map")
         return _interop.import_foreign(file, run, from_, tracking_uri=tracking_uri, experiment=experiment,
                                        labels_out=labels_out, all_scorers=all_scorers, strict=strict,
-                                       label_source=label_source)
+                                       label_source=label_source, supersede=supersede)
     from rich.console import Console
+    from rich.markup import escape
 
-    from scijudge.commands._store import write_records
-    from scijudge.importers.judgments import load_judgments, parse_mapping
+    from scijudge.commands._store import import_records
+    from scijudge.importers.judgments import IMPORTED_SPEC_HASH, JudgmentStream, parse_mapping, read_judgments
 
-    imported = load_judgments(file, mapping=parse_mapping(map_))
+    stream = read_judgments(file, mapping=parse_mapping(map_))
     err = Console(stderr=True, highlight=False, soft_wrap=True)
-    for error in imported.errors[:_SHOWN_ERRORS]:
-        err.print(f"[yellow]bad row:[/] {error}")
-    if len(imported.errors) > _SHOWN_ERRORS:
-        err.print(f"[yellow]... and {len(imported.errors) - _SHOWN_ERRORS} more bad rows[/]")
-    if strict and imported.errors:
-        raise InputError(f"{len(imported.errors)} bad row(s); nothing written (--strict)", file=file)
-    if not imported.results:
-        raise InputError("no judgment could be imported", file=file)
-    written = write_records(run, imported.results, imports=imported.meta())
-    Console(highlight=False).print(
-        f"{written} judgments -> {run} ({imported.n_abstained} abstentions, {imported.n_variants} perturbed "
-        f"variants); {len(imported.errors)} bad rows; source sha256 {imported.sha256[:12]}")
-    if imported.errors:
+
+    def rows(source: JudgmentStream) -> Iterator[dict[str, Any]]:  # --strict: after a bad row, nothing is written
+        for dump in source:
+            if not (strict and source.errors):
+                yield dump
+        source.finish()
+        if strict and source.errors:
+            _print_bad(err, source)
+            raise InputError(f"{len(source.errors)} bad row(s); nothing written (--strict)", file=file)
+        if not source.n_imported:
+            raise InputError("no judgment could be imported", file=file)
+
+    try:
+        counts = import_records(run, rows(stream), imported_spec=IMPORTED_SPEC_HASH, meta=stream.meta,
+                                supersede=supersede)
+    except KeyboardInterrupt:
+        err.print(f"interrupted: nothing was written to {escape(str(run))} (an import is one transaction, whole or "
+                  "not at all); run the same command again to import the file")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    except InputError:
+        _print_bad(err, stream)
+        raise
+    _print_bad(err, stream)
+    notes = ""
+    if counts.replaced:
+        notes += f"; {counts.replaced} replaced rows imported before under the same item, judge, model and endpoint"
+    if counts.superseded:
+        notes += f"; {counts.superseded} judgments made by scijudge are now history (--supersede)"
+    Console(highlight=False, soft_wrap=True).print(
+        f"{counts.written} judgments -> {escape(str(run))} ({stream.n_abstained} abstentions, {stream.n_variants} "
+        f"perturbed variants); {len(stream.errors)} bad rows; source sha256 {stream.sha256[:12]}{notes}")
+    if stream.errors:
         raise typer.Exit(1)
-    return written
+    return counts.written
+
+
+def _print_bad(err: Any, stream: Any) -> None:
+    """The bad rows, once, at most ``_SHOWN_ERRORS`` of them."""
+    from rich.markup import escape
+
+    if getattr(stream, "_printed", False):
+        return
+    stream._printed = True
+    for error in stream.errors[:_SHOWN_ERRORS]:
+        err.print(f"[yellow]bad row:[/] {escape(str(error))}")
+    if len(stream.errors) > _SHOWN_ERRORS:
+        err.print(f"[yellow]... and {len(stream.errors) - _SHOWN_ERRORS} more bad rows[/]")

@@ -23,7 +23,14 @@ def judges_cmd(
     """
     from scijudge.spec.judge_spec import list_specs
 
-    specs = [s for s in list_specs() if family is None or s.family == family]
+    shipped = list_specs()
+    families = sorted({s.family for s in shipped})
+    if family is not None and family not in families:
+        from scijudge.errors import InputError
+
+        raise InputError(f"unknown family {family!r}: the shipped judges' families are {', '.join(families)}",
+                         field="family")
+    specs = [s for s in shipped if family is None or s.family == family]
     if as_json:
         out.print_json(json.dumps([{"name": s.name, "family": s.family, "inputs": [i.name for i in s.inputs],
                                     "description": s.description} for s in specs]))

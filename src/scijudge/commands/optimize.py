@@ -19,15 +19,17 @@ def _print_result(result: Any, log_path: Path | None) -> None:
 
     console = Console()
     title = escape(result.spec.provenance.get("display_name") or f"{result.spec.name} · {result.recipe.name}")
-    table = Table("test statistic", "base judge", "optimized", title=title)
+    table = Table("test statistic", "base judge", "optimized", "optimized 95% interval", title=title)
 
     def fmt(value: float | None) -> str:
-        return "–" if value is None else f"{value:.3f}"
+        return "–" if value is None or value != value else f"{value:.3f}"
 
     for key in ("score", "exact", "within1", "mae", "kappa_w", "accuracy", "balanced_accuracy", "coverage",
                 "robustness"):
         if key in result.before or key in result.after:
-            table.add_row(key, fmt(result.before.get(key)), fmt(result.after.get(key)))
+            lo, hi = result.after.get(f"{key}_lo"), result.after.get(f"{key}_hi")
+            interval = "–" if lo is None or hi is None or lo != lo else f"[{lo:.3f}, {hi:.3f}]"
+            table.add_row(key, fmt(result.before.get(key)), fmt(result.after.get(key)), interval)
     table.add_row("n (test units)", str(result.before.get("n_units")), str(result.after.get("n_units")))
     console.print(table)
     b = result.budget
@@ -41,6 +43,39 @@ def _print_result(result: Any, log_path: Path | None) -> None:
                       highlight=False, markup=False, soft_wrap=True)
     if log_path is not None:
         console.print(f"log: {log_path}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _progress() -> Any:
+    """On a terminal: a status line (candidates tried, LM calls of the budget, best so far) refreshed twice a second
+    on the real stderr, which the quiet log redirect does not capture; nothing when piped."""
+    import contextlib
+    import threading
+
+    from rich.console import Console
+
+    console = Console(file=sys.stderr)
+    if not console.is_terminal:
+        return contextlib.nullcontext()
+
+    @contextlib.contextmanager
+    def show() -> Any:
+        from scijudge.optimization._progress import progress_text
+
+        stop = threading.Event()
+        with console.status("optimizing ...") as status:
+            def refresh() -> None:
+                while not stop.wait(0.5):
+                    status.update(f"optimizing: {progress_text()}")
+
+            thread = threading.Thread(target=refresh, daemon=True)
+            thread.start()
+            try:
+                yield
+            finally:
+                stop.set()
+                thread.join(timeout=2)
+
+    return show()
 
 
 def _split_option(text: str | None, seed: int | None) -> Any:
@@ -89,7 +124,7 @@ def optimize_cmd(
     judge: Annotated[str, typer.Option("--judge", "-j", help="Judge to optimize: shipped name or spec path.")],
     labels: Annotated[Path, typer.Option("--labels", "-l", help="Human labels: JSONL or CSV (with --tasks: ResearchRubrics human verdicts JSONL).")],
     model: Annotated[list[str], typer.Option("--model", "-m", help="Model the judge runs on; repeat to compare models.")],
-    recipe: Annotated[list[str], typer.Option("--recipe", "-r", help="Recipe file (optimizers/mipro.toml) or shipped name (mipro); repeat to compare.")],
+    recipe: Annotated[list[str], typer.Option("--recipe", help="Recipe file (optimizers/mipro.toml) or shipped name (mipro); repeat to compare.")],
     items: Annotated[Path | None, typer.Option("--items", "-i", help="Items in canonical JSONL.")] = None,
     tasks: Annotated[Path | None, typer.Option(help="ResearchRubrics task file (JSONL), instead of --items: with --reports, the checklist judge's items.")] = None,
     reports: Annotated[Path | None, typer.Option(help="Folder of <sample_id>.md reports (or reports JSONL) for --tasks.")] = None,
@@ -132,7 +167,7 @@ def optimize_cmd(
         folder = target.parent if target.suffix == ".toml" else target
         log_path = None if verbose else folder / "optimize.log"
         lm = make_lm(model[0], api_base=api_base, cache=cache)
-        with quiet_to(log_path):
+        with _progress(), quiet_to(log_path):
             result = run_plan(plan, lm, prompt_lm=prompt_lm, out=target, track=track, robustness=robustness)
         _print_result(result, log_path)
         return result
@@ -141,14 +176,24 @@ def optimize_cmd(
     lms = [make_lm(m, api_base=api_base, cache=cache) for m in model]
     for lm in lms + ([prompt_lm] if prompt_lm is not None else []):
         preflight(lm)  # every model answers before anything runs
-    with quiet_to(log_path):
+    with _progress(), quiet_to(log_path):
         frame = run_experiment(recipes, lms, judge=judge, items=items, labels=labels, prompt_lm=prompt_lm, out=folder,
                                track=track, split=split_spec, check_model=False, robustness=robustness)
-    columns = [c for c in ("recipe", "model", "status", "n_test", "lm_calls", "exact_after", "balanced_accuracy_after",
-                           "score_after", "robustness_after", "stopped", "reason") if c in frame.columns]
+    columns = [c for c in ("recipe", "model", "status", "n_test", "lm_calls", "exact_after", "exact_after_lo",
+                           "exact_after_hi", "balanced_accuracy_after", "balanced_accuracy_after_lo",
+                           "balanced_accuracy_after_hi", "score_after", "score_after_lo", "score_after_hi",
+                           "robustness_after", "stopped", "reason") if c in frame.columns]
     sys.stdout.write(f"split {frame['split'].iloc[0]} for every recipe; the (base judge) rows are each model's "
                      "baseline; *_after columns are held-out statistics\n")
     sys.stdout.write(frame[columns].to_string(index=False) + "\n")
+    from scijudge.commands._console import console
+    from scijudge.optimization._api import MIN_TEST_UNITS
+
+    small = frame["n_test"].dropna()
+    if len(small) and small.min() < MIN_TEST_UNITS:
+        console.print(f"[yellow]warning:[/] only {int(small.min())} test unit(s), fewer than {MIN_TEST_UNITS}: the "
+                      "held-out statistics are noisy; read their 95% intervals (<stat>_after_lo, <stat>_after_hi)",
+                      highlight=False, soft_wrap=True)
     sys.stdout.write(f"table: {folder / 'experiment.csv'}  plot: {folder / 'experiment.png'}"
                      + (f"  log: {log_path}" if log_path else "") + "\n")
     return frame

@@ -9,6 +9,9 @@ import typer
 
 from scijudge.errors import InputError
 
+_ROBUSTNESS_COLUMNS = ("key", "item_id", "judge", "part", "family", "spec_hash", "model", "endpoint", "input_hash",
+                       "decoding", "status", "score", "verdict", "confidence", "result", "created_at", "current")
+
 
 def robustness_cmd(
     runs: Annotated[list[Path], typer.Argument(help="Run stores holding judgments of originals and their variants.")],
@@ -34,14 +37,16 @@ def robustness_cmd(
         raise InputError("give at least one run store", field="runs")
     frames = []
     for path, name in zip(runs, _source_names(list(runs))):
+        if not Path(path).exists():
+            raise InputError("run store not found", file=path)
         with Run(path, create=False) as store:
-            frame = store.to_pandas()
+            frame = store.to_pandas(columns=_ROBUSTNESS_COLUMNS)  # not the attempt logs, probs or free text
         frame["source"] = name
         frames.append(frame)
     result = robustness_table(pd.concat(frames, ignore_index=True), n_boot=n_boot, seed=seed)
-    print_frame(result.table, title="Robustness (drop = original − variant; judge * pools a model's judges)")
-    left = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in result.excluded.items() if v)
-    typer.echo(f"left out: {left or 'nothing'}", err=True)
-    if out is not None:
+    if out is not None:  # files first: a closed pipe (| head) must not lose them
         paths = write_robustness(result, out)
         typer.echo(f"wrote {paths['csv']} and {paths['html']}", err=True)
+    left = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in result.excluded.items() if v)
+    typer.echo(f"left out: {left or 'nothing'}", err=True)
+    print_frame(result.table, title="Robustness (drop = original − variant; judge * pools a model's judges)")

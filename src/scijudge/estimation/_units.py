@@ -17,6 +17,9 @@ from scijudge.errors import InputError
 from scijudge.metrics.groups import prepare_judgments
 
 ScaleTuple = tuple[float, float, float]
+ESTIMANDS: dict[str, str] = {"mean": "mean human rating", "median": "median consensus"}
+"""What ``human`` is per unit: ``mean`` (default) the mean of its annotators' scores, so the estimate targets the
+mean human rating; ``median`` calibration's consensus (the median snapped to the scale)."""
 UNIT_COLUMNS = ["source", "judge", "model", "group", "item_id", "part", "pair", "status", "score", "probs", "human"]
 
 
@@ -27,6 +30,9 @@ class Units:
     frame: pd.DataFrame
     label_only: pd.DataFrame  # judge, model, group, n_label_only
     scales: dict[str, ScaleTuple]
+    estimand: str = "mean"
+    notes: list[str] | None = None
+    by_run: bool = True  # the groups are the runs (no item meta grouping)
 
 
 def calibration_rules() -> Any:
@@ -60,9 +66,19 @@ def _lookup(item_ids: pd.Series, mapping: Mapping[str, str], field: str, sources
 
 def match_units(judgments: pd.DataFrame, labels: pd.DataFrame, *, groups: Mapping[str, str] | None = None,
                 pairs: Mapping[str, str] | None = None, group_field: str = "group",
-                scale: ScaleTuple | Mapping[str, ScaleTuple] | None = None) -> Units:
-    """Join run-store rows with human consensus scores; group by ``groups[item_id]`` or, without it, by run."""
+                scale: Any = None, estimand: str = "mean") -> Units:
+    """Join run-store rows with human scores; group by ``groups[item_id]`` or, without it, by run.
+
+    ``scale`` as in ``calibrate`` (``(lo, hi, step[, "continuous"])``, or a mapping judge -> scale);
+    ``estimand`` is ``mean`` (each unit's mean over its annotators: the mean human rating) or ``median``
+    (calibration's median consensus). Labels that match no judgment at all are an error; labels of judges
+    no run has are left out and counted in ``notes``.
+    """
+    if estimand not in ESTIMANDS:
+        raise InputError(f"unknown estimand {estimand!r}: use {' or '.join(ESTIMANDS)}", field="human")
     rules = calibration_rules()
+    from scijudge.metrics.calibration.scales import _resolve_scales
+
     df = prepare_judgments(judgments)
     df = df.assign(model=_model_labels(df))  # the current judgment per (run, judge, model, item, part) counts
     df = df.drop_duplicates(["source", "judge", "model", "spec_hash", "item_id", "part"], keep="last")
@@ -70,16 +86,40 @@ def match_units(judgments: pd.DataFrame, labels: pd.DataFrame, *, groups: Mappin
     df["pair"] = df["item_id"] if pairs is None else _lookup(df["item_id"], pairs, "pair field", df["source"])
     lab = rules._prepare_labels(labels)
     judges = sorted(set(df["judge"]))
-    scales = rules._resolve_scales(df, judges, scale)
-    rules._validate_scores(df, lab[lab["judge"].isin(judges)], scales)
-    consensus, _, _ = rules._consensus(lab, scales)
+    notes: list[str] = []
+    other = lab[~lab["judge"].isin(judges)]
+    if len(other):
+        names = sorted(other["judge"].unique())
+        notes.append(f"{len(other)} label(s) of judge(s) no run has were left out: {', '.join(names[:5])}"
+                     + (" ..." if len(names) > 5 else ""))
+    lab = lab[lab["judge"].isin(judges)]
+    scales, continuous, _ = _resolve_scales(df, judges, scale)
+    rules._validate_scores(df, lab, scales, continuous)
+    consensus, _, _ = rules._consensus(lab, scales, continuous)
+    if estimand == "mean":
+        keys = ["item_id", "judge", "part"]
+        means = lab[lab["score"].notna()].groupby(keys, sort=False)["score"].mean().rename("h_mean").reset_index()
+        consensus = consensus.merge(means, on=keys, how="left").assign(h_score=lambda c: c["h_mean"])
+        consensus = consensus.drop(columns="h_mean")
     df = df.reset_index(drop=True)
     df["_row"] = np.arange(len(df))
     matched = rules._attach(df, consensus)
+    if len(consensus) and matched.empty:
+        raise InputError(
+            f"no judgment matches a label on (item_id, judge, part): the runs judged {df['item_id'].nunique()} "
+            f"items with {judges[:4]}, the labels cover {lab['item_id'].nunique()} items; check the ids",
+            field="labels")
+    if not len(consensus):
+        raise InputError("no score label of a judge in the runs: nothing to estimate the human mean from"
+                         + (f" ({notes[0]})" if notes else ""), field="labels")
     df["human"] = np.nan
     df.loc[matched["_row"].to_numpy(), "human"] = matched["h_score"].to_numpy()
     label_only = _label_only(df, consensus, groups)
-    return Units(df[UNIT_COLUMNS].copy(), label_only, scales)
+    n_unmatched = int(label_only["n_label_only"].sum())
+    if n_unmatched:
+        notes.append(f"{n_unmatched} labelled unit(s) have no judgment of some model (counted as n_label_only, "
+                     "never imputed)")
+    return Units(df[UNIT_COLUMNS].copy(), label_only, scales, estimand, notes, by_run=groups is None)
 
 
 def _label_only(df: pd.DataFrame, consensus: pd.DataFrame, groups: Mapping[str, str] | None) -> pd.DataFrame:

@@ -15,14 +15,16 @@ from typing import Any
 import pandas as pd
 
 from scijudge.errors import InputError
-from scijudge.estimation._units import ScaleTuple, Units, match_units
+from scijudge.estimation._units import Units, match_units
 from scijudge.estimation.ppi import Estimate, classical_mean, difference, labels_needed, ppi_mean
 
 METHODS = ("ppi", "human-only", "judge-only")
 ESTIMATE_COLUMNS = [
     "judge", "model", "group", "method", "estimate", "lo", "hi", "se", "n_labeled", "n_unlabeled",
-    "n_abstained", "n_label_only", "lam", "kind", "paired", "alpha",
+    "n_abstained", "n_label_only", "lam", "kind", "paired", "alpha", "estimand",
 ]
+_DIMENSIONS = ("judge", "model", "group")  # the order of the per-(judge, model, group) keys
+_SEARCH = ("group", "model", "judge")  # which dimension two --compare names are looked up in, first to last
 
 
 def _three(sub: pd.DataFrame, alpha: float) -> dict[str, Estimate]:
@@ -56,12 +58,15 @@ def _paired_three(a: pd.DataFrame, b: pd.DataFrame, alpha: float) -> dict[str, E
 
 
 def _rows(judge: str, model: str, group: str, results: Mapping[str, Estimate], *, n_abstained: int,
-          n_label_only: int, kind: str, paired: bool | None, alpha: float) -> list[dict[str, Any]]:
+          n_label_only: int, kind: str, paired: bool | None, alpha: float,
+          estimand: str = "mean") -> list[dict[str, Any]]:
+    from scijudge.estimation._units import ESTIMANDS
+
     out = []
     for method in METHODS:
         row = {"judge": judge, "model": model, "group": group, "method": method, **results[method].as_dict(),
                "n_abstained": n_abstained, "n_label_only": n_label_only, "kind": kind, "paired": paired,
-               "alpha": alpha}
+               "alpha": alpha, "estimand": ESTIMANDS.get(estimand, estimand)}
         if method != "ppi":
             row["lam"] = math.nan
         out.append(row)
@@ -77,33 +82,59 @@ def estimate_units(units: Units, *, compare: Sequence[str] | None = None, alpha:
         per_key[(judge, model, group)] = sub
         rows += _rows(judge, model, group, _three(sub, alpha), n_abstained=int((sub["status"] == "abstained").sum()),
                       n_label_only=int(label_only.get((judge, model, group), 0)), kind="mean", paired=None,
-                      alpha=alpha)
+                      alpha=alpha, estimand=units.estimand)
     if compare:
-        rows += _compare_rows(per_key, label_only, compare, alpha)
+        rows += _compare_rows(per_key, label_only, compare, alpha, units.estimand, by_run=units.by_run)
     return pd.DataFrame(rows, columns=ESTIMATE_COLUMNS)
 
 
 def _compare_rows(per_key: dict[tuple[str, str, str], pd.DataFrame], label_only: pd.Series,
-                  compare: Sequence[str], alpha: float) -> list[dict[str, Any]]:
+                  compare: Sequence[str], alpha: float, estimand: str = "mean",
+                  by_run: bool = True) -> list[dict[str, Any]]:
+    """``A - B`` where A and B are two groups (runs or --by values), two models or two judges: one row set per
+    combination of the other two, paired on shared (pair, part) keys, independent otherwise. Two models or
+    judges of different runs are compared when the groups are the runs (``by_run``)."""
     if len(compare) != 2 or compare[0] == compare[1]:
         raise InputError(f"compare needs two different groups, got {list(compare)}", field="compare")
     name_a, name_b = (str(c) for c in compare)
-    groups = {g for _, _, g in per_key}
-    for name in (name_a, name_b):
-        if name not in groups:
-            raise InputError(f"no group named {name!r} (groups: {', '.join(sorted(groups))})", field="compare")
+    values = {dim: {key[i] for key in per_key} for i, dim in enumerate(_DIMENSIONS)}
+    dims = [d for d in _SEARCH if name_a in values[d] and name_b in values[d]]
+    if not dims:
+        missing = name_b if any(name_a in v for v in values.values()) else name_a
+        raise InputError(f"no group named {missing!r}: compare two groups ({', '.join(sorted(values['group']))}), "
+                         f"two models ({', '.join(sorted(values['model']))}) or two judges "
+                         f"({', '.join(sorted(values['judge'])[:6])})", field="compare")
+    for dim in dims:  # two runs named like their models: the groups share no judge and model, the models do
+        rows = _compare_along(per_key, label_only, dim, name_a, name_b, alpha, estimand, by_run)
+        if rows:
+            return rows
+    others = " and ".join(d for d in _DIMENSIONS if d != dims[0])
+    raise InputError(f"{dims[0]}s {name_a!r} and {name_b!r} never occur with the same {others}: nothing to "
+                     "compare", field="compare")
+
+
+def _compare_along(per_key: dict[tuple[str, str, str], pd.DataFrame], label_only: pd.Series, dim: str,
+                   name_a: str, name_b: str, alpha: float, estimand: str, by_run: bool) -> list[dict[str, Any]]:
+    axis = _DIMENSIONS.index(dim)
+    sides: dict[tuple[str, str, str], list[tuple[tuple[str, str, str], pd.DataFrame]]] = {}
+    for key, sub in per_key.items():
+        reduced = (key[0], key[1], "" if dim != "group" and by_run else key[2])
+        sides.setdefault(reduced, []).append((key, sub))
+    rest = sorted({tuple(v for i, v in enumerate(key) if i != axis) for key in sides})
     rows = []
-    for judge, model in sorted({(j, m) for j, m, _ in per_key}):
-        a, b = per_key.get((judge, model, name_a)), per_key.get((judge, model, name_b))
-        if a is None or b is None:
+    for other in rest:
+        ka = tuple([*other[:axis], name_a, *other[axis:]])
+        kb = tuple([*other[:axis], name_b, *other[axis:]])
+        if ka not in sides or kb not in sides:
             continue
+        a = pd.concat([sub for _, sub in sides[ka]], ignore_index=True)
+        b = pd.concat([sub for _, sub in sides[kb]], ignore_index=True)
         for name, side in ((name_a, a), (name_b, b)):
             twice = side.duplicated(["pair", "part"])
             if twice.any():
                 key = side.loc[twice, "pair"].iloc[0]
-                raise InputError(f"group {name!r} of judge {judge!r} holds pair key {key!r} more than once: "
-                                 "pair items by a field that is unique within each group",
-                                 field="pair_by")
+                raise InputError(f"{dim} {name!r} holds pair key {key!r} more than once: pair items by a field "
+                                 "that is unique within each group", field="pair_by")
         shared = bool(pd.Index(a["pair"] + "\0" + a["part"]).isin(b["pair"] + "\0" + b["part"]).any())
         if shared:
             results = _paired_three(a, b, alpha)
@@ -111,15 +142,19 @@ def _compare_rows(per_key: dict[tuple[str, str, str], pd.DataFrame], label_only:
             ea, eb = _three(a, alpha), _three(b, alpha)
             results = {m: difference(ea[m], eb[m], alpha) for m in METHODS}
         n_abs = int((a["status"] == "abstained").sum() + (b["status"] == "abstained").sum())
-        n_lo = int(label_only.get((judge, model, name_a), 0) + label_only.get((judge, model, name_b), 0))
-        rows += _rows(judge, model, f"{name_a} - {name_b}", results, n_abstained=n_abs, n_label_only=n_lo,
-                      kind="difference", paired=bool(shared), alpha=alpha)
+        n_lo = int(sum(label_only.get(k, 0) for k, _ in sides[ka] + sides[kb]))
+        label = list(ka)
+        label[axis] = f"{name_a} - {name_b}"
+        if not label[2]:
+            label[2] = " - ".join("+".join(sorted({k[2] for k, _ in sides[s]})) for s in (ka, kb))
+        rows += _rows(label[0], label[1], label[2], results, n_abstained=n_abs, n_label_only=n_lo,
+                      kind="difference", paired=bool(shared), alpha=alpha, estimand=estimand)
     return rows
 
 
 def estimate(judgments: pd.DataFrame, labels: pd.DataFrame, *, groups: Mapping[str, str] | None = None,
              pairs: Mapping[str, str] | None = None, compare: Sequence[str] | None = None, alpha: float = 0.05,
-             scale: ScaleTuple | Mapping[str, ScaleTuple] | None = None) -> pd.DataFrame:
+             scale: Any = None, estimand: str = "mean") -> pd.DataFrame:
     """Mean human score per (judge, model, group) by PPI++, human-only and judge-only, with (1 - alpha) intervals.
 
     Args:
@@ -128,11 +163,14 @@ def estimate(judgments: pd.DataFrame, labels: pd.DataFrame, *, groups: Mapping[s
         groups: ``item_id -> group`` (e.g. the system that wrote the answer); ``None`` groups by run (``source``).
         pairs: ``item_id -> pair key`` for paired differences (e.g. the question both systems answered);
             ``None`` pairs by item id. A difference is paired when the two groups share pair keys.
-        compare: two group names: adds rows ``kind="difference"`` for ``A - B``.
+        compare: two group names, two models or two judges: adds rows ``kind="difference"`` for ``A - B``.
         alpha: 1 - the interval's coverage.
-        scale: score scale(s) as in ``calibrate`` (default: the judge's spec or family).
+        scale: score scale(s) as in ``calibrate``, ``(lo, hi, step, "continuous")`` included (default: the
+            judge's spec or family).
+        estimand: ``mean`` (default): the mean human rating (each unit's mean over its annotators, averaged
+            over units); ``median``: the median consensus snapped to the scale, as ``calibrate`` uses.
     """
-    units = match_units(judgments, labels, groups=groups, pairs=pairs, scale=scale)
+    units = match_units(judgments, labels, groups=groups, pairs=pairs, scale=scale, estimand=estimand)
     return estimate_units(units, compare=compare, alpha=alpha)
 
 

@@ -5,10 +5,14 @@ A file (JSONL or CSV) or a DataFrame with one judgment per row: ``item_id``, ``j
 ``reason``, and for perturbed answers ``variant_of`` (the original item's id), ``level`` (``subtle``,
 ``extreme`` or any name; ``original`` or empty marks an original) and ``changed`` (false: the variant's text
 equals the original's, so robustness leaves it out). A row with neither score nor verdict is
-an abstention with a reason. Bad rows are collected with their line and field, never guessed at. Every
-record carries where it came from (``result.imported_from``, ``result.sha256``, ``result.line``).
+an abstention with a reason. Bad rows are collected with their line and field, never guessed at: a score
+that is a boolean or not a finite number (JSON ``NaN`` as CSV ``nan``), a second row for the same (item,
+judge, part, model, endpoint). Every record carries where it came from (``result.imported_from``,
+``result.sha256``, ``result.line``). Line numbers are the file's lines (a CSV field may span several).
 
-Importers return records and never open a run store: the ``import-judgments`` command writes them.
+Files are read as a stream (``read_judgments``): rows become record dicts one at a time, so an import of any
+size takes flat memory. Importers return records and never open a run store: the ``import-judgments``
+command writes them.
 """
 
 from __future__ import annotations
@@ -16,10 +20,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from scijudge.errors import InputError
 from scijudge.records import JudgeResult
@@ -31,6 +36,7 @@ OPTIONAL_FIELDS = ("score", "verdict", "part", "family", "rationale", "confidenc
                    "variant_of", "level", "changed")
 ORIGINAL_LEVELS = frozenset({"", "original", "benign", "none"})
 DEFAULT_FAMILY = "imported"
+_GROUP = ("item_id", "judge", "part", "model", "endpoint")
 
 
 @dataclass
@@ -57,6 +63,74 @@ class ImportedJudgments:
                 "abstained": self.n_abstained, "bad_rows": len(self.errors)}
 
 
+class JudgmentStream:
+    """Rows read one at a time as record dicts (``JudgeResult.model_dump(mode="json")``'s shape, validated
+    here), with the bad rows and counts gathered on the way. Iterate once; then ``finish()`` checks what can
+    only be checked at the end (every ``--map`` source column was seen) and raises if it fails."""
+
+    def __init__(self, rows: Iterable[tuple[int, Mapping[str, Any]]], *, source: str, sha256: str = "",
+                 mapping: Mapping[str, str] | None = None, check_columns: bool = False) -> None:
+        self.source, self.sha256 = source, sha256
+        self.errors: list[InputError] = []
+        self.n_rows = self.n_imported = self.n_abstained = self.n_variants = 0
+        self._rows = rows
+        self._mapping = dict(mapping or {})
+        self._check_columns = check_columns  # JSONL: sources of the mapping must appear somewhere
+        self._seen_sources: set[str] = set()
+        self._first_line: dict[tuple[str, ...], int] = {}
+        self._created_at = datetime.now(UTC).isoformat(timespec="seconds")
+
+    def bad(self, error: InputError) -> None:
+        """Count a row that could not be read at all (not JSON, not UTF-8)."""
+        self.n_rows += 1
+        self.errors.append(error)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        mapping = self._mapping
+        conflicts = [(s, t) for s, t in mapping.items() if t not in mapping]  # a target also present as is
+        for line, raw in self._rows:
+            self.n_rows += 1
+            if mapping:
+                if self._check_columns:
+                    self._seen_sources.update(s for s in mapping if s in raw)
+                for source, target in conflicts:
+                    if source in raw and target in raw:
+                        raise _conflict(source, target, self.source, line)
+                row = {mapping.get(k, k): v for k, v in raw.items()}
+            else:
+                row = dict(raw)
+            try:
+                dump = _record(row, self.source, self.sha256, line, self._created_at)
+                group = tuple(dump[c] for c in _GROUP)
+                first = self._first_line.setdefault(group, line)
+                if first != line:
+                    raise InputError(f"a second judgment of item {dump['item_id']!r} by judge {dump['judge']!r} "
+                                     f"and model {dump['model']!r} (the first is on line {first}); one row per "
+                                     "(item, judge, part, model, endpoint)", file=self.source, line=line,
+                                     field="item_id")
+            except InputError as exc:
+                self.errors.append(exc)
+                continue
+            self.n_imported += 1
+            self.n_abstained += dump["status"] == "abstained"
+            self.n_variants += bool(dump["result"].get("variant_of"))
+            yield dump
+
+    def finish(self) -> None:
+        """Raise when a ``--map`` source column appeared in no row; sort the bad rows by line."""
+        if self._check_columns:
+            unseen = [s for s in self._mapping if s not in self._seen_sources]
+            if unseen and self.n_rows:
+                raise InputError(f"--map {unseen[0]}={self._mapping[unseen[0]]}: no row has a field "
+                                 f"{unseen[0]!r}", file=self.source, field="map")
+        self.errors.sort(key=lambda e: e.line or 0)
+
+    def meta(self) -> dict[str, Any]:
+        """Run-level record of this import (file, hash, counts) for ``Run.set_meta``."""
+        return {"file": self.source, "sha256": self.sha256, "rows": self.n_rows, "imported": self.n_imported,
+                "abstained": self.n_abstained, "bad_rows": len(self.errors)}
+
+
 def parse_mapping(pairs: list[str] | None) -> dict[str, str]:
     """``["rating=score", "llm=model"]`` → ``{"rating": "score", "llm": "model"}`` (source column → field)."""
     out: dict[str, str] = {}
@@ -69,25 +143,43 @@ def parse_mapping(pairs: list[str] | None) -> dict[str, str]:
         if target not in known:
             raise InputError(f"unknown field {target!r} in {pair!r}: use one of {', '.join(sorted(known))}",
                              field="map")
+        if source in out and out[source] != target:
+            raise InputError(f"column {source!r} is mapped twice ({out[source]!r} and {target!r})", field="map")
+        other = next((s for s, t in out.items() if t == target and s != source), None)
+        if other is not None:
+            raise InputError(f"two columns are mapped to {target!r}: {other!r} and {source!r}; map one only",
+                             field="map")
         out[source] = target
     return out
 
 
-def _missing(value: Any) -> bool:
-    if value is None:
-        return True
-    if isinstance(value, float) and math.isnan(value):
-        return True
-    return isinstance(value, str) and not value.strip()
+def _conflict(source: str, target: str, file: str, line: int | None) -> InputError:
+    return InputError(f"column {source!r} is mapped to {target!r}, but there is a column {target!r} too: drop "
+                      f"one, or map {target!r} to another field", file=file, line=line, field=target)
 
 
-def _text(value: Any) -> str:
+def _given(row: Mapping[str, Any], name: str) -> Any:
+    """The row's value of ``name``, None when absent or blank."""
+    value = row.get(name)
+    if value is None or (value.__class__ is str and not value.strip()):
+        return None
+    return value
+
+
+def _text(value: Any, name: str, source: str, line: int) -> str:
+    if value.__class__ is str:
+        return value.strip()
+    if isinstance(value, bool) or isinstance(value, (dict, list)) or \
+            (isinstance(value, float) and not math.isfinite(value)):
+        raise InputError(f"{name} {value!r} is not text", file=source, line=line, field=name)
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value).strip()
 
 
 def _number(value: Any, name: str, source: str, line: int) -> float:
+    if isinstance(value, bool):
+        raise InputError(f"{name} {json.dumps(value)} is a boolean, not a number", file=source, line=line, field=name)
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -106,16 +198,21 @@ def _flag(value: Any, source: str, line: int) -> bool:
     raise InputError(f"changed {value!r} is not true/false", file=source, line=line, field="changed")
 
 
-def _record(row: Mapping[str, Any], source: str, sha: str, line: int) -> JudgeResult:
-    """One row → one JudgeResult; raises an InputError naming the line and field."""
+def _record(row: Mapping[str, Any], source: str, sha: str, line: int, created_at: str) -> dict[str, Any]:
+    """One row → one record dict in ``JudgeResult.model_dump(mode="json")``'s shape; raises an InputError
+    naming the line and field."""
     values = {}
     for name in REQUIRED_FIELDS:
-        if _missing(row.get(name)):
+        value = _given(row, name)
+        if value is None:
             raise InputError(f"missing {name}", file=source, line=line, field=name)
-        values[name] = _text(row[name])
+        values[name] = _text(value, name, source, line)
+    text = {}
+    for name in ("level", "variant_of", "endpoint", "verdict", "part", "family"):
+        value = _given(row, name)
+        text[name] = None if value is None else _text(value, name, source, line)
     item_id = values["item_id"]
-    level = "" if _missing(row.get("level")) else _text(row["level"])
-    variant_of = "" if _missing(row.get("variant_of")) else _text(row["variant_of"])
+    level, variant_of = text["level"] or "", text["variant_of"] or ""
     if level.lower() in ORIGINAL_LEVELS:
         if variant_of:
             raise InputError(f"variant_of {variant_of!r} given for an original (level {level or 'empty'!r}); "
@@ -127,50 +224,53 @@ def _record(row: Mapping[str, Any], source: str, sha: str, line: int) -> JudgeRe
     provenance: dict[str, Any] = {"imported_from": source, "sha256": sha, "line": line}
     if variant_of:
         provenance.update(variant_of=variant_of, level=level)
-        if not _missing(row.get("changed")):
-            provenance["changed"] = _flag(row["changed"], source, line)
-    endpoint = None if _missing(row.get("endpoint")) else _text(row["endpoint"])
-    extra: dict[str, Any] = {}
-    if endpoint is not None:
-        if "endpoint" in JudgeResult.model_fields:  # the store knows endpoints: keep it where it belongs
-            extra["endpoint"] = endpoint
-        else:
-            provenance["endpoint"] = endpoint
-    confidence = None
-    if not _missing(row.get("confidence")):
-        confidence = _number(row["confidence"], "confidence", source, line)
+        changed = _given(row, "changed")
+        if changed is not None:
+            provenance["changed"] = _flag(changed, source, line)
+    confidence = _given(row, "confidence")
+    if confidence is not None:
+        confidence = _number(confidence, "confidence", source, line)
         if not 0.0 <= confidence <= 1.0:
             raise InputError(f"confidence {confidence:g} is outside [0, 1]", file=source, line=line, field="confidence")
-    score = None if _missing(row.get("score")) else _number(row["score"], "score", source, line)
-    verdict = None if _missing(row.get("verdict")) else _text(row["verdict"])
+    score = _given(row, "score")
+    if score is not None:
+        score = _number(score, "score", source, line)
+    verdict = text["verdict"]
     if score is not None and verdict is not None:
         raise InputError("give a score or a verdict, not both", file=source, line=line, field="verdict")
-    common = dict(item_id=item_id, judge=values["judge"], model=values["model"],
-                  part="" if _missing(row.get("part")) else _text(row["part"]),
-                  family=DEFAULT_FAMILY if _missing(row.get("family")) else _text(row["family"]),
-                  spec_hash=IMPORTED_SPEC_HASH, result=provenance, **extra)
-    rationale = None if _missing(row.get("rationale")) else str(row["rationale"])
+    rationale = _given(row, "rationale")
+    rationale = None if rationale is None else str(rationale)
+    dump = dict(_TEMPLATE, item_id=item_id, judge=values["judge"], model=values["model"], part=text["part"] or "",
+                family=text["family"] or DEFAULT_FAMILY, spec_hash=IMPORTED_SPEC_HASH, endpoint=text["endpoint"] or "",
+                result=provenance, rationale=rationale, created_at=created_at, attempts=[])
     if score is None and verdict is None:
-        reason = None if _missing(row.get("reason")) else str(row["reason"])
-        return JudgeResult(status="abstained", reason=reason or f"no score or verdict in {source} line {line}",
-                           rationale=rationale, **common)
-    return JudgeResult(status="ok", score=score, verdict=verdict, confidence=confidence, rationale=rationale,
-                       **common)
+        reason = _given(row, "reason")
+        reason = None if reason is None else str(reason)
+        dump.update(status="abstained", reason=reason or f"no score or verdict in {source} line {line}")
+    else:
+        dump.update(status="ok", score=score, verdict=verdict, confidence=confidence)
+    return dump
+
+
+# Every field of a JudgeResult dump at its default; _record fills in what a row gives.
+_TEMPLATE: dict[str, Any] = {
+    name: info.get_default(call_default_factory=True) for name, info in JudgeResult.model_fields.items()
+    if not info.is_required()}
+
+
+def _results(stream: JudgmentStream) -> ImportedJudgments:
+    """Consume a stream into typed results (the Python API: small enough to hold)."""
+    results = [JudgeResult.model_validate(dump) for dump in stream]
+    stream.finish()
+    return ImportedJudgments(results=results, errors=stream.errors, source=stream.source, sha256=stream.sha256,
+                             n_rows=stream.n_rows)
 
 
 def judgments_from_records(
     rows: list[tuple[int, Mapping[str, Any]]], *, source: str, sha256: str = "", mapping: Mapping[str, str] | None = None
 ) -> ImportedJudgments:
     """Records from (line, row) pairs; column names are first renamed by ``mapping`` (source → field)."""
-    mapping = dict(mapping or {})
-    out = ImportedJudgments(source=source, sha256=sha256, n_rows=len(rows))
-    for line, raw in rows:
-        row = {mapping.get(k, k): v for k, v in raw.items()} if mapping else raw
-        try:
-            out.results.append(_record(row, source, sha256, line))
-        except InputError as exc:
-            out.errors.append(exc)
-    return out
+    return _results(JudgmentStream(rows, source=source, sha256=sha256, mapping=mapping))
 
 
 def judgments_from_frame(
@@ -178,84 +278,152 @@ def judgments_from_frame(
 ) -> ImportedJudgments:
     """The Python equivalent of ``import-judgments``: one DataFrame row per judgment → records.
 
-    Row numbers in error messages start at ``first_line`` (a CSV's first data row is line 2).
+    Row numbers in error messages start at ``first_line`` (a CSV's first data row is line 2). Missing cells
+    (NaN, None) are missing values.
     """
     import pandas as pd
 
     if not isinstance(frame, pd.DataFrame):
         raise InputError(f"expected a pandas DataFrame, got {type(frame).__name__}")
-    renamed = frame.rename(columns=dict(mapping or {}))
-    missing = [c for c in REQUIRED_FIELDS if c not in renamed.columns]
-    if missing:
-        raise InputError(f"no column {missing[0]!r} (columns: {', '.join(map(str, frame.columns))}); "
-                         "rename with --map SOURCE=FIELD", file=source, field=missing[0])
-    if "score" not in renamed.columns and "verdict" not in renamed.columns:
-        raise InputError("needs a 'score' or a 'verdict' column; rename with --map SOURCE=FIELD", file=source,
-                         field="score")
+    _check_header([str(c) for c in frame.columns], mapping, source, kind="column")
     digest = hashlib.sha256(pd.util.hash_pandas_object(frame.astype(str), index=False).to_numpy().tobytes()).hexdigest()
-    records = renamed.to_dict(orient="records")
-    return judgments_from_records(list(enumerate(records, first_line)), source=source, sha256=digest)
+    records = frame.astype(object).where(frame.notna(), None).to_dict(orient="records")
+    return judgments_from_records(list(enumerate(records, first_line)), source=source, sha256=digest, mapping=mapping)
 
 
-def load_judgments(path: str | Path, *, mapping: Mapping[str, str] | None = None) -> ImportedJudgments:
-    """Read a JSONL or CSV file of judgments (by extension; ``.csv``/``.tsv`` or else JSONL)."""
+def read_judgments(path: str | Path, *, mapping: Mapping[str, str] | None = None) -> JudgmentStream:
+    """A JSONL or CSV file of judgments (by extension; ``.csv``/``.tsv`` or else JSONL) as a stream of records.
+
+    Raises (before any row is read) when the file is missing, or when a CSV header lacks a required column or
+    names a mapped column twice; bad rows are collected in the stream's ``errors``.
+    """
     path = Path(path)
     if not path.is_file():
         raise InputError("file not found", file=path)
-    data = path.read_bytes()
-    sha = hashlib.sha256(data).hexdigest()
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 (byte {exc.start})", file=path) from None
+    sha = _file_sha256(path)
     if path.suffix.lower() in (".csv", ".tsv"):
-        return _from_csv(text, path, sha, mapping, "\t" if path.suffix.lower() == ".tsv" else ",")
-    rows: list[tuple[int, Mapping[str, Any]]] = []
-    bad: list[InputError] = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            bad.append(InputError(f"not valid JSON: {exc.msg} (column {exc.colno})", file=path, line=number))
-            continue
-        if not isinstance(obj, dict):
-            bad.append(InputError(f"expected a JSON object, got {type(obj).__name__}", file=path, line=number))
-            continue
-        rows.append((number, obj))
-    _check_columns([k for _, r in rows[:1] for k in r], mapping, path)
-    out = judgments_from_records(rows, source=str(path), sha256=sha, mapping=mapping)
-    out.errors = sorted(bad + out.errors, key=lambda e: e.line or 0)
-    out.n_rows += len(bad)
-    return out
+        return _csv_stream(path, sha, mapping, "\t" if path.suffix.lower() == ".tsv" else ",")
+    stream = JudgmentStream((), source=str(path), sha256=sha, mapping=mapping, check_columns=True)
+    stream._rows = _jsonl_rows(path, stream)
+    return stream
 
 
-def _check_columns(columns: list[str], mapping: Mapping[str, str] | None, path: Path) -> None:
-    """Fail once, early, when the first row shows a required column is absent (not once per row)."""
-    if not columns:
-        return
-    names = {(mapping or {}).get(c, c) for c in columns}
+def load_judgments(path: str | Path, *, mapping: Mapping[str, str] | None = None) -> ImportedJudgments:
+    """Read a JSONL or CSV file of judgments into typed results (``read_judgments`` streams instead)."""
+    return _results(read_judgments(path, mapping=mapping))
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _jsonl_rows(path: Path, stream: JudgmentStream) -> Iterator[tuple[int, Mapping[str, Any]]]:
+    fast_loads: Any = None  # orjson (a dependency of DSPy) reads a line several times faster
+    try:
+        import orjson
+
+        fast_loads = orjson.loads
+    except ImportError:  # pragma: no cover
+        pass
+    with path.open("rb") as handle:
+        for number, line in enumerate(handle, 1):
+            if number == 1 and line.startswith(b"\xef\xbb\xbf"):
+                line = line[3:]
+            if not line.strip():
+                continue
+            obj = None
+            if fast_loads is not None:
+                try:
+                    obj = fast_loads(line)
+                except ValueError:  # orjson's JSONDecodeError: json says what is wrong (and reads NaN)
+                    obj = None
+            try:
+                if obj is None:
+                    obj = json.loads(line.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                stream.bad(InputError(f"not UTF-8 (byte {exc.start} of the line)", file=path, line=number))
+                continue
+            except json.JSONDecodeError as exc:
+                stream.bad(InputError(f"not valid JSON: {exc.msg} (column {exc.colno})", file=path, line=number))
+                continue
+            except RecursionError:
+                stream.bad(InputError("JSON nested too deeply to read", file=path, line=number))
+                continue
+            if not isinstance(obj, dict):
+                stream.bad(InputError(f"expected a JSON object, got {type(obj).__name__}", file=path, line=number))
+                continue
+            yield number, obj
+
+
+def _check_header(columns: list[str], mapping: Mapping[str, str] | None, source: str | Path, *,
+                  kind: str = "field") -> None:
+    """Fail once, early, on what the header shows: a required column absent, a mapped column absent or
+    present under its target name too, neither score nor verdict."""
+    mapping = mapping or {}
+    for source_column, target in mapping.items():
+        if source_column not in columns:
+            raise InputError(f"--map {source_column}={target}: no {kind} {source_column!r} (the {kind}s are: "
+                             f"{', '.join(columns)})", file=source, field="map")
+        if target in columns and target not in mapping:
+            raise _conflict(source_column, target, str(source), None)
+    names = {mapping.get(c, c) for c in columns}
     missing = [c for c in REQUIRED_FIELDS if c not in names]
     if missing:
-        raise InputError(f"no field {missing[0]!r} (the first row has: {', '.join(columns)}); "
-                         "rename with --map SOURCE=FIELD", file=path, field=missing[0])
-
-
-def _from_csv(text: str, path: Path, sha: str, mapping: Mapping[str, str] | None, sep: str) -> ImportedJudgments:
-    import io
-
-    import pandas as pd
-
-    try:
-        frame = pd.read_csv(io.StringIO(text), sep=sep, dtype=str, keep_default_na=False, skip_blank_lines=False)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise InputError(f"cannot be read as CSV: {exc}".splitlines()[0], file=path) from None
-    _check_columns(list(frame.columns), mapping, path)
-    if "score" not in {(mapping or {}).get(c, c) for c in frame.columns} and \
-            "verdict" not in {(mapping or {}).get(c, c) for c in frame.columns}:
-        raise InputError("needs a 'score' or a 'verdict' column; rename with --map SOURCE=FIELD", file=path,
+        raise InputError(f"no {kind} {missing[0]!r} ({kind}s: {', '.join(columns)}); rename with --map SOURCE=FIELD",
+                         file=source, field=missing[0])
+    if "score" not in names and "verdict" not in names:
+        raise InputError(f"needs a 'score' or a 'verdict' {kind}; rename with --map SOURCE=FIELD", file=source,
                          field="score")
-    records = frame.to_dict(orient="records")
-    rows = [(number, r) for number, r in enumerate(records, 2) if any(str(v).strip() for v in r.values())]
-    return judgments_from_records(rows, source=str(path), sha256=sha, mapping=mapping)
+
+
+def _csv_stream(path: Path, sha: str, mapping: Mapping[str, str] | None, sep: str) -> JudgmentStream:
+    import csv
+
+    handle = path.open("r", encoding="utf-8-sig", newline="")
+    reader = csv.reader(handle, delimiter=sep)
+    try:
+        header = [h.strip() for h in next(reader)]
+    except StopIteration:
+        handle.close()
+        raise InputError("cannot be read as CSV: the file is empty", file=path) from None
+    except (csv.Error, UnicodeDecodeError) as exc:
+        handle.close()
+        raise InputError(f"cannot be read as CSV: {exc}", file=path, line=1) from None
+    try:
+        _check_header(header, mapping, path)
+    except InputError:
+        handle.close()
+        raise
+    stream = JudgmentStream((), source=str(path), sha256=sha, mapping=mapping)
+    stream._rows = _csv_rows(handle, reader, header, path, stream)
+    return stream
+
+
+def _csv_rows(handle: IO[str], reader: Any, header: list[str], path: Path,
+              stream: JudgmentStream) -> Iterator[tuple[int, Mapping[str, Any]]]:
+    import csv
+
+    width = len(header)
+    end = reader.line_num
+    with handle:
+        while True:
+            start = end + 1  # a record's own first line: quoted fields may span several
+            try:
+                record = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                raise InputError(f"cannot be read as CSV: {exc}", file=path, line=start) from None
+            except UnicodeDecodeError as exc:
+                raise InputError(f"not UTF-8 (byte {exc.start} of a block near line {start})", file=path) from None
+            end = reader.line_num
+            if not any(value.strip() for value in record):
+                continue
+            if len(record) > width:
+                stream.bad(InputError(f"{len(record)} fields, the header has {width}", file=path, line=start))
+                continue
+            yield start, dict(zip(header, record + [""] * (width - len(record))))

@@ -70,6 +70,8 @@ def make_lm(model: str, *, api_base: str | None = None, api_key: str | None = No
     register_url_secrets(api_base)
     kwargs: dict[str, Any] = {}
     if api_base:
+        api_base, url_key = _split_credentials(api_base)  # a key in the URL goes to the client, not the URL
+        api_key = api_key or url_key
         kwargs["api_base"] = api_base
         if "/" not in model:
             model = f"openai/{model}"
@@ -86,6 +88,34 @@ def make_lm(model: str, *, api_base: str | None = None, api_key: str | None = No
     except (ValueError, TypeError) as exc:
         raise ModelError(f"cannot build model {model!r}: {exc}") from exc
     return _noted(lm, recipe)
+
+
+_URL_KEY_PARAMETERS = frozenset({"api_key", "api-key", "apikey", "key", "token", "access_token"})
+
+
+def _split_credentials(url: str) -> tuple[str, str | None]:
+    """``http://user:KEY@host/v1?api_key=KEY`` -> (``http://host/v1``, ``KEY``): clients send the key as a
+    header, and a URL with userinfo or a query cannot have paths appended (``/chat/completions``)."""
+    from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return url, None
+    key = unquote(parts.password or parts.username or "") or None if "@" in parts.netloc else None
+    kept = []
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if name.lower() in _URL_KEY_PARAMETERS:
+            key = key or value or None
+        else:
+            kept.append((name, value))
+    if key is None and not parts.query:
+        return url, None
+    host = (parts.hostname or "") + (f":{port}" if port is not None else "")
+    if parts.hostname and ":" in parts.hostname:  # IPv6
+        host = f"[{parts.hostname}]" + (f":{port}" if port is not None else "")
+    return urlunsplit((parts.scheme, host, parts.path, urlencode(kept), parts.fragment)), key
 
 
 def _noted(lm: Any, recipe: dict[str, Any]) -> Any:

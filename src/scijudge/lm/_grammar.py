@@ -184,6 +184,39 @@ class _LLGuidanceMatcher:
         return bool(self.inner.is_stopped())
 
 
+def _check_bitmask(bitmask: Any) -> None:
+    # A wrong pointer or size is memory corruption: the same checks as llguidance.torch's wrappers.
+    if bitmask.dtype != _torch().int32 or not bitmask.is_cpu or bitmask.dim() != 2:
+        raise ValueError("the grammar bitmask must be a 2-D int32 tensor on the CPU")
+
+
+def fill_bitmask_row(matcher: Any, bitmask: Any, index: int = 0) -> None:
+    """Write an llguidance matcher's next-token mask into row ``index`` (``llguidance.torch.fill_next_token_bitmask``
+    without importing that module)."""
+    _check_bitmask(bitmask)
+    row = bitmask[index, :]
+    if not row.is_contiguous():
+        raise ValueError("the grammar bitmask row must be contiguous")
+    matcher.unsafe_compute_mask_ptr(row.data_ptr(), row.numel() * row.element_size())
+
+
+def fill_bitmask_rows(executor: Any, matchers: list[tuple[Any, int]], bitmask: Any) -> None:
+    """Fill several rows in parallel with an ``LLExecutor`` (``llguidance.torch.fill_next_token_bitmask_par``)."""
+    _check_bitmask(bitmask)
+    if not bitmask.is_contiguous():
+        raise ValueError("the grammar bitmask must be contiguous")
+    batch, words = bitmask.shape
+    if any(not 0 <= index < batch for _, index in matchers):
+        raise ValueError("a grammar bitmask row index is out of range")
+    executor.unsafe_compute_mask_ptr(matchers, bitmask.data_ptr(), words * 4, batch)
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
+
+
 class LLGuidanceBackend(GrammarBackend):
     """llguidance: lazy per-token masks from an Earley parser over a lexer; MIT licensed."""
 
@@ -192,17 +225,16 @@ class LLGuidanceBackend(GrammarBackend):
     def __init__(self, tokenizer: Any, vocab_size: int, stop_ids: list[int]) -> None:
         super().__init__(tokenizer, vocab_size, stop_ids)
         import llguidance
-        import llguidance.hf
-        import llguidance.torch
+        import llguidance.hf  # not llguidance.torch: its module-level @torch.compile imports torch._inductor (1.1-1.4 s)
 
         self._ll = llguidance
-        self._fill = llguidance.torch.fill_next_token_bitmask
-        self._fill_par = llguidance.torch.fill_next_token_bitmask_par
+        self._fill = fill_bitmask_row
+        self._fill_par = fill_bitmask_rows
         self._lltok = llguidance.hf.from_tokenizer(tokenizer, n_vocab=vocab_size, eos_token=self.stop_ids)
         self._executor: Any = None
 
     def _compile(self, spec: GrammarSpec) -> str:
-        options = {
+        options: Any = {  # llguidance.JsonCompileOptions (a TypedDict)
             "whitespace_flexible": False,
             "item_separator": ITEM_SEPARATOR,
             "key_separator": KEY_SEPARATOR,

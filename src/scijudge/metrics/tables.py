@@ -20,6 +20,7 @@ ORDINAL_STATS: tuple[str, ...] = (
     "mae",
     "bias",
     "kappa_w",
+    "kappa_linear",
     "alpha_ordinal",
     "alpha_interval",
     "ac2",
@@ -96,6 +97,10 @@ def ordinal_stats(tables: np.ndarray, values: np.ndarray, tolerance: float) -> d
             "kappa_w": 2.0 * cov / (var_h + var_j + (mean_j - mean_h) ** 2),
             "pearson": cov / np.sqrt(var_h * var_j),
         }
+        # linear-weighted κ: 1 − Σ|i−j|·observed / Σ|i−j|·expected (scikit-learn's weights="linear")
+        lin = np.abs(np.arange(v.size)[None, :] - np.arange(v.size)[:, None]).astype(float)
+        expected = rows[..., :, None] * cols[..., None, :] / n[..., None, None]
+        out["kappa_linear"] = 1.0 - np.sum(t * lin, axis=(-1, -2)) / np.sum(expected * lin, axis=(-1, -2))
         coinc = t + np.swapaxes(t, -1, -2)
         levels: tuple[AlphaLevel, ...] = ("ordinal", "interval")
         for level in levels:

@@ -47,6 +47,9 @@ from scijudge.optimization._splits import ItemSplit
 from scijudge.spec.signatures import render_instructions
 from scijudge.spec.judge_spec import JudgeSpec, get_spec
 
+MIN_TEST_UNITS = 30
+"""Below this many held-out units an optimization's gain is reported with a warning beside its interval."""
+
 RETRY_RESERVE = 1.25
 """Calls kept for the test evaluation per test example and judge: one call plus a quarter for the chain's retries."""
 
@@ -168,6 +171,9 @@ def _compile(plan: Plan, lm: Any, prompt_lm: Any, budget: Budget, reserve: int, 
             return entry.compile(plan.recipe.typed_settings(), inputs), None
     except BudgetStop as stop:
         return None, stop.reason
+    except KeyboardInterrupt:  # Ctrl-C: like a budget stop, the best candidate so far is kept, tested and written
+        gate.close(wait=0)
+        return None, "interrupted by Ctrl-C"
     except StopRun as stop:
         gate.close(wait=0)
         raise stop.error or ModelError(stop.reason) from None
@@ -299,6 +305,9 @@ def run_plan(plan: Plan, lm: Any, *, prompt_lm: Any = None, out: str | Path | No
     test_ids = set(plan.split.test)
     test_labels = [lab for lab in data.labels if lab.item_id in test_ids]
     before, after, calibration = summaries(rows, plan.test, test_labels, metric, data.kind, recipe.split.seed, n_boot)
+    if 0 < int(after.get("n_units") or 0) < MIN_TEST_UNITS:
+        notes.append(f"only {after['n_units']} test unit(s), fewer than {MIN_TEST_UNITS}: the before/after numbers "
+                     "are noisy; read their 95% intervals (<stat>_after_lo, <stat>_after_hi) first")
     variant_rows: list[dict[str, Any]] = []
     if robustness is not None:
         from scijudge.optimization._robustness import Robustness, judge_variants

@@ -52,6 +52,11 @@ class Budget:
     unpriced_calls: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
+    def __post_init__(self) -> None:
+        from scijudge.optimization._progress import watch
+
+        watch("budget", self)
+
     def snapshot(self) -> dict[str, Any]:
         """Counters as plain values (for provenance and tracking)."""
         with self._lock:

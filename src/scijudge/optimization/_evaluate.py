@@ -75,6 +75,9 @@ def summaries(rows: list[dict[str, Any]], test_examples: list[Any], test_labels:
                 judgment = _RowJudgment(row["score"], row["verdict"])
             scores.append(metric.score(ex, dspy.Prediction(judgment=judgment, abstained=judgment is None)))
         values["score"] = float(statistics.fmean(scores)) if scores else float("nan")
+        lo, hi = _item_bootstrap(list(mine["item_id"]) if len(mine) else [], scores, n_boot, seed)
+        if math.isfinite(lo) and math.isfinite(hi):  # no interval entries at all without a bootstrap
+            values["score_lo"], values["score_hi"] = lo, hi
         if calibration is not None and len(mine):
             table = calibration.per_rubric if kind == "score" else calibration.verdict_per_rubric
             sel = table[table["contender"].astype(str).str.endswith(f"@{role}")] if len(table) else table
@@ -82,11 +85,32 @@ def summaries(rows: list[dict[str, Any]], test_examples: list[Any], test_labels:
                 rec = sel.iloc[0].to_dict()
                 for key in ("n", "coverage", "exact", "within1", "mae", "kappa_w", "spearman", "bias", "accuracy",
                             "balanced_accuracy", "kappa", "macro_f1"):
-                    value = rec.get(key)
-                    if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value):
-                        values[key] = float(value)
+                    for name in (key, f"{key}_lo", f"{key}_hi"):  # the statistic and its 95% interval
+                        value = rec.get(name)
+                        if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value):
+                            values[name] = float(value)
         out[role] = values
     return out["before"], out["after"], calibration
+
+
+def _item_bootstrap(item_ids: list[str], scores: list[float], n_boot: int, seed: int,
+                    level: float = 0.95) -> tuple[float, float]:
+    """Percentile interval of the mean per-unit metric score, resampling items (all units of an item together),
+    the same cluster bootstrap as calibration's intervals; NaN when there is nothing to resample."""
+    import numpy as np
+
+    if n_boot <= 0 or not scores:
+        return float("nan"), float("nan")
+    from scijudge.metrics.bootstrap import bootstrap_sums, percentile_interval
+
+    index = {item: i for i, item in enumerate(dict.fromkeys(item_ids))}
+    sums = np.zeros((len(index), 2))
+    for item, value in zip(item_ids, scores):
+        sums[index[item]] += (value, 1.0)
+    reps = bootstrap_sums(sums, n_boot, seed)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lo, hi = percentile_interval(reps[:, 0] / reps[:, 1], level)
+    return float(lo), float(hi)
 
 
 class _RowJudgment:

@@ -134,6 +134,8 @@ def _baseline_row(plan: Any, baseline: Any, model: str, split: SplitSpec, n_boot
     for key in STATS:
         if key in before:
             row[f"{key}_after"] = before[key]
+            row[f"{key}_after_lo"] = before.get(f"{key}_lo", float("nan"))
+            row[f"{key}_after_hi"] = before.get(f"{key}_hi", float("nan"))
     return row
 
 

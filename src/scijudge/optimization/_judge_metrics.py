@@ -65,6 +65,9 @@ class Ledger:
         self.candidates: dict[str, dict[str, Any]] = {}
         self.scores: dict[str, dict[str, float]] = {}
         self.order: list[str] = []
+        from scijudge.optimization._progress import watch
+
+        watch("ledger", self)
 
     def register(self, cid: str, snapshot: dict[str, Any], lm_calls: int) -> None:
         """Remember a candidate's instructions and demos the first time it runs."""
@@ -137,7 +140,7 @@ class JudgeMetric:
         if problem is not None:
             return 0.0
         if self.name == "verdict_balanced":
-            human = example.get(VERDICT)
+            human = norm_verdict(example.get(VERDICT))  # the one rule on both sides
             if verdict is None or human is None:
                 return 0.0
             return self.class_weights.get(human, 1.0) if verdict == human else 0.0
@@ -230,7 +233,8 @@ class FeedbackMetric(JudgeMetric):
 def class_weights(verdicts: list[str]) -> dict[str, float]:
     """n_rarest / n_c for each human class c (1.0 for the rarest)."""
     counts: dict[str, int] = {}
-    for v in verdicts:
+    for word in verdicts:
+        v = norm_verdict(word) or ""
         counts[v] = counts.get(v, 0) + 1
     if not counts:
         return {}

@@ -59,6 +59,9 @@ class OptimizationResult:
                         "robustness", "n_variants"):
                 if key in values:
                     row[f"{key}_{role}"] = values[key]
+                    if role == "after":  # the held-out statistic's 95% interval (cluster bootstrap over items)
+                        row[f"{key}_after_lo"] = values.get(f"{key}_lo", float("nan"))
+                        row[f"{key}_after_hi"] = values.get(f"{key}_hi", float("nan"))
         row["spec_path"] = str(self.spec_path) if self.spec_path else ""
         return row
 

@@ -20,15 +20,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from scijudge.errors import ModelError
+from scijudge.errors import EndpointError
 
 T = TypeVar("T")
 
 RETRYABLE = frozenset({"rate_limited", "timeout", "server_error", "transport_error"})
 
 
-class FatalModelError(ModelError):
-    """The model cannot be used at all (unreachable, key rejected, unknown model): no candidate can do better."""
+class FatalModelError(EndpointError):
+    """The model cannot be used at all (unreachable, key rejected, unknown model): no candidate can do better.
+    A run-level fault like ``judge``'s: exit code 3 in every command."""
 
 
 @dataclass(frozen=True)

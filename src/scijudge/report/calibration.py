@@ -24,7 +24,7 @@ from scijudge.report.summary import (
     verdict_sentence,
     verdict_summary,
 )
-from scijudge.report.text import fmt_interval, fmt_number, print_frame
+from scijudge.report.text import fmt_cell, fmt_interval, fmt_number, print_frame
 
 _CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}
@@ -33,18 +33,24 @@ h3{font-size:1.05em}table{border-collapse:collapse;font-size:.85em;margin:.5em 0
 th,td{border:1px solid #ddd;padding:3px 7px;text-align:right}th{background:#f4f4f4}
 td:first-child,th:first-child{text-align:left}.note{color:#666;font-size:.85em}
 .scroll{overflow-x:auto}img{max-width:100%;height:auto}details{margin:.5em 0}
+table.key td,table.key th{white-space:nowrap}.ci{color:#666;font-size:.8em;display:block}
 summary{cursor:pointer;font-weight:600}code{background:#f4f4f4;padding:0 3px}
 """
 
 _LEADER_COLS = [
     ("rank", None), ("contender", None), ("scale", None), ("n_judges", None), ("n_items", None), ("n", None),
-    ("coverage", None), ("kappa_w", "κw (quadratic)"), ("alpha_ordinal", "α ordinal"), ("alpha_interval", "α interval"),
+    ("coverage", None), ("kappa_w", "κw (quadratic)"), ("kappa_linear", "κw (linear)"), ("alpha_ordinal", "α ordinal"),
+    ("alpha_interval", "α interval"),
     ("ac2", "AC2"), ("spearman", "Spearman ρ"), ("kendall", "Kendall τb"), ("pearson", "Pearson r"),
     ("icc_a1", "ICC(A,1)"), ("icc_c1", "ICC(C,1)"), ("bias", "bias (judge−human)"), ("mae", "MAE"),
     ("exact", "exact"), ("within1", "±1 step"), ("top_share_judge", "top share judge"),
     ("top_share_human", "top share human"), ("sd_ratio", "SD ratio"), ("brier", "Brier"), ("ece", "ECE"),
     ("ece_mass", "ECE (equal mass)"),
 ]
+_KEY_COLS = [("rank", None), ("contender", None), ("scale", None), ("n", None), ("coverage", None),
+             ("kappa_w", "κw (quadratic)"), ("kappa_linear", "κw (linear)"), ("mae", "MAE"),
+             ("bias", "bias (judge−human)"), ("spearman", "Spearman ρ")]
+"""The leaderboard's first table: the statistics a reader needs, readable at 1,200 px; the rest is folded."""
 _VERDICT_COLS = [
     ("rank", None), ("contender", None), ("judge", None), ("family", None), ("classes", None), ("n", None),
     ("coverage", None), ("accuracy", None), ("balanced_accuracy", "balanced acc."), ("macro_f1", "macro-F1"),
@@ -114,8 +120,8 @@ def forest_plot(result: CalibrationResult, stat: str = "kappa_w") -> str | None:
                 continue
             r = sel.iloc[0]
             lo, hi = r.get(f"{stat}_lo", np.nan), r.get(f"{stat}_hi", np.nan)
-            if np.isfinite(lo) and np.isfinite(hi):
-                ax.plot([lo, hi], [y, y], color=colours(ci % 10), lw=2)
+            if np.isfinite(lo) and np.isfinite(hi) and hi - lo > 1e-9 * max(1.0, abs(float(r[stat]))):
+                ax.plot([lo, hi], [y, y], color=colours(ci % 10), lw=2)  # no bar for a degenerate interval
             ax.plot(r[stat], y, "D" if judge == POOLED else "o", color=colours(ci % 10),
                     label=contender if judge == judges[0] or judge == POOLED else None)
             ticks.append(y)
@@ -124,6 +130,10 @@ def forest_plot(result: CalibrationResult, stat: str = "kappa_w") -> str | None:
         y -= 0.5
     ax.set_yticks(ticks, labels, fontsize=8)
     ax.axvline(0, color="#999", lw=0.8)
+    left, right = ax.get_xlim()
+    if right - left < 0.05:  # every value (nearly) equal: a readable axis, not a 1e-15 one
+        middle = float(rows[stat].astype(float).mean())
+        ax.set_xlim(min(middle - 0.1, -0.05), max(middle + 0.1, 0.05))
     ax.set_xlabel(f"{stat} with {int(result.level * 100)}% bootstrap interval")
     handles, names = ax.get_legend_handles_labels()
     unique = dict(zip(names, handles))
@@ -212,14 +222,15 @@ def _fmt(value: Any) -> str:
 
 
 def _with_ci(frame: pd.DataFrame, columns: list[tuple[str, str | None]]) -> pd.DataFrame:
-    """Display frame: chosen columns, numbers to 3 decimals, '[lo, hi]' after statistics that have one."""
+    """Display frame: chosen columns, numbers to 3 decimals (counts as integers), '[lo, hi]' after statistics
+    that have one."""
     out = {}
     for col, title in columns:
         if col not in frame:
             continue
         values = []
         for _, row in frame.iterrows():
-            text = _fmt(row[col])
+            text = fmt_cell(row[col], col)
             interval = fmt_interval(row.get(f"{col}_lo"), row.get(f"{col}_hi"))
             values.append(f"{text} {interval}" if interval else text)
         out[title or col] = values
@@ -231,8 +242,25 @@ def _table(frame: pd.DataFrame) -> str:
         return '<p class="note">(none)</p>'
     shown = frame.copy()
     for col in shown.columns:
-        shown[col] = shown[col].map(_fmt)
+        shown[col] = shown[col].map(lambda v, c=col: fmt_cell(v, c))
     return '<div class="scroll">' + shown.to_html(index=False, escape=True, border=0) + "</div>"
+
+
+def _key_table(frame: pd.DataFrame, columns: list[tuple[str, str | None]], table_id: str) -> str:
+    """A short table whose intervals sit under their values: fits 1,200 px without scrolling."""
+    head = "".join(f"<th>{html.escape(title or col)}</th>" for col, title in columns if col in frame)
+    body = []
+    for _, row in frame.iterrows():
+        cells = []
+        for col, _ in columns:
+            if col not in frame:
+                continue
+            interval = fmt_interval(row.get(f"{col}_lo"), row.get(f"{col}_hi"))
+            extra = f"<span class='ci'>{html.escape(interval)}</span>" if interval else ""
+            cells.append(f"<td>{html.escape(fmt_cell(row[col], col))}{extra}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return (f"<table class='key' id='{table_id}'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody>"
+            "</table>")
 
 
 def _img(src: str | None, alt: str) -> str:
@@ -254,13 +282,17 @@ def render_html(result: CalibrationResult, robustness: pd.DataFrame | None = Non
         parts.append(f"<p class='note'>Note: {html.escape(note)}</p>")
     if not result.leaderboard.empty:
         parts.append("<h2>Leaderboard (scores, pooled over rubrics)</h2>")
-        parts.append("<p class='note'>Ranked by quadratic-weighted κ within each scale.</p>")
-        parts.append(_table(_with_ci(result.leaderboard, _LEADER_COLS)))
+        parts.append("<p class='note'>Ranked by quadratic-weighted κ within each scale; equal κ share a rank "
+                     f"(a tie). {int(result.level * 100)}% intervals under each value.</p>")
+        parts.append(_key_table(result.leaderboard, _KEY_COLS, "leaderboard-key"))
+        parts.append("<details><summary>All statistics</summary>" + _table(_with_ci(result.leaderboard, _LEADER_COLS))
+                     + "</details>")
         parts.append("<h2>Weighted κ per rubric</h2>" + _img(forest_plot(result), "forest plot of weighted kappa"))
         parts.append("<h2>Per rubric</h2>")
         cols = [("contender", None), ("judge", None)] + [c for c in _LEADER_COLS if c[0] not in ("rank", "contender", "n_judges")]
         cols += [("bias_p", "bias p (t-test)"), ("bias_p_holm", "bias p (Holm)"), ("notes", None)]
-        parts.append(_table(_with_ci(result.per_rubric, cols)))
+        parts.append("<details><summary>Every statistic per rubric</summary>"
+                     + _table(_with_ci(result.per_rubric, cols)) + "</details>")
         parts.append("<h2>Confusion matrices (pooled)</h2>" + _img(confusion_plot(result), "confusion matrices"))
         parts.append(_confusion_tables(result))
     if not result.verdict_leaderboard.empty:
@@ -268,12 +300,15 @@ def render_html(result: CalibrationResult, robustness: pd.DataFrame | None = Non
         parts.append(_table(_with_ci(result.verdict_leaderboard, _VERDICT_COLS)))
         parts.append("<h2>Verdicts per rubric</h2>")
         parts.append(_table(_with_ci(result.verdict_per_rubric, [c for c in _VERDICT_COLS if c[0] != "rank"] + [("notes", None)])))
-    parts.append("<h2>Reliability diagrams</h2>" + _img(reliability_plot(result), "reliability diagrams"))
+    reliability = reliability_plot(result)
     rel_summary = pd.concat([result.per_rubric, result.verdict_per_rubric], ignore_index=True)
-    if not rel_summary.empty and "calibration_source" in rel_summary:
-        sel = rel_summary[rel_summary["calibration_source"].notna()]
-        parts.append(_table(sel[[c for c in ("contender", "judge", "calibration_source", "n_calibration", "brier", "ece",
-                                             "ece_mass") if c in sel]]))
+    sel = (rel_summary[rel_summary["calibration_source"].notna()] if "calibration_source" in rel_summary
+           else rel_summary.iloc[0:0])
+    if reliability is not None or not sel.empty:  # no empty section when no judgment carried a confidence
+        parts.append("<h2>Reliability diagrams</h2>" + _img(reliability, "reliability diagrams"))
+        if not sel.empty:
+            parts.append(_table(sel[[c for c in ("contender", "judge", "calibration_source", "n_calibration", "brier",
+                                                 "ece", "ece_mass") if c in sel]]))
     parts.append("<h2>Human ceiling (agreement among annotators)</h2>")
     if result.human_ceiling.empty:
         parts.append("<p class='note'>Fewer than two annotators per unit: no ceiling.</p>")
@@ -284,12 +319,8 @@ def render_html(result: CalibrationResult, robustness: pd.DataFrame | None = Non
                                                             ("ac2", "AC2/AC1"), ("pairwise_kappa", "mean pairwise κ"),
                                                             ("pairwise_exact", "mean pairwise exact")])))
     parts.append(position_html(result, _table))
-    parts.append("<h2>Paired comparisons</h2>")
-    parts.append("<p class='note'>A − B on the units both contenders rated; p from the paired bootstrap; Holm "
-                 "correction across rubrics for each pair and metric (pooled rows are not corrected).</p>")
-    parts.append(_table(_with_ci(result.paired, [("a", None), ("b", None), ("judge", None), ("metric", None), ("n", None),
-                                                 ("value_a", None), ("value_b", None), ("diff", None), ("p", None),
-                                                 ("p_holm", None), ("better", None)])))
+    if not result.paired.empty:
+        parts.append(_paired_section(result))
     if robustness is not None and not robustness.empty:
         parts.append("<h2>Robustness</h2>" + _img(robustness_plot(robustness), "robustness bars"))
         parts.append(_table(_with_ci(robustness, [(c, None) for c in (
@@ -301,6 +332,16 @@ def render_html(result: CalibrationResult, robustness: pd.DataFrame | None = Non
 
         parts.append(estimate_section_html(estimates))
     parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def _paired_section(result: CalibrationResult) -> str:
+    parts = ["<h2>Paired comparisons</h2>"]
+    parts.append("<p class='note'>A − B on the units both contenders rated; p from the paired bootstrap; Holm "
+                 "correction across rubrics for each pair and metric (pooled rows are not corrected).</p>")
+    parts.append(_table(_with_ci(result.paired, [("a", None), ("b", None), ("judge", None), ("metric", None), ("n", None),
+                                                 ("value_a", None), ("value_b", None), ("diff", None), ("p", None),
+                                                 ("p_holm", None), ("better", None)])))
     return "\n".join(parts)
 
 
@@ -370,7 +411,7 @@ def print_summary(result: CalibrationResult, robustness: pd.DataFrame | None = N
     for _, row in verdict_summary(result).iterrows():
         say(verdict_sentence(row))
     show(result.leaderboard, "Calibration leaderboard (scores, pooled over rubrics)",
-         ["rank", "contender", "scale", "n", "coverage", "kappa_w", "kappa_w_lo", "kappa_w_hi", "bias", "bias_lo",
+         ["rank", "contender", "scale", "n", "coverage", "kappa_w", "kappa_w_lo", "kappa_w_hi", "kappa_linear", "bias", "bias_lo",
           "bias_hi", "mae", "spearman", "top_share_judge", "top_share_human"])
     show(result.verdict_leaderboard, "Verdicts (pooled per family)",
          ["rank", "contender", "family", "n", "coverage", "accuracy", "kappa", "kappa_lo", "kappa_hi", "macro_f1", "mcc"])

@@ -67,10 +67,13 @@ def verdict_sentence(row: pd.Series | dict[str, Any]) -> str:
     text = f"{row['judge']}: best {row['best']} ({symbol} {fmt_number(row['value_best'])})"
     if row["runner_up"] is None or (isinstance(row["runner_up"], float) and math.isnan(row["runner_up"])):
         return text + "; the only judge compared"
+    if float(row["margin"]) == 0:
+        return (f"{row['judge']}: tie between {row['best']} and {row['runner_up']} ({symbol} "
+                f"{fmt_number(row['value_best'])} each); no significant difference")
     text += f", {fmt_number(row['margin'])} ahead of {row['runner_up']} ({symbol} {fmt_number(row['value_runner_up'])})"
     if not math.isfinite(float(row["p"])):
         return text + "; no paired test (bootstrap off or too few common units)"
-    verdict = "holds" if row["holds"] else "not significant"
+    verdict = "holds" if row["holds"] else "no significant difference"
     return text + f"; paired p {fmt_number(row['p'])}, Holm {fmt_number(row['p_holm'])}: {verdict}"
 
 
@@ -80,7 +83,7 @@ def verdict_html(result: CalibrationResult) -> str:
     if summary.empty:
         return ""
     items = "".join(f"<li>{html.escape(verdict_sentence(r))}</li>" for _, r in summary.iterrows())
-    return ("<h2>Verdict per rubric</h2><p class='note'>Best contender by agreement with the human consensus, its "
+    return ("<h2 id='verdict'>Verdict per rubric</h2><p class='note'>Best contender by agreement with the human consensus, its "
             "margin over the runner-up, and the paired bootstrap test of that difference after Holm's correction "
             f"across rubrics (α = 0.05).</p><ul>{items}</ul>")
 

@@ -25,6 +25,25 @@ def fmt_number(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
+_COUNT_NAMES = frozenset({"n", "count", "rank", "reports", "pairs", "tasks", "judged", "criteria", "abstained",
+                          "unjudged", "tokens_in", "tokens_out", "labels_ppi", "labels_human_only"})
+
+
+def is_count(name: Any) -> bool:
+    """Columns that hold counts (``n``, ``n_items``, ``n_judged``, ...): printed as integers even when a missing
+    value made pandas store them as floats (never ``127.000``)."""
+    text = str(name)
+    return text in _COUNT_NAMES or text.startswith("n_")
+
+
+def fmt_cell(value: Any, column: Any, digits: int = 3) -> str:
+    """``fmt_number``, with whole numbers in count columns printed as integers."""
+    if is_count(column) and isinstance(value, (float, np.floating)) and math.isfinite(float(value)) \
+            and float(value).is_integer():
+        return str(int(value))
+    return fmt_number(value, digits)
+
+
 def fmt_interval(lo: Any, hi: Any, digits: int = 3) -> str:
     """'[lo, hi]' with the same rounding rules, or '' when either end is missing."""
     if lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
@@ -50,9 +69,44 @@ def print_frame(frame: pd.DataFrame, title: str = "", console: Any = None, *, pi
         console.print((f"# {title}\n" if title else "") + text.rstrip("\n"), markup=False, highlight=False,
                       soft_wrap=True, emoji=False)
         return
-    table = Table(title=title or None)
-    for column in frame.columns:
-        table.add_column(str(column), overflow="fold")
-    for row in frame.itertuples(index=False):
-        table.add_row(*(fmt_number(v) for v in row))
-    console.print(table)
+    names = list(frame.columns)
+    cells = [[fmt_cell(v, names[i]) for i, v in enumerate(row)] for row in frame.itertuples(index=False)]
+    for chunk, part in _column_chunks(frame, cells, console.width):
+        suffix = f" ({part})" if part else ""
+        table = Table(title=(title + suffix) if title else (part or None))
+        for i in chunk:
+            table.add_column(str(frame.columns[i]), no_wrap=True, overflow="ignore",
+                             justify="left" if _is_text(frame.iloc[:, i]) else "right")
+        for row in cells:
+            table.add_row(*(row[i] for i in chunk))
+        console.print(table, crop=False)
+
+
+def _is_text(column: pd.Series) -> bool:
+    if pd.api.types.is_bool_dtype(column) or pd.api.types.is_numeric_dtype(column):
+        return False
+    return not column.map(lambda v: v is None or isinstance(v, (int, float, np.number))).all()
+
+
+def _column_chunks(frame: pd.DataFrame, cells: list[list[str]], width: int) -> list[tuple[list[int], str]]:
+    """Columns split into tables that fit the terminal, each repeating the leading id columns, so that no id or
+    number is ever cut or wrapped (``part 1/2`` in the title); one table when everything fits."""
+    widths = [max([len(str(c)), *(len(r[i]) for r in cells)]) + 3 for i, c in enumerate(frame.columns)]
+    n = len(widths)
+    if sum(widths) + 1 <= width:
+        return [(list(range(n)), "")]
+    keys, key_width = 0, 1  # leading id columns repeated in every part, as many as fit in 60% of the width
+    while keys < n - 1 and _is_text(frame.iloc[:, keys]) and key_width + widths[keys] <= width * 0.6:
+        key_width += widths[keys]
+        keys += 1
+    chunks: list[list[int]] = []
+    current: list[int] = []
+    used = key_width
+    for i in range(keys, n):
+        if current and used + widths[i] > width:
+            chunks.append(current)
+            current, used = [], key_width
+        current.append(i)
+        used += widths[i]
+    chunks.append(current)
+    return [(list(range(keys)) + c, f"part {k + 1}/{len(chunks)}") for k, c in enumerate(chunks)]

@@ -114,5 +114,8 @@ def judge_items(items: Sequence[Item], judges: Sequence[Any], store: Run | None 
         left = chosen.execute(tasks, life)
         return life.finish(abandoned=left)
     finally:
+        from scijudge.chain.cache import flush
+
+        flush(timeout=grace)  # response-cache entries queued by this run reach the disk (Ctrl-C and faults too)
         if claimed and store is not None:
             store.release_writer()

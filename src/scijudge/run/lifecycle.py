@@ -94,7 +94,11 @@ class Lifecycle:
         """Store one result now, count it, and report progress."""
         with self._lock:
             if self.store is not None:
-                self.store.record(result)
+                try:
+                    self.store.record(result)
+                except Exception as exc:  # the store cannot be written (disk full): nothing more is sent
+                    self.fail(exc)
+                    raise
             self.summary.add(result)
         self.gate.ok()
         if self.on_result is not None:
@@ -104,7 +108,11 @@ class Lifecycle:
         """Store a result that was validated in another process (as its JSON dump)."""
         with self._lock:
             if self.store is not None:
-                self.store.record_dump(data)
+                try:
+                    self.store.record_dump(data)
+                except Exception as exc:
+                    self.fail(exc)
+                    raise
             result = JudgeResult.model_construct(**data)  # validated already: the summary reads scalars
             self.summary.add(result)
         self.gate.ok()

@@ -109,6 +109,9 @@ def _worker(recipes: list[JudgeRecipe], concurrency: int, use_cache: bool, inbox
             if fatal is not None:
                 kind = "endpoint" if isinstance(fatal, EndpointError) else "other"
                 outbox.put(("error", (kind, f"{type(fatal).__name__}: {fatal}" if kind == "other" else str(fatal))))
+            from scijudge.chain.cache import flush
+
+            flush()  # a terminated worker skips atexit: write this batch's cache entries now
             outbox.put(("done", None))
 
 

@@ -5,6 +5,10 @@ completed, and a re-run reads the completed keys and skips them. A newer judgmen
 (item, judge, part, model, endpoint) becomes the *current* one; older rows stay as history. One process
 at a time writes a store (a lock file next to it, released by the OS when the process dies). The store
 never knows which judge family produced a row, and imports no DSPy: only ``records`` and ``errors``.
+
+Reading never changes a store: an existing file is opened read-only (``mode=ro``; ``immutable`` on a
+read-only file system) and becomes writable, migrated to this schema, only at its first write. A store of
+a newer schema is refused. Reads stream from the cursor, so exporting a large store takes flat memory.
 """
 
 from __future__ import annotations
@@ -13,11 +17,12 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from scijudge.errors import InputError, RunBusyError
+from scijudge.errors import EXIT_STOPPED, InputError, RunBusyError, ScijudgeError
 from scijudge.records import COLUMN_SQL, CURRENT_GROUP, JSON_COLUMNS, RUN_COLUMNS, JudgeResult, judgment_key, safe_endpoint
 from scijudge.redaction import redact, redact_data
 
@@ -29,6 +34,18 @@ CREATE INDEX IF NOT EXISTS judgments_group ON judgments(item_id, judge, part, mo
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 """
 _ADDED_IN_V2 = {name: COLUMN_SQL[name] for name in ("endpoint", "input_hash", "decoding", "current")}
+_V1_CURRENT = ("CASE WHEN rowid IN (SELECT MAX(rowid) FROM judgments GROUP BY item_id, judge, part, model) "
+               "THEN 1 ELSE 0 END")
+_CHUNK = 5000
+_MODEL, _ENDPOINT = CURRENT_GROUP.index("model"), CURRENT_GROUP.index("endpoint")
+_FETCH = 2000
+
+
+class StoreWriteError(ScijudgeError):
+    """The run store cannot be written (disk full, read-only file system): the run stops; every judgment
+    committed before is kept, and a re-run resumes after it."""
+
+    exit_code = EXIT_STOPPED
 
 
 class CurrentRow(NamedTuple):
@@ -45,28 +62,117 @@ class Run:
 
     def __init__(self, path: str | Path, *, create: bool = True) -> None:
         self.path = Path(path)
-        if not create and not self.path.exists():
+        exists = self.path.exists()
+        if not create and not exists:
             raise InputError("run store not found", file=self.path)
-        if self.path.exists() and self.path.is_dir():
+        if exists and self.path.is_dir():
             raise InputError("expected a run store file, got a folder", file=self.path)
+        self._lock = threading.RLock()
+        self._writer: _WriterLock | None = None
+        self._in_transaction = False
+        self._columns: dict[str, str] = {c: c for c in RUN_COLUMNS}  # column -> SQL that reads it
+        self._db: sqlite3.Connection
+        self._readonly = exists
+        if exists:
+            self._db = self._connect_read()
+            self._inspect()
+            return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:  # e.g. a --run path under an existing file
             raise InputError(f"cannot create the run store's folder: {exc.strerror or exc}", file=self.path) from None
-        self._lock = threading.Lock()
-        self._writer: _WriterLock | None = None
+        self._open_write()
+
+    # --- opening -------------------------------------------------------------------------------
+    def _connect_read(self) -> sqlite3.Connection:
+        """A read-only connection that creates no file either. With no ``-wal`` file beside the store (its
+        last writer closed it, none has it open) the file is all there is: read it as ``immutable``. With
+        one, a writer may be active: read through the WAL (``mode=ro``), and as ``immutable`` only where
+        SQLite cannot open its shared memory (a read-only file system)."""
+        uri = self.path.resolve().as_uri()
+        last: sqlite3.Error | None = None
+        wal = self.path.with_name(self.path.name + "-wal").exists()
+        for query in ("mode=ro", "mode=ro&immutable=1")[0 if wal else 1:]:
+            db = sqlite3.connect(f"{uri}?{query}", uri=True, check_same_thread=False, timeout=30)
+            try:
+                db.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
+                return db
+            except sqlite3.OperationalError as exc:
+                db.close()
+                last = exc
+            except sqlite3.DatabaseError as exc:
+                db.close()
+                raise InputError(f"not a scijudge run store ({exc})", file=self.path) from None
+        raise InputError(f"cannot open the run store ({last})", file=self.path) from None
+
+    def _inspect(self) -> None:
+        """Check the schema of an existing store (without writing): refuse a newer one; read an older one as
+        this schema (columns it lacks read as their migrated values)."""
         try:
-            self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._migrate()
-        except (sqlite3.DatabaseError, sqlite3.OperationalError) as exc:
+            tables = {name for (name,) in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            existing = [r[1] for r in self._db.execute("PRAGMA table_info(judgments)")]
+            meta = {k: json.loads(v) for k, v in self._db.execute(
+                "SELECT key, value FROM meta WHERE key IN ('schema_version', 'api_base') AND value IS NOT NULL")
+                } if "meta" in tables else {}
+            version, api_base = meta.get("schema_version"), meta.get("api_base")
+        except (sqlite3.DatabaseError, ValueError) as exc:
             raise InputError(f"not a scijudge run store ({exc})", file=self.path) from None
+        if not existing:
+            self._columns = {}  # no judgment yet (an empty file, or only batch bookkeeping): nothing to read
+            return
+        if isinstance(version, int) and version > SCHEMA_VERSION:
+            raise InputError(f"run store has schema version {version}, newer than the version {SCHEMA_VERSION} "
+                             "this scijudge reads; upgrade scijudge to read it", file=self.path)
+        missing = [c for c in RUN_COLUMNS if c not in existing]
+        unknown = [c for c in missing if c not in _ADDED_IN_V2]
+        if unknown:
+            raise InputError(f"not a scijudge run store (no column {unknown[0]!r})", file=self.path)
+        endpoint = safe_endpoint(api_base) if isinstance(api_base, str) else ""
+        legacy = {"endpoint": "'" + endpoint.replace("'", "''") + "'", "input_hash": "''", "decoding": "''",
+                  "current": _V1_CURRENT}
+        self._columns = {c: (legacy[c] if c in missing else c) for c in RUN_COLUMNS}
+
+    def _open_write(self) -> None:
+        try:
+            db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+        except sqlite3.Error as exc:
+            raise StoreWriteError(f"cannot write the run store {self.path} ({exc})") from None
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            self._db = db
+            self._migrate()
+        except BaseException as exc:
+            db.close()
+            if isinstance(exc, sqlite3.OperationalError):
+                raise StoreWriteError(f"cannot write the run store {self.path} ({exc})") from None
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise InputError(f"not a scijudge run store ({exc})", file=self.path) from None
+            raise
+        self._columns = {c: c for c in RUN_COLUMNS}
+        self._readonly = False
+
+    def _writable(self) -> None:
+        """Reopen for writing (migrating an older store) before the first write; called with the lock held."""
+        if not self._readonly:
+            return
+        self._db.close()
+        try:
+            self._open_write()
+        except BaseException:
+            self._db = self._connect_read()  # still readable as before
+            raise
 
     def _migrate(self) -> None:
         """Bring a store written by an earlier release up to this schema (columns added, history marked)."""
         existing = [r[1] for r in self._db.execute("PRAGMA table_info(judgments)")]
         if existing:
+            row = self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() \
+                if self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone() else None
+            version = json.loads(row[0]) if row and row[0] else None
+            if isinstance(version, int) and version > SCHEMA_VERSION:
+                raise InputError(f"run store has schema version {version}, newer than the version {SCHEMA_VERSION} "
+                                 "this scijudge writes; upgrade scijudge", file=self.path)
             missing = {c: d for c, d in _ADDED_IN_V2.items() if c not in existing}
             if missing:
                 with self._db:
@@ -77,9 +183,7 @@ class Run:
                     endpoint = safe_endpoint(json.loads(row[0])) if row and row[0] else ""
                     # Rows of v1 had no endpoint: the store's recorded api_base is the best evidence there is.
                     self._db.execute("UPDATE judgments SET endpoint = ?", (endpoint,))
-                    self._db.execute(
-                        "UPDATE judgments SET current = CASE WHEN rowid IN (SELECT MAX(rowid) FROM judgments "
-                        f"GROUP BY {', '.join(CURRENT_GROUP)}) THEN 1 ELSE 0 END")
+                    self._db.execute(f"UPDATE judgments SET current = {_V1_CURRENT}")
         with self._db:
             self._db.executescript(_SCHEMA)
             self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
@@ -98,6 +202,69 @@ class Run:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def readonly(self) -> bool:
+        """Nothing has been written through this handle: the file is open read-only."""
+        return self._readonly
+
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        """SQLite errors while reading as one line naming the store."""
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            raise InputError(f"cannot read the run store ({exc})", file=self.path) from None
+        except sqlite3.DatabaseError as exc:
+            raise InputError(f"corrupt run store ({exc})", file=self.path) from None
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Hold the lock, reopen for writing if needed; SQLite errors as one line (a failed write is undone)."""
+        with self._lock:
+            self._writable()
+            try:
+                yield
+                if not self._in_transaction:
+                    self._db.commit()
+            except BaseException as exc:
+                if not self._in_transaction:
+                    self._rollback()
+                if isinstance(exc, sqlite3.Error):
+                    raise self._write_error(exc) from None
+                raise
+
+    def _rollback(self) -> None:
+        try:
+            self._db.rollback()
+        except sqlite3.Error:
+            pass
+
+    def _write_error(self, exc: sqlite3.Error) -> ScijudgeError:
+        if isinstance(exc, sqlite3.OperationalError):
+            return StoreWriteError(f"cannot write the run store {self.path} ({exc}); every judgment stored before "
+                                   "is kept: free space or move the store, then re-run to resume")
+        return InputError(f"corrupt run store ({exc})", file=self.path)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Run]:
+        """Every write inside is one transaction: committed at the end, undone on any error or Ctrl-C."""
+        with self._lock:
+            if self._in_transaction:
+                yield self
+                return
+            self._writable()
+            self._in_transaction = True
+            try:
+                yield self
+                self._db.commit()
+            except BaseException as exc:
+                self._rollback()
+                if isinstance(exc, sqlite3.Error):
+                    raise self._write_error(exc) from None
+                raise
+            finally:
+                self._in_transaction = False
+
     # --- one writer ----------------------------------------------------------------------------
     @property
     def writing(self) -> bool:
@@ -108,6 +275,12 @@ class Run:
         """Become the only process judging into this store; refuse clearly when another one is."""
         if self._writer is None:
             self._writer = _WriterLock(self.path)
+            try:
+                with self._writing():
+                    pass  # open for writing (and migrate) now, before anything is planned or sent
+            except BaseException:
+                self.release_writer()
+                raise
         return self
 
     def release_writer(self) -> None:
@@ -123,66 +296,177 @@ class Run:
     def record_dump(self, data: dict[str, Any]) -> None:
         """Persist a judgment given as ``JudgeResult.model_dump(mode="json")`` (from a worker process)."""
         row = _row(_redacted(data))
-        columns = list(RUN_COLUMNS)
-        placeholders = ", ".join("?" for _ in columns)
-        group = " AND ".join(f"{c} = ?" for c in CURRENT_GROUP)
-        with self._lock:
-            self._db.execute(f"UPDATE judgments SET current = 0 WHERE {group} AND current = 1",
-                             [row[c] for c in CURRENT_GROUP])
-            self._db.execute(f"INSERT OR REPLACE INTO judgments ({', '.join(columns)}) VALUES ({placeholders})",
-                             [row[c] for c in columns])
-            self._db.commit()
+        with self._writing():
+            self._db.execute(_UPDATE_CURRENT, [row[c] for c in CURRENT_GROUP])
+            self._db.execute(_INSERT, [row[c] for c in RUN_COLUMNS])
+
+    def record_many(self, dumps: Iterable[dict[str, Any]], *, chunk: int = _CHUNK) -> int:
+        """Persist many judgments (``JudgeResult.model_dump(mode="json")`` dicts), one transaction per ``chunk``
+        (or all in one, inside ``transaction()``); returns the rows written.
+
+        The outcome equals ``record_dump`` on each in order: within a chunk only the last row of a group
+        becomes current, and the group's current row before the chunk becomes history.
+        """
+        written = 0
+        # A group can have a current row only if its (model, endpoint) had one before this call, or this call
+        # wrote it: the UPDATE (a quarter of the cost of a fresh import) is skipped for the others.
+        before: set[tuple[str, str]] | None = None
+        wrote: set[tuple[Any, ...]] = set()
+        for batch in _chunks(dumps, max(1, chunk)):
+            rows = [_row(_redacted(d)) for d in batch]
+            last: dict[tuple[Any, ...], int] = {}
+            for n, row in enumerate(rows):
+                last[tuple(row[c] for c in CURRENT_GROUP)] = n
+            current = set(last.values())
+            values = []
+            for n, row in enumerate(rows):
+                row["current"] = 1 if n in current else 0
+                values.append([row[c] for c in RUN_COLUMNS])
+            with self._writing():
+                if before is None:
+                    before = self.model_endpoints()
+                self._db.executemany(_UPDATE_CURRENT, [g for g in last if (g[_MODEL], g[_ENDPOINT]) in before or g in wrote])
+                self._db.executemany(_INSERT, values)
+            wrote.update(last)
+            written += len(rows)
+        return written
 
     def set_meta(self, **values: Any) -> None:
         """Record run-level facts (command, version); callers must never pass secrets."""
-        with self._lock:
+        with self._writing():
             self._db.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
                                  [(k, json.dumps(redact_data(v))) for k, v in values.items()])
-            self._db.commit()
 
     # --- reading -----------------------------------------------------------------------------
+    def _select(self, names: Sequence[str]) -> str:
+        return ", ".join(self._columns[c] if self._columns[c] == c else f"{self._columns[c]} AS {c}" for c in names)
+
+    def _current_is(self) -> str:
+        return f"{self._columns['current']} = 1"
+
+    def _query(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        with self._lock, self._reading():
+            return self._db.execute(sql, args).fetchall()
+
     def meta(self) -> dict[str, Any]:
-        with self._lock:
-            rows = self._db.execute("SELECT key, value FROM meta").fetchall()
+        try:
+            rows = self._query("SELECT key, value FROM meta")
+        except InputError:
+            if not self._has_table("meta"):
+                return {}
+            raise
         return {k: json.loads(v) for k, v in rows}
+
+    def _has_table(self, name: str) -> bool:
+        return bool(self._query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)))
 
     def completed_keys(self, *, include_abstained: bool = True) -> set[str]:
         """Keys already judged; abstentions count unless the caller wants to retry them."""
+        if not self._columns:
+            return set()
         query = "SELECT key FROM judgments" + ("" if include_abstained else " WHERE status = 'ok'")
-        with self._lock:
-            return {k for (k,) in self._db.execute(query)}
+        return {k for (k,) in self._query(query)}
 
     def current_index(self) -> dict[tuple[str, ...], CurrentRow]:
         """The current judgment of every (item, judge, part, model, endpoint) group."""
-        query = f"SELECT {', '.join(CURRENT_GROUP)}, key, spec_hash, input_hash, status FROM judgments WHERE current = 1"
-        with self._lock:
-            fetched = self._db.execute(query).fetchall()
+        if not self._columns:
+            return {}
+        names = [*CURRENT_GROUP, "key", "spec_hash", "input_hash", "status"]
+        fetched = self._query(f"SELECT {self._select(names)} FROM judgments WHERE {self._current_is()}")
         width = len(CURRENT_GROUP)
         return {tuple(r[:width]): CurrentRow(*r[width:]) for r in fetched}
 
-    def __len__(self) -> int:
-        with self._lock:
-            return self._db.execute("SELECT COUNT(*) FROM judgments").fetchone()[0]
+    def current_of(self, group: Sequence[str]) -> CurrentRow | None:
+        """The current judgment of one (item, judge, part, model, endpoint), if any (an indexed look-up)."""
+        if not self._columns:
+            return None
+        where = " AND ".join(f"{self._columns[c]} = ?" for c in CURRENT_GROUP)
+        fetched = self._query(f"SELECT {self._select(['key', 'spec_hash', 'input_hash', 'status'])} FROM judgments "
+                              f"WHERE {where} AND {self._current_is()} LIMIT 1", list(group))
+        return CurrentRow(*fetched[0]) if fetched else None
 
-    def rows(self, *, history: bool = False) -> Iterator[dict[str, Any]]:
-        """Current judgments (or every row with ``history=True``) as plain dicts, in insertion order."""
-        where = "" if history else " WHERE current = 1"
+    def model_endpoints(self, *, spec_hash_not: str | None = None) -> set[tuple[str, str]]:
+        """The (model, endpoint) pairs of current judgments (optionally: of those whose spec hash differs)."""
+        if not self._columns:
+            return set()
+        where = self._current_is() + (" AND spec_hash != ?" if spec_hash_not is not None else "")
+        args = [spec_hash_not] if spec_hash_not is not None else []
+        return {(m, e) for m, e in self._query(
+            f"SELECT DISTINCT {self._select(['model', 'endpoint'])} FROM judgments WHERE {where}", args)}
+
+    def __len__(self) -> int:
+        if not self._columns:
+            return 0
+        return int(self._query("SELECT COUNT(*) FROM judgments")[0][0])
+
+    def rows(self, *, history: bool = False, columns: Sequence[str] | None = None,
+             decode: bool = True) -> Iterator[dict[str, Any]]:
+        """Current judgments (or every row with ``history=True``) as plain dicts, in insertion order.
+
+        Streams from the cursor (flat memory). ``columns`` reads only those; ``decode=False`` leaves the JSON
+        columns (``probs``, ``result``, ``attempts``) as their stored text.
+        """
+        names = _column_names(columns)
+        if not self._columns:
+            return
+        where = "" if history else f" WHERE {self._current_is()}"
+        json_columns = [c for c in JSON_COLUMNS if c in names] if decode else []
+        with self._lock, self._reading():
+            cursor = self._db.execute(f"SELECT {self._select(names)} FROM judgments{where} ORDER BY rowid")
         try:
-            with self._lock:
-                fetched = self._db.execute(
-                    f"SELECT {', '.join(RUN_COLUMNS)} FROM judgments{where} ORDER BY rowid").fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise InputError(f"corrupt run store ({exc})", file=self.path) from None
-        for values in fetched:
-            row = dict(zip(RUN_COLUMNS, values))
-            for column in JSON_COLUMNS:
-                try:
-                    row[column] = json.loads(row[column]) if row[column] is not None else None
-                except (ValueError, TypeError, RecursionError):
-                    raise InputError(f"corrupt run store: unreadable {column} in the row of item {row['item_id']!r}",
-                                     file=self.path, field=column) from None
-            row["current"] = bool(row["current"])
-            yield row
+            while True:
+                with self._lock, self._reading():
+                    fetched = cursor.fetchmany(_FETCH)
+                if not fetched:
+                    return
+                for values in fetched:
+                    row = dict(zip(names, values))
+                    for column in json_columns:
+                        row[column] = _loads(row[column], column, self.path, row.get("item_id"))
+                    if "current" in row:
+                        row["current"] = bool(row["current"])
+                    yield row
+        finally:
+            cursor.close()
+
+    def raw_rows(self, *, history: bool = False) -> Iterator[dict[str, Any]]:
+        """Like ``rows()``, but a JSON column that SQLite finds well-formed comes as its stored text
+        (``RawJSON``) instead of being decoded; the others are decoded (and raise when corrupt). For writers
+        that copy JSON through (exports): decoding and encoding again is most of their cost."""
+        if not self._columns:
+            return
+        names = list(RUN_COLUMNS)
+        where = "" if history else f" WHERE {self._current_is()}"
+        valid = ", ".join(f"({c} IS NULL OR json_valid({c}))" for c in JSON_COLUMNS) if self._has_json() else ""
+        select = self._select(names) + (f", {valid}" if valid else "")
+        width = len(names)
+        with self._lock, self._reading():
+            cursor = self._db.execute(f"SELECT {select} FROM judgments{where} ORDER BY rowid")
+        try:
+            while True:
+                with self._lock, self._reading():
+                    fetched = cursor.fetchmany(_FETCH)
+                if not fetched:
+                    return
+                for values in fetched:
+                    row = dict(zip(names, values[:width]))
+                    checks = values[width:] or (0,) * len(JSON_COLUMNS)
+                    for column, ok in zip(JSON_COLUMNS, checks):
+                        raw = row[column]
+                        row[column] = RawJSON(raw) if ok and raw is not None else \
+                            _loads(raw, column, self.path, row.get("item_id"))
+                    row["current"] = bool(row["current"])
+                    yield row
+        finally:
+            cursor.close()
+
+    def _has_json(self) -> bool:
+        """SQLite was built with its JSON functions (built in since 3.38)."""
+        try:
+            self._query("SELECT json_valid('[]')")
+        except InputError:
+            return False
+        return True
 
     def results(self, *, history: bool = False) -> list[JudgeResult]:
         """Current judgments (or all) as typed JudgeResults."""
@@ -190,30 +474,75 @@ class Run:
         return [JudgeResult.model_validate({k: v for k, v in r.items() if k not in skip})
                 for r in self.rows(history=history)]
 
-    def to_pandas(self, *, history: bool = False) -> Any:
-        """One row per current judgment (or every row with ``history=True``), columns as in ``RUN_COLUMNS``."""
+    def to_pandas(self, *, history: bool = False, columns: Sequence[str] | None = None) -> Any:
+        """One row per current judgment (or every row with ``history=True``), columns as in ``RUN_COLUMNS``.
+
+        ``columns`` reads only those, in one query; the JSON columns among them are decoded, others never are.
+        """
         import pandas as pd
 
-        return pd.DataFrame(list(self.rows(history=history)), columns=list(RUN_COLUMNS))
+        names = _column_names(columns)
+        if not self._columns:
+            return pd.DataFrame(columns=names)
+        where = "" if history else f" WHERE {self._current_is()}"
+        with self._lock, self._reading():
+            cursor = self._db.execute(f"SELECT {self._select(names)} FROM judgments{where} ORDER BY rowid")
+            fetched = cursor.fetchall()
+        frame = pd.DataFrame.from_records(fetched, columns=names, coerce_float=True)
+        for column in (c for c in JSON_COLUMNS if c in names):  # an all-NULL column reads as NaN
+            frame[column] = [_loads(v if isinstance(v, str) else None, column, self.path, None)
+                             for v in frame[column]]
+        if "current" in names:
+            frame["current"] = frame["current"].astype(bool)
+        return frame
 
     def export(self, out: str | Path, fmt: str = "jsonl", *, history: bool = False) -> int:
-        """Write current judgments (or all) to JSONL or CSV; returns the number of rows written."""
-        out = Path(out)
-        rows = [redact_data(row) for row in self.rows(history=history)]  # stores written before redaction existed
-        if fmt == "jsonl":
-            with out.open("w", encoding="utf-8") as handle:
-                for row in rows:
-                    handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-            return len(rows)
-        if fmt == "csv":
-            import pandas as pd
+        """Write current judgments (or all) to JSONL or CSV, streamed; returns the number of rows written."""
+        from scijudge.run.export import write_rows
 
-            frame = pd.DataFrame(rows, columns=list(RUN_COLUMNS))
-            for column in JSON_COLUMNS:
-                frame[column] = frame[column].map(lambda v: json.dumps(v) if v is not None else "")
-            frame.to_csv(out, index=False)
-            return len(frame)
-        raise InputError(f"unknown export format {fmt!r}: use jsonl or csv", field="format")
+        if fmt not in ("jsonl", "csv"):
+            raise InputError(f"unknown export format {fmt!r}: use jsonl or csv", field="format")
+        return write_rows(self.raw_rows(history=history), out, fmt)
+
+
+class RawJSON(str):
+    """A JSON column's stored text, known to be well-formed JSON (``Run.raw_rows``)."""
+
+    __slots__ = ()
+
+
+_INSERT = f"INSERT OR REPLACE INTO judgments ({', '.join(RUN_COLUMNS)}) VALUES ({', '.join('?' for _ in RUN_COLUMNS)})"
+_UPDATE_CURRENT = f"UPDATE judgments SET current = 0 WHERE {' AND '.join(f'{c} = ?' for c in CURRENT_GROUP)} AND current = 1"
+
+
+def _column_names(columns: Sequence[str] | None) -> list[str]:
+    if columns is None:
+        return list(RUN_COLUMNS)
+    unknown = [c for c in columns if c not in RUN_COLUMNS]
+    if unknown:
+        raise InputError(f"unknown run-store column {unknown[0]!r}: use {', '.join(RUN_COLUMNS)}", field="columns")
+    return list(dict.fromkeys(columns))
+
+
+def _loads(value: Any, column: str, path: Path, item_id: Any) -> Any:
+    if value is None:
+        return None
+    try:
+        return json.loads(value)
+    except (ValueError, TypeError, RecursionError):
+        where = f" in the row of item {item_id!r}" if item_id is not None else ""
+        raise InputError(f"corrupt run store: unreadable {column}{where}", file=path, field=column) from None
+
+
+def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    batch: list[Any] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def _redacted(data: dict[str, Any]) -> dict[str, Any]:
@@ -231,7 +560,8 @@ def _row(dump: dict[str, Any]) -> dict[str, Any]:
                                data["endpoint"], data["input_hash"], data["decoding"])
     data["current"] = 1
     for column in JSON_COLUMNS:
-        data[column] = json.dumps(data[column]) if data[column] is not None else None
+        value = data[column]
+        data[column] = None if value is None else "[]" if value == [] else json.dumps(value)
     return data
 
 

@@ -22,6 +22,7 @@ from scijudge.metrics.calibration._inputs import (
     _check_duplicate_judgments,
     _check_unknown_items,
     _prepare_labels,
+    _resolve_checklist_parts,
     _validate_scores,
 )
 from scijudge.metrics.calibration._result import CalibrationResult, ScaleTuple
@@ -49,6 +50,7 @@ def calibrate(
     n_bins: int = 10,
     allow_extra_labels: bool = False,
     specs: Any = None,
+    tasks: Any = None,
 ) -> CalibrationResult:
     """Compare every (model, run, spec version) in ``judgments`` with the human ``labels``.
 
@@ -66,6 +68,8 @@ def calibrate(
         allow_extra_labels: accept labels for items that no run judged (otherwise an error, since it usually
             means mismatched ids). Coverage then counts only labels of items some run judged.
         specs: judge specs (``JudgeSpec``) the runs may have used, for their scales (matched by hash).
+        tasks: ResearchRubrics tasks (``importers.researchrubrics.load_tasks``), to resolve checklist labels that
+            name a criterion by its position in the task (by text or id needs nothing).
     """
     df = prepare_judgments(judgments)
     lab = _prepare_labels(labels)
@@ -73,6 +77,7 @@ def calibrate(
         raise InputError("no judgments to calibrate: the runs are empty")
     if lab.empty:
         raise InputError("no labels to calibrate against")
+    lab = _resolve_checklist_parts(lab, df, tasks)
     if not allow_extra_labels:
         _check_unknown_items(df, lab)
     df["verdict"] = df["verdict"].map(norm_verdict)
@@ -113,6 +118,13 @@ def calibrate(
 
     ord_groups = _ordinal_groups(ord_matched, score_cons, ctx)
     ver_groups = _verdict_groups(ver_matched, verdict_cons, ctx)
+    if not any(len(g.pairs) for g in [*ord_groups, *ver_groups]):
+        matched = pd.concat([ord_matched, ver_matched], ignore_index=True)
+        n_abstained = int((matched["status"] == "abstained").sum())
+        raise InputError(
+            f"nothing to calibrate: none of the {len(matched)} judgment(s) that match a label has a usable score "
+            f"or verdict ({n_abstained} abstained, {len(matched) - n_abstained} without a value); "
+            "`scijudge export` shows each abstention's reason", field="status")
     ceiling_specs = _ceiling_blocks(lab, scales, ctx)
     pair_specs = _pair_blocks(ord_groups, ver_groups, ctx)
     blocks.run(n_boot, seed)

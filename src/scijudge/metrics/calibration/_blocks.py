@@ -12,6 +12,7 @@ from scipy import sparse
 from scijudge.metrics.bootstrap import (
     bootstrap_sums,
     percentile_interval,
+    resample_counts,
 )
 from scijudge.metrics.calibration._result import POOLED, ScaleTuple
 
@@ -28,6 +29,7 @@ class _Blocks:
         self.offsets: dict[Any, tuple[int, int]] = {}
         self.width = 0
         self.reps: np.ndarray | None = None
+        self.draws: tuple[int, int] | None = None  # (n_boot, seed) of the resampling, once run
 
     def add(self, name: Any, item_ids: np.ndarray, cells: np.ndarray, width: int, values: np.ndarray | None = None) -> None:
         """Register a block: each (item, cell) pair adds ``values`` (default 1) to that item's row."""
@@ -48,6 +50,16 @@ class _Blocks:
             shape=(len(self.index), self.width),
         )
         self.reps = bootstrap_sums(mat, n_boot, seed)
+        self.draws = (n_boot, seed)
+
+    def pair_counts(self, item_ids: np.ndarray) -> np.ndarray | None:
+        """(n_boot × pairs): how often each pair's item is drawn in each resample — the same draws as every
+        block's replicates (``resample_counts`` is deterministic), for statistics that are not sums."""
+        if self.draws is None:
+            return None
+        rows = self._lookup.get_indexer(pd.Index(item_ids))
+        chunks = [counts[:, rows] for counts in resample_counts(len(self.index), *self.draws)]
+        return np.concatenate(chunks, axis=0)
 
     def get(self, name: Any) -> np.ndarray | None:
         if self.reps is None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -42,6 +44,56 @@ def _prepare_labels(labels: pd.DataFrame) -> pd.DataFrame:
         raise _label_error(row, f"duplicate label: {who} labelled item {row['item_id']!r}, judge "
                                 f"{row['judge']!r}{_part_text(row['part'])} more than once", "annotator")
     lab["verdict"] = lab["verdict"].map(norm_verdict)
+    return lab
+
+
+_CRITERION_ID = __import__("re").compile(r"^c[0-9a-f]{10}$")
+
+
+def _resolve_checklist_parts(lab: pd.DataFrame, df: pd.DataFrame, tasks: Any = None) -> pd.DataFrame:
+    """Labels of checklist judges may name the criterion by its id, its text or its 1-based position in the
+    task (``tasks``: ``importers.researchrubrics`` Task objects); all become the criterion id the judgments
+    carry. Labels of a checklist judge no run has go to the checklist judges whose names extend it
+    (``researchrubrics.checklist`` labels also calibrate ``researchrubrics.checklist.ternary``)."""
+    checklist = sorted(df.loc[df["family"] == "checklist", "judge"].unique())
+    if not checklist:
+        return lab
+    from scijudge.spec.rubric_criteria import criterion_id
+
+    order = {t.sample_id: [c.id for c in t.rubrics] for t in tasks} if tasks is not None else None
+    extended, moved = [], []
+    for judge in lab["judge"].unique():
+        heirs = [] if judge in checklist else [j for j in checklist if j.startswith(judge + ".")]
+        if heirs:
+            moved.append(judge)
+            extended += [lab[lab["judge"] == judge].assign(judge=heir) for heir in heirs]
+    if moved:
+        lab = pd.concat([lab[~lab["judge"].isin(moved)], *extended], ignore_index=True)
+    rows = lab["judge"].isin(checklist)
+    judged = set(zip(df["item_id"], df["judge"], df["part"]))
+
+    def resolve(row: pd.Series) -> str:
+        part = str(row["part"]).strip()
+        if _CRITERION_ID.match(part) or (row["item_id"], row["judge"], part) in judged:
+            return part
+        if part.isdigit():
+            if order is None:
+                raise _label_error(row, f"criterion {part!r} is a position in the task: pass the task file "
+                                        "(--tasks) to resolve it", "part")
+            ids = order.get(row["item_id"])
+            if ids is None:
+                raise _label_error(row, f"no task {row['item_id']!r} in the task file", "item_id")
+            if not 1 <= int(part) <= len(ids):
+                raise _label_error(row, f"criterion position {part} is outside task {row['item_id']!r} "
+                                        f"(1..{len(ids)})", "part")
+            return ids[int(part) - 1]
+        if not part:
+            raise _label_error(row, "a checklist label needs the criterion (id, text or position)", "part")
+        return criterion_id(part)
+
+    if rows.any():
+        lab = lab.copy()
+        lab.loc[rows, "part"] = [resolve(r) for _, r in lab[rows].iterrows()]
     return lab
 
 

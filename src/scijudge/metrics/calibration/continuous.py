@@ -2,8 +2,8 @@
 
 MAE, bias, Pearson r, ICC(A,1)/ICC(C,1) and the SD ratio are functions of seven per-item sums
 (n, Σj, Σh, Σj², Σh², Σjh, Σ|j−h|), so one sparse bootstrap gives their intervals, as for the tables.
-Spearman and Kendall use the raw values for the point estimate (scipy); their intervals come from the
-grid tables, which the row's notes say.
+Spearman and Kendall use the raw values for the point estimate (scipy) and for their intervals: each
+resample (the same item draws as every other statistic) recomputes them on the raw pairs of the drawn items.
 """
 
 from __future__ import annotations
@@ -67,11 +67,35 @@ def raw_point(j: np.ndarray, h: np.ndarray) -> dict[str, float]:
     return out
 
 
+def rank_replicates(counts: np.ndarray, j: np.ndarray, h: np.ndarray) -> dict[str, np.ndarray]:
+    """Spearman ρ and Kendall τb of every resample of raw pairs; ``counts`` (n_boot × pairs) says how often
+    each pair's item was drawn. Same functions as the point estimate (scipy), so interval and estimate agree."""
+    from scipy import stats
+
+    n_boot = counts.shape[0]
+    rho, tau = np.full(n_boot, np.nan), np.full(n_boot, np.nan)
+    positions = np.arange(j.size)
+    with np.errstate(all="ignore"):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # constant resamples: NaN, left out of the percentiles
+            for b in range(n_boot):
+                idx = np.repeat(positions, counts[b])
+                if idx.size < 2:
+                    continue
+                jb, hb = j[idx], h[idx]
+                rj, rh = stats.rankdata(jb), stats.rankdata(hb)
+                rho[b] = np.corrcoef(rj, rh)[0, 1] if np.ptp(rj) and np.ptp(rh) else np.nan
+                tau[b] = stats.kendalltau(jb, hb).statistic
+    return {"spearman": rho, "kendall": tau}
+
+
 def rounding_note(grid_step: float) -> str:
     """What a continuous row's statistics were computed on, stated once per row."""
     return (f"continuous scale: MAE, bias, correlations, ICC and SD ratio on the raw values; κ, α, AC2, exact and "
-            f"within-one-step agreement, confusion and the Spearman/Kendall intervals after rounding both sides "
-            f"to the {grid_step:g} grid (half-way to the even step)")
+            f"within-one-step agreement and confusion after rounding both sides to the {grid_step:g} grid "
+            "(half-way to the even step)")
 
 
 def split_raw(pairs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:

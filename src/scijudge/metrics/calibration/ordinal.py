@@ -51,6 +51,8 @@ def _ordinal_point(j: np.ndarray, h: np.ndarray, values: np.ndarray, tol: float)
         notes.append(f"{who} ratings constant: correlations and ICC undefined")
     with np.errstate(all="ignore"):
         out["kappa_w"] = ag.weighted_kappa(j, h, values) if n >= 2 and not (j_const and h_const) else float("nan")
+        out["kappa_linear"] = (ag.weighted_kappa(j, h, values, "linear") if n >= 2 and not (j_const and h_const)
+                               else float("nan"))
         pair = np.column_stack([h, j])
         out["alpha_ordinal"] = ag.krippendorff_alpha(pair, values, "ordinal") if n >= 2 else float("nan")
         out["alpha_interval"] = ag.krippendorff_alpha(pair, values, "interval") if n >= 2 else float("nan")
@@ -194,6 +196,9 @@ def _ordinal_row(groups: list[_Group], ctx: _Context, judge_name: str) -> tuple[
         moments = cont.replicate_moments([ctx.blocks.get(("mom", g.contender, g.judge)) for g in groups])
         if reps is not None and moments is not None:
             reps.update(cont.moment_stats(moments))
+        draws = ctx.blocks.pair_counts(pairs["item_id"].to_numpy())
+        if reps is not None and draws is not None:
+            reps.update(cont.rank_replicates(draws, *cont.split_raw(pairs)))
         notes.append(cont.rounding_note(tol))
     _intervals(row, reps, ORDINAL_STATS, ctx.level)
     cal, bins = _calibration(pairs, "ordinal", values, ctx.n_bins)
@@ -213,7 +218,7 @@ def _ordinal_row(groups: list[_Group], ctx: _Context, judge_name: str) -> tuple[
 def _ordinal_frames(groups: list[_Group], ctx: _Context) -> tuple[pd.DataFrame, pd.DataFrame, list[dict], list[dict]]:
     rows, pooled, conf_rows, rel_rows = _per_rubric_and_pooled(groups, ctx, _ordinal_row)
     per_rubric = pd.DataFrame(rows)
-    if not per_rubric.empty:
+    if not per_rubric.empty and "bias_p" in per_rubric:  # no bias_p at all when every judgment abstained
         per_rubric["bias_p_holm"] = np.nan
         for idx in per_rubric.groupby(["contender", "scale"]).groups.values():
             per_rubric.loc[idx, "bias_p_holm"] = holm(per_rubric.loc[idx, "bias_p"].to_numpy(float))

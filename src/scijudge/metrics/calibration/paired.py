@@ -131,4 +131,8 @@ def _paired_frame(specs: list[_PairSpec], ctx: _Context) -> pd.DataFrame:
         frame.loc[idx, "p_holm"] = holm(frame.loc[idx, "p"].to_numpy(float))
     pooled_rows = frame["judge"] == POOLED
     frame.loc[pooled_rows, "p_holm"] = frame.loc[pooled_rows, "p"]
+    # a winner only where the difference holds after Holm; an exact tie is a tie
+    significant = frame["p_holm"] < 0.05
+    frame["better"] = frame["better"].where(significant, "no significant difference")
+    frame.loc[frame["diff"] == 0, "better"] = "tie"
     return frame

@@ -1,0 +1,239 @@
+"""The run store's edges: reads never write, newer schemas refused, record_many equals record, columns read
+alone, exports redact stored credentials, a corrupt page and a full disk give one line."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import sqlite3
+
+import pandas as pd
+import pytest
+
+from scijudge.errors import EXIT_STOPPED, InputError
+from scijudge.records import Attempt, JudgeResult
+from scijudge.run.store import Run, StoreWriteError
+
+
+def _result(n: int, **extra) -> JudgeResult:
+    values = dict(item_id=f"q{n}", judge="j", family="likert", spec_hash="h", model="m", status="ok",
+                  score=float(n % 5 + 1), result={"rating": n % 5 + 1}, rationale=f"r{n}",
+                  attempts=[Attempt(strategy="json_schema", temperature=0.0, outcome="ok")],
+                  created_at="2026-12-01T10:00:00+00:00")
+    values.update(extra)
+    return JudgeResult(**values)
+
+
+def _store(path, n: int = 30) -> None:
+    with Run(path) as run:
+        for k in range(n):
+            run.record(_result(k))
+        run.record(_result(0, score=2.0, input_hash="new"))  # q0 again, other content: one history row
+        run.set_meta(model="m")
+
+
+def _files(folder) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir() if p.is_file()}
+
+
+def test_reading_and_exporting_change_no_byte_of_the_store(tmp_path):
+    folder = tmp_path / "store"
+    folder.mkdir()
+    path = folder / "r.sqlite"
+    _store(path)
+    before = _files(folder)
+    with Run(path, create=False) as run:
+        assert run.readonly and len(run) == 31 and run.meta()["model"] == "m"
+        assert len(list(run.rows(history=True))) == 31 and len(run.to_pandas()) == 30
+        for fmt in ("jsonl", "csv"):
+            assert run.export(tmp_path / f"out.{fmt}", fmt) == 30
+        run.completed_keys()
+        run.current_index()
+    assert _files(folder) == before  # no byte changed, no file added (no -wal, -shm, .lock)
+    with Run(path) as run:  # opened for writing only when something is written
+        assert run.readonly
+        run.set_meta(note="x")
+        assert not run.readonly
+    assert _files(folder)["r.sqlite"] != before["r.sqlite"] or "r.sqlite-wal" in _files(folder)
+
+
+def test_a_store_of_a_newer_schema_is_refused_with_both_versions(tmp_path):
+    path = tmp_path / "new.sqlite"
+    _store(path, 2)
+    db = sqlite3.connect(path)
+    db.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    db.commit()
+    db.close()
+    before = path.read_bytes()
+    for open_ in (lambda: Run(path, create=False), lambda: Run(path).record(_result(9))):
+        with pytest.raises(InputError, match="schema version 3, newer than the version 2") as info:
+            open_()
+        assert str(path) in str(info.value)
+    assert path.read_bytes() == before
+
+
+def test_record_many_leaves_the_table_record_leaves(tmp_path):
+    rng = random.Random(1)
+    results = [JudgeResult(item_id=f"q{rng.randint(0, 40)}", judge=rng.choice("ab"), family="likert",
+                           spec_hash="h", model="m", input_hash=f"in{rng.randint(0, 2)}", status="ok",
+                           score=float(rng.randint(1, 5)), created_at=f"t{n}") for n in range(600)]
+
+    def table(path):
+        db = sqlite3.connect(path)
+        try:
+            return db.execute("SELECT rowid, * FROM judgments ORDER BY rowid").fetchall()
+        finally:
+            db.close()
+
+    with Run(tmp_path / "one.sqlite") as run:
+        for r in results:
+            run.record(r)
+    expected = table(tmp_path / "one.sqlite")
+    assert 0 < sum(row[-1] for row in expected) < len(expected)  # history and replaced keys both occur
+    for chunk in (1, 7, 5000):
+        with Run(tmp_path / f"many{chunk}.sqlite") as run:
+            assert run.record_many((r.model_dump(mode="json") for r in results[:300]), chunk=chunk) == 300
+            with run.transaction():
+                run.record_many((r.model_dump(mode="json") for r in results[300:]), chunk=chunk)
+        assert table(tmp_path / f"many{chunk}.sqlite") == expected
+
+
+def test_a_transaction_is_undone_on_ctrl_c(tmp_path):
+    path = tmp_path / "r.sqlite"
+    _store(path, 3)
+
+    def rows():
+        for k in range(100, 120):
+            yield _result(k).model_dump(mode="json")
+        raise KeyboardInterrupt
+
+    with Run(path) as run:
+        with pytest.raises(KeyboardInterrupt), run.transaction():
+            run.record_many(rows(), chunk=5)
+        assert len(run) == 4
+
+
+def test_to_pandas_reads_only_the_columns_asked_for_and_its_default_is_unchanged(tmp_path):
+    path = tmp_path / "r.sqlite"
+    _store(path)
+    with Run(path, create=False) as run:
+        full = run.to_pandas()
+        expected = pd.DataFrame(list(run.rows()), columns=list(full.columns))  # the previous construction
+        pd.testing.assert_frame_equal(full, expected)
+        part = run.to_pandas(columns=["item_id", "judge", "score", "result"])
+        assert list(part.columns) == ["item_id", "judge", "score", "result"]
+        pd.testing.assert_frame_equal(part, expected[["item_id", "judge", "score", "result"]])
+        assert len(run.to_pandas(history=True, columns=["key"])) == 31
+        with pytest.raises(InputError, match="unknown run-store column 'nope'"):
+            run.to_pandas(columns=["nope"])
+
+
+def test_export_redacts_credentials_stored_before_redaction_in_every_free_text_field(tmp_path, monkeypatch):
+    secret = 'quo"te-sécret-9876'
+    monkeypatch.setenv("MY_SERVICE_API_KEY", secret)
+    path = tmp_path / "old.sqlite"
+    _store(path, 2)
+    db = sqlite3.connect(path)  # as a release before redaction wrote them
+    db.execute("UPDATE judgments SET rationale = ?, result = ?, attempts = ? WHERE item_id = 'q1'",
+               (f"saw {secret}", json.dumps({"note": f"key {secret}", "url": "http://u:pw123456@h/v1"}),
+                json.dumps([{"strategy": "json", "temperature": 0, "outcome": "server_error",
+                             "error": "Authorization: Bearer abcdefghijkl"}])))
+    db.commit()
+    db.close()
+    with Run(path, create=False) as run:
+        for fmt in ("jsonl", "csv"):
+            run.export(tmp_path / f"out.{fmt}", fmt)
+    for fmt in ("jsonl", "csv"):
+        text = (tmp_path / f"out.{fmt}").read_text(encoding="utf-8")
+        for leaked in (secret, json.dumps(secret)[1:-1], "pw123456", "abcdefghijkl"):
+            assert leaked not in text, (fmt, leaked)
+    rows = {json.loads(line)["item_id"]: json.loads(line)
+            for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()}
+    assert rows["q1"]["result"] == {"note": "key ***", "url": "http://***@h/v1"}
+    assert rows["q1"]["attempts"][0]["error"] == "Authorization: ***" and rows["q1"]["rationale"] == "saw ***"
+    assert rows["q0"]["result"] == {"rating": 1} and rows["q0"]["attempts"][0]["outcome"] == "ok"
+
+
+def test_a_corrupt_page_is_one_line(tmp_path):
+    path = tmp_path / "r.sqlite"
+    with Run(path) as run:
+        run.record_many(_result(k, rationale="x" * 400).model_dump(mode="json") for k in range(400))
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+    data = bytearray(path.read_bytes())
+    page = 4096
+    assert len(data) > 20 * page
+    data[10 * page:12 * page] = b"\xa5" * (2 * page)  # two pages in the middle of the table
+    path.write_bytes(bytes(data))
+    with pytest.raises(InputError, match="corrupt run store") as info:
+        with Run(path) as run:
+            run.completed_keys()
+            list(run.rows())
+    assert str(path) in str(info.value)
+
+
+class _FullDisk:
+    """A connection whose INSERTs fail as on a full disk once ``after`` have gone through."""
+
+    def __init__(self, db: sqlite3.Connection, after: int) -> None:
+        self._db, self.left = db, after
+
+    def execute(self, sql: str, *args):
+        if sql.startswith("INSERT OR REPLACE INTO judgments"):
+            if self.left <= 0:
+                raise sqlite3.OperationalError("database or disk is full")
+            self.left -= 1
+        return self._db.execute(sql, *args)
+
+    def __getattr__(self, name: str):
+        return getattr(self._db, name)
+
+
+@pytest.mark.slow  # seconds: 12,000 rows / a loopback judging run
+def test_a_full_disk_stops_the_run_with_one_line_and_the_rerun_sends_only_what_was_not_stored(loopback, tmp_path):
+    from test_result_integrity import items, judges, rating_from_prompt
+
+    from scijudge import judge_items
+
+    server = loopback(rating_from_prompt)
+    judge = judges(server.url, names=("t.a",))[0]
+    path = tmp_path / "r.sqlite"
+    with Run(path) as run:
+        run.claim_writer()
+        run._db = _FullDisk(run._db, after=5)  # type: ignore[assignment]
+        with pytest.raises(StoreWriteError, match="database or disk is full") as info:
+            judge_items(items(40), [judge], run, concurrency=2)
+        run._db = run._db._db  # type: ignore[attr-defined]
+    assert info.value.exit_code == EXIT_STOPPED and "re-run to resume" in str(info.value)
+    assert info.value.summary.judged == 5  # type: ignore[attr-defined]
+    first = server.count
+    assert first <= 5 + 1 + 2 * 2, "the run stopped at the failed write, not after sending everything"
+    with Run(path, create=False) as run:
+        assert len(run) == 5
+    with Run(path) as run:
+        summary = judge_items(items(40), [judge], run, concurrency=2)
+    assert summary.skipped_done == 5 and summary.judged == 35 and server.count - first == 35
+
+
+def test_jsonl_lines_are_the_same_bytes_with_or_without_orjson(tmp_path, monkeypatch):
+    import orjson
+
+    from scijudge.redaction import redactor
+    from scijudge.run.export import _json_line, _orjson_line, _redact_row
+
+    monkeypatch.setenv("MY_SERVICE_API_KEY", "sécret-value-42")
+    path = tmp_path / "r.sqlite"
+    with Run(path) as run:
+        run.record(_result(1, rationale='é "quoted" sécret-value-42', result={"x": 0.1 + 0.2, "big": 1e20}))
+        run.record(_result(2, probs={"1": 0.25, "2": 0.75}, verdict="Yes", score=None))
+    with Run(path, create=False) as run:
+        rows = list(run.raw_rows())
+    one = redactor()
+    fast = [_orjson_line(orjson)(row, _redact_row(row, one)) for row in [dict(r) for r in rows]]
+    plain = [_json_line()(row, _redact_row(row, one)) for row in [dict(r) for r in rows]]
+    assert fast == plain
+    decoded = [json.loads(line) for line in fast]
+    assert decoded[0]["rationale"] == 'é "quoted" ***' and decoded[0]["result"] == {"x": 0.1 + 0.2, "big": 1e20}
+    assert decoded[1]["probs"] == {"1": 0.25, "2": 0.75} and decoded[1]["current"] is True
