@@ -83,6 +83,8 @@ def load_json(data: bytes, path: Path) -> Any:
         raise InputError(f"not UTF-8 (byte {exc.start})", file=path) from None
     except json.JSONDecodeError as exc:
         raise InputError(f"not valid JSON: {exc.msg} (column {exc.colno})", file=path, line=exc.lineno) from None
+    except RecursionError:
+        raise InputError("JSON nested too deeply", file=path) from None
 
 
 def expect_object(value: Any, path: Path, where: str) -> dict[str, Any]:

@@ -54,6 +54,10 @@ def _rows(text_: str, path: Path, task: str, model: str, per_filter: dict[str, i
             yield ForeignRow(item_id=None, judge=None, model=None, position=f"line {line}", line=line,
                              error=f"not valid JSON: {exc.msg} (column {exc.colno})")
             continue
+        except RecursionError:
+            yield ForeignRow(item_id=None, judge=None, model=None, position=f"line {line}", line=line,
+                             error="JSON nested too deeply")
+            continue
         if not is_sample_line(sample):
             missing = sorted(SAMPLE_KEYS - (sample.keys() if isinstance(sample, dict) else set()))
             yield ForeignRow(item_id=None, judge=None, model=None, position=f"line {line}", line=line,

@@ -36,11 +36,11 @@ def sniff_format(path: str | Path) -> str | None:
     try:
         if lm_eval.is_sample_line(json.loads(content.split("\n", 1)[0])):
             return "lm-eval"
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # RecursionError: nested too deeply, the generic path says so
         pass
     try:
         doc = json.loads(content)  # bare NaN allowed: inspect writes it
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return None
     if inspect_ai.is_json_log(doc):
         return "inspect"
