@@ -216,3 +216,16 @@ def labels_to_frame(labels: list[HumanLabel]) -> Any:
     frame["score"] = frame["score"].astype(float)
     frame["source_line"] = frame["source_line"].astype("Int64")
     return frame
+
+
+def provenance_note(frame: Any) -> tuple[str, bool]:
+    """What the labels are, for reports (``"labels: 40 expert, 12 crowd"``), and whether any came from a model.
+
+    Agreement with ``llm`` labels is agreement with another model, never calibration against humans: callers say
+    so whenever the second value is true.
+    """
+    if "label_source" not in getattr(frame, "columns", ()):
+        return "labels: source not recorded", False
+    counts = frame["label_source"].fillna("unknown").value_counts()
+    text = "labels: " + ", ".join(f"{int(n)} {source}" for source, n in counts.items())
+    return text, bool(counts.get("llm", 0))

@@ -126,6 +126,13 @@ def calibrate_cmd(
         with _status(console, "writing the report ..."):
             paths = write_report(result, out, robust)
         console.print(f"report written to {paths['html']} (numbers in {paths['json'].name})", highlight=False)
+    from scijudge.labels import provenance_note
+
+    source_text, from_model = provenance_note(label_frame)
+    console.print(source_text, highlight=False)
+    if from_model:
+        console.print("[yellow]warning:[/] some labels come from a model (source llm): agreement with them is "
+                      "agreement with another model, not calibration against humans", highlight=False, soft_wrap=True)
     print_summary(result, robust, Console())
     return result
 

@@ -58,7 +58,7 @@ def _print_tables(table: Any, coverage: Any, needed: Any) -> None:
 
     estimand = str(table["estimand"].iloc[0]) if len(table) else "mean human rating"
     print_frame(table[["judge", "model", "group", "method", "estimate", "lo", "hi", "n_labeled", "n_unlabeled",
-                       "n_abstained", "n_label_only", "kind", "paired", "estimand"]],
+                       "n_abstained", "n_label_only", "kind", "paired", "estimand", "design"]],
                 f"Estimated {estimand} (interval {1 - float(table['alpha'].iloc[0]):.0%})" if len(table) else "",
                 out)
     if not coverage.empty:
@@ -84,6 +84,7 @@ def estimate_cmd(
     human: Annotated[str, typer.Option("--human", help="What the estimate targets: 'mean' (each item's mean over its annotators, averaged: the mean human rating) or 'median' (the median consensus snapped to the scale, as calibrate uses).")] = "mean",
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Folder for estimate.csv, conformal.csv, conformal_coverage.csv, labels_needed.csv, estimate.html.")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the conformal calibration/held-out splits.")] = 0,
+    picks: Annotated[Path | None, typer.Option("--picks", help="picks.csv from `scijudge select-labels`: the labels were chosen by that design; estimates weight them by 1/pi (active PPI) or by stratum.")] = None,
 ) -> Any:
     """Mean human score per (judge, model, group): PPI++ from judge scores plus a random subset of human labels,
     beside human-only and judge-only estimates; conformal sets of human scores per judgment; labels needed.
@@ -94,7 +95,7 @@ def estimate_cmd(
     """
     from scijudge.commands.calibrate import _scale_mapping
     from scijudge.estimation import conformal_units, estimate_units, labels_needed_units, match_units
-    from scijudge.labels import labels_to_frame, load_labels
+    from scijudge.labels import labels_to_frame, load_labels, provenance_note
 
     if not run:
         raise InputError("give at least one --run", field="run")
@@ -104,13 +105,18 @@ def estimate_cmd(
         raise InputError(f"--coverage must be between 0 and 1, got {coverage}", field="coverage")
     if target_width is not None and target_width <= 0:
         raise InputError(f"--target-width must be > 0, got {target_width}", field="target-width")
+    design = None
+    if picks is not None:  # read first: a bad picks file is reported before any store is read
+        from scijudge.estimation.select import read_picks
+
+        design = read_picks(picks)
     label_frame = labels_to_frame(load_labels(labels))
     judgments, stored = _load_judgments(list(run), judge)
     groups, pairs = _item_maps(items, by, pair_by)
     scales = _scale_mapping(scale, sorted(judgments["judge"].unique()), stored)
     units = match_units(judgments, label_frame, groups=groups, pairs=pairs, group_field=by or "group",
                         scale=scales, estimand=human)
-    table = estimate_units(units, compare=list(compare) if compare else None, alpha=alpha)
+    table = estimate_units(units, compare=list(compare) if compare else None, alpha=alpha, picks=design)
     sets, cover = conformal_units(units, 1 - coverage, seed=seed)
     needed = labels_needed_units(units, target_width, alpha) if target_width is not None else None
     from scijudge.commands._console import console
@@ -128,6 +134,18 @@ def estimate_cmd(
         console.print(f"estimates written to {out / 'estimate.csv'} (conformal sets in conformal.csv)")
     for note in units.notes or []:
         console.print(f"[yellow]warning:[/] {note}", highlight=False, soft_wrap=True)
+    source_text, from_model = provenance_note(label_frame)
+    console.print(source_text, highlight=False)
+    if from_model:
+        console.print("[yellow]warning:[/] some labels come from a model (source llm): these estimates target that "
+                      "model's scores, not human ones", highlight=False, soft_wrap=True)
+    notes = table.attrs.get("design_notes") or {}
+    if notes.get("labels_outside_design"):
+        console.print(f"[yellow]warning:[/] {notes['labels_outside_design']} labels of items the design did not pick "
+                      "were left out (they would break its weights)", highlight=False, soft_wrap=True)
+    if notes.get("picked_unlabelled"):
+        console.print(f"[yellow]warning:[/] {notes['picked_unlabelled']} picked items have no label: the estimate "
+                      "assumes they are missing at random", highlight=False, soft_wrap=True)
     try:
         _print_tables(table, cover, needed)
     except BrokenPipeError:  # the reader stopped early (| head): what it read is what it wanted

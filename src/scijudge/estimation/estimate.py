@@ -21,8 +21,9 @@ from scijudge.estimation.ppi import Estimate, classical_mean, difference, labels
 METHODS = ("ppi", "human-only", "judge-only")
 ESTIMATE_COLUMNS = [
     "judge", "model", "group", "method", "estimate", "lo", "hi", "se", "n_labeled", "n_unlabeled",
-    "n_abstained", "n_label_only", "lam", "kind", "paired", "alpha", "estimand",
+    "n_abstained", "n_label_only", "lam", "kind", "paired", "alpha", "estimand", "design",
 ]
+SRS_DESIGN = "labels as a simple random sample"
 _DIMENSIONS = ("judge", "model", "group")  # the order of the per-(judge, model, group) keys
 _SEARCH = ("group", "model", "judge")  # which dimension two --compare names are looked up in, first to last
 
@@ -57,40 +58,105 @@ def _paired_three(a: pd.DataFrame, b: pd.DataFrame, alpha: float) -> dict[str, E
     }
 
 
+def _designed_three(sub: pd.DataFrame, picks: pd.DataFrame, alpha: float,
+                    paired_with: pd.DataFrame | None = None) -> tuple[dict[str, Estimate], str, dict[str, int]]:
+    """The three estimates when labels were chosen by a design (``select-labels`` picks): active (IPW) PPI, or
+    stratified PPI++ for stratified picks; the human-only estimate weighted the same way. Only labels of picked
+    items count (labels of other items would break the design's weights); every scored item of the design is
+    part of the estimate, labelled or not."""
+    from scijudge.estimation import active
+
+    frame = sub if paired_with is None else _paired_frame(sub, paired_with)
+    ok = (frame["status"] == "ok") & frame["score"].notna()
+    merged = frame[ok].merge(picks[["item_id", "pi", "picked", *(["stratum"] if "stratum" in picks else [])]],
+                             on="item_id", how="left")
+    outside = int(merged["pi"].isna().sum())
+    merged = merged[merged["pi"].notna()]
+    if merged.empty:
+        raise InputError("no scored item of this judge is in the picks file: pass the picks made for these runs",
+                         field="--picks")
+    picked = merged["picked"].astype(bool).to_numpy()
+    labelled = merged["human"].notna().to_numpy()
+    use = picked & labelled
+    counts = {"labels_outside_design": int((labelled & ~picked).sum()), "picked_unlabelled": int((picked & ~labelled).sum()),
+              "items_outside_picks": outside}
+    f = merged["score"].to_numpy(float)
+    y = merged["human"].to_numpy(float)
+    pi = merged["pi"].to_numpy(float)
+    design = str(picks["design"].iloc[0]) if "design" in picks and len(picks) else "picks"
+    if design == "stratified" and "stratum" in merged:
+        ppi = active.stratified_ppi_mean(f, use, y[use], merged["stratum"].astype(str).to_numpy(), alpha=alpha)
+        human = active.stratified_ppi_mean(f, use, y[use], merged["stratum"].astype(str).to_numpy(), alpha=alpha,
+                                           lam=0.0)
+        label = "stratified picks, stratified PPI++"
+    else:
+        ppi = active.active_ppi_mean(f, use, y[use], pi, alpha=alpha)
+        human = active.ipw_human_mean(use, y[use], pi, alpha=alpha)
+        label = f"{design} picks, active PPI (Hajek weights 1/pi)"
+    judge_only = classical_mean(f, alpha, n_labeled=0, n_unlabeled=int(f.size))
+
+    def plain(e: Any) -> Estimate:
+        return Estimate(e.estimate, e.lo, e.hi, e.se, e.n_labeled, e.n_unlabeled, e.lam)
+
+    return {"ppi": plain(ppi), "human-only": plain(human), "judge-only": judge_only}, label, counts
+
+
+def _paired_frame(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """Per shared (pair, part): the difference A - B of scores and of human scores, keyed by A's item id."""
+    both = a.merge(b, on=["pair", "part"], suffixes=("", "_b"))
+    ok = (both["status"] == "ok") & (both["status_b"] == "ok")
+    out = both[["item_id", "part", "pair"]].copy()
+    out["status"] = ok.map({True: "ok", False: "abstained"})
+    out["score"] = both["score"] - both["score_b"]
+    out["human"] = both["human"] - both["human_b"]
+    return out
+
+
 def _rows(judge: str, model: str, group: str, results: Mapping[str, Estimate], *, n_abstained: int,
           n_label_only: int, kind: str, paired: bool | None, alpha: float,
-          estimand: str = "mean") -> list[dict[str, Any]]:
+          estimand: str = "mean", design: str = SRS_DESIGN) -> list[dict[str, Any]]:
     from scijudge.estimation._units import ESTIMANDS
 
     out = []
     for method in METHODS:
         row = {"judge": judge, "model": model, "group": group, "method": method, **results[method].as_dict(),
                "n_abstained": n_abstained, "n_label_only": n_label_only, "kind": kind, "paired": paired,
-               "alpha": alpha, "estimand": ESTIMANDS.get(estimand, estimand)}
+               "alpha": alpha, "estimand": ESTIMANDS.get(estimand, estimand), "design": design}
         if method != "ppi":
             row["lam"] = math.nan
         out.append(row)
     return out
 
 
-def estimate_units(units: Units, *, compare: Sequence[str] | None = None, alpha: float = 0.05) -> pd.DataFrame:
+def estimate_units(units: Units, *, compare: Sequence[str] | None = None, alpha: float = 0.05,
+                   picks: pd.DataFrame | None = None) -> pd.DataFrame:
     """The estimate table from matched units (see ``estimate``)."""
     frame, rows = units.frame, []
     label_only = units.label_only.set_index(["judge", "model", "group"])["n_label_only"]
     per_key: dict[tuple[str, str, str], pd.DataFrame] = {}
+    design_notes: dict[str, int] = {}
     for (judge, model, group), sub in frame.groupby(["judge", "model", "group"], sort=True):
         per_key[(judge, model, group)] = sub
-        rows += _rows(judge, model, group, _three(sub, alpha), n_abstained=int((sub["status"] == "abstained").sum()),
+        design = SRS_DESIGN
+        if picks is not None:
+            results, design, counts = _designed_three(sub, picks, alpha)
+            for key, value in counts.items():
+                design_notes[key] = design_notes.get(key, 0) + value
+        else:
+            results = _three(sub, alpha)
+        rows += _rows(judge, model, group, results, n_abstained=int((sub["status"] == "abstained").sum()),
                       n_label_only=int(label_only.get((judge, model, group), 0)), kind="mean", paired=None,
-                      alpha=alpha, estimand=units.estimand)
+                      alpha=alpha, estimand=units.estimand, design=design)
     if compare:
-        rows += _compare_rows(per_key, label_only, compare, alpha, units.estimand, by_run=units.by_run)
-    return pd.DataFrame(rows, columns=ESTIMATE_COLUMNS)
+        rows += _compare_rows(per_key, label_only, compare, alpha, units.estimand, by_run=units.by_run, picks=picks)
+    table = pd.DataFrame(rows, columns=ESTIMATE_COLUMNS)
+    table.attrs["design_notes"] = design_notes
+    return table
 
 
 def _compare_rows(per_key: dict[tuple[str, str, str], pd.DataFrame], label_only: pd.Series,
                   compare: Sequence[str], alpha: float, estimand: str = "mean",
-                  by_run: bool = True) -> list[dict[str, Any]]:
+                  by_run: bool = True, picks: pd.DataFrame | None = None) -> list[dict[str, Any]]:
     """``A - B`` where A and B are two groups (runs or --by values), two models or two judges: one row set per
     combination of the other two, paired on shared (pair, part) keys, independent otherwise. Two models or
     judges of different runs are compared when the groups are the runs (``by_run``)."""
@@ -105,7 +171,7 @@ def _compare_rows(per_key: dict[tuple[str, str, str], pd.DataFrame], label_only:
                          f"two models ({', '.join(sorted(values['model']))}) or two judges "
                          f"({', '.join(sorted(values['judge'])[:6])})", field="compare")
     for dim in dims:  # two runs named like their models: the groups share no judge and model, the models do
-        rows = _compare_along(per_key, label_only, dim, name_a, name_b, alpha, estimand, by_run)
+        rows = _compare_along(per_key, label_only, dim, name_a, name_b, alpha, estimand, by_run, picks)
         if rows:
             return rows
     others = " and ".join(d for d in _DIMENSIONS if d != dims[0])
@@ -114,7 +180,8 @@ def _compare_rows(per_key: dict[tuple[str, str, str], pd.DataFrame], label_only:
 
 
 def _compare_along(per_key: dict[tuple[str, str, str], pd.DataFrame], label_only: pd.Series, dim: str,
-                   name_a: str, name_b: str, alpha: float, estimand: str, by_run: bool) -> list[dict[str, Any]]:
+                   name_a: str, name_b: str, alpha: float, estimand: str, by_run: bool,
+                   picks: pd.DataFrame | None = None) -> list[dict[str, Any]]:
     axis = _DIMENSIONS.index(dim)
     sides: dict[tuple[str, str, str], list[tuple[tuple[str, str, str], pd.DataFrame]]] = {}
     for key, sub in per_key.items():
@@ -136,7 +203,13 @@ def _compare_along(per_key: dict[tuple[str, str, str], pd.DataFrame], label_only
                 raise InputError(f"{dim} {name!r} holds pair key {key!r} more than once: pair items by a field "
                                  "that is unique within each group", field="pair_by")
         shared = bool(pd.Index(a["pair"] + "\0" + a["part"]).isin(b["pair"] + "\0" + b["part"]).any())
-        if shared:
+        design = SRS_DESIGN
+        if picks is not None:
+            if not shared:
+                raise InputError("with --picks, differences are estimated on items both sides judged (paired); "
+                                 f"{name_a!r} and {name_b!r} share none", field="--picks")
+            results, design, _ = _designed_three(a, picks, alpha, paired_with=b)
+        elif shared:
             results = _paired_three(a, b, alpha)
         else:
             ea, eb = _three(a, alpha), _three(b, alpha)
@@ -148,13 +221,13 @@ def _compare_along(per_key: dict[tuple[str, str, str], pd.DataFrame], label_only
         if not label[2]:
             label[2] = " - ".join("+".join(sorted({k[2] for k, _ in sides[s]})) for s in (ka, kb))
         rows += _rows(label[0], label[1], label[2], results, n_abstained=n_abs, n_label_only=n_lo,
-                      kind="difference", paired=bool(shared), alpha=alpha, estimand=estimand)
+                      kind="difference", paired=bool(shared), alpha=alpha, estimand=estimand, design=design)
     return rows
 
 
 def estimate(judgments: pd.DataFrame, labels: pd.DataFrame, *, groups: Mapping[str, str] | None = None,
              pairs: Mapping[str, str] | None = None, compare: Sequence[str] | None = None, alpha: float = 0.05,
-             scale: Any = None, estimand: str = "mean") -> pd.DataFrame:
+             scale: Any = None, estimand: str = "mean", picks: pd.DataFrame | None = None) -> pd.DataFrame:
     """Mean human score per (judge, model, group) by PPI++, human-only and judge-only, with (1 - alpha) intervals.
 
     Args:
@@ -169,9 +242,13 @@ def estimate(judgments: pd.DataFrame, labels: pd.DataFrame, *, groups: Mapping[s
             judge's spec or family).
         estimand: ``mean`` (default): the mean human rating (each unit's mean over its annotators, averaged
             over units); ``median``: the median consensus snapped to the scale, as ``calibrate`` uses.
+        picks: the design the labels were chosen by (``select_labels``: item_id, pi, picked[, stratum, design]):
+            active PPI weighting labels by 1/pi, or stratified PPI++ for stratified picks; the ``design`` column
+            names it, and ``table.attrs["design_notes"]`` counts labels outside the design (dropped) and picked
+            items without a label (non-response).
     """
     units = match_units(judgments, labels, groups=groups, pairs=pairs, scale=scale, estimand=estimand)
-    return estimate_units(units, compare=compare, alpha=alpha)
+    return estimate_units(units, compare=compare, alpha=alpha, picks=picks)
 
 
 def labels_needed_units(units: Units, width: float, alpha: float = 0.05) -> pd.DataFrame:

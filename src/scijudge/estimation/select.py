@@ -142,7 +142,7 @@ def read_picks(path: Any) -> pd.DataFrame:
     pi = pd.to_numeric(frame["pi"], errors="coerce")
     bad = frame.index[~((pi > 0) & (pi <= 1))]
     if len(bad):
-        raise InputError(f"pi must be in (0, 1], got {frame['pi'].iloc[bad[0]]!r}", file=file, line=int(bad[0]) + 2,
+        raise InputError(f"pi must be in (0, 1], got {frame['pi'].iloc[bad[0]]}", file=file, line=int(bad[0]) + 2,
                          field="pi")
     truth = frame["picked"].astype(str).str.lower().map({"true": True, "false": False, "1": True, "0": False})
     if truth.isna().any():

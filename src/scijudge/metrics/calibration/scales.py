@@ -102,6 +102,12 @@ def _resolve_scales(
         notes.append(f"judge {judge!r}: no known spec has its stored spec hash, so the {family!r} family scale "
                      f"{_scale_text(out[judge], judge in continuous)} is used; pass scale= (--scale) or the spec "
                      "(specs=) if that is wrong")
+    if "decoding" in df:  # decision judgments score the expected level: a continuous score on the judge's scale
+        decided = df["decoding"].fillna("").astype(str).str.contains('"decision_score":"expected"', regex=False)
+        for judge in sorted(set(df.loc[decided, "judge"]) & set(out) - continuous):
+            continuous.add(judge)
+            notes.append(f"judge {judge!r}: decision judgments score the expected level, so its scale "
+                         f"{_scale_text(out[judge], True)} is treated as continuous")
     for judge, sc in out.items():
         try:
             ag.scale_values(*sc)
