@@ -35,6 +35,7 @@ def main(items: int) -> None:
                                            score=None if abstain else float(n % 5 + 1), rationale=f"r{n}",
                                            reason="refused" if abstain else None))
     with tempfile.TemporaryDirectory() as folder:
+        os.chdir(folder)  # MLflow puts trace artifacts under ./mlruns of the working directory
         uri = f"sqlite:///{Path(folder) / 'mlflow.db'}"
         start = time.perf_counter()
         mlflow.MlflowClient(uri).create_experiment("warm-up")  # schema migration, once per store

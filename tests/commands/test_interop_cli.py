@@ -78,6 +78,7 @@ def test_export_to_mlflow_and_import_back_with_human_labels(tmp_path, monkeypatc
     from scijudge.labels import load_labels
 
     monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
+    monkeypatch.chdir(tmp_path)  # MLflow puts trace artifacts under ./mlruns of the working directory
     runner = CliRunner()
     source, back, labels = tmp_path / "pf.sqlite", tmp_path / "back.sqlite", tmp_path / "labels.jsonl"
     assert runner.invoke(app, ["import-judgments", str(_promptfoo(tmp_path / "r.json")), "--run", str(source)]).exit_code == 0

@@ -36,10 +36,12 @@ def _key(r):
 
 @pytest.fixture(scope="module")
 def tracking_uri(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("mlflow")
     with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(folder)  # MLflow puts trace artifacts under ./mlruns of the working directory
         patch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
         patch.setenv("DO_NOT_TRACK", "true")
-        yield f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}"
+        yield f"sqlite:///{folder / 'mlflow.db'}"
 
 
 @pytest.mark.parametrize("fast", [True, False])
