@@ -35,7 +35,7 @@ _LAZY: dict[str, str] = {
     # calibration and optimization
     "calibrate": "scijudge.metrics.calibration", "optimize": "scijudge.optimization",
     "estimate": "scijudge.estimation", "select_labels": "scijudge.estimation.select",
-    "jury": "scijudge.metrics.jury",
+    "jury": "scijudge.metrics.jury", "distill": "scijudge.distill",
     # shipped data (example datasets, specs, recipes)
     "bundled_path": "scijudge._resources",
 }
@@ -45,7 +45,7 @@ __all__ = [
     "JudgeProtocol", "JudgeRecipe",
     "JudgeResult", "JudgeSpec", "LikertRating", "ModelError", "PairwiseJudgment", "Paper", "Run", "RunFields",
     "RunSummary", "ScijudgeError", "SpecError", "StructuredChain", "UnknownJudgeError", "__version__", "bundled_path",
-    "calibrate", "estimate", "get_spec", "judge_items", "jury", "list_specs", "load_items", "load_judge",
+    "calibrate", "distill", "estimate", "get_spec", "judge_items", "jury", "list_specs", "load_items", "load_judge",
     "load_labels", "load_spec_file", "make_lm", "optimize", "select_labels",
 ]
 
@@ -66,6 +66,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from scijudge.data import Item, Paper, load_items
+    from scijudge.distill import distill
     from scijudge.estimation import estimate
     from scijudge.estimation.select import select_labels
     from scijudge.judges import Judge, load_judge

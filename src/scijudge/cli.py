@@ -96,7 +96,7 @@ def _os_error(exc: OSError) -> ScijudgeError:
 
 
 # Commands that load judge specs: they take --trust-spec-code (spec code outside scijudge runs only then).
-SPEC_COMMANDS = frozenset({"judge", "demo", "calibrate", "perturb", "compliance", "optimize"})
+SPEC_COMMANDS = frozenset({"judge", "demo", "calibrate", "perturb", "compliance", "optimize", "distill"})
 _TRUST_HELP = ("Run code that specs name outside scijudge (prepare = 'module:function', output = 'module:Class'). "
                "Specs with code are code: only for specs you trust.")
 
@@ -148,6 +148,7 @@ def _register_commands() -> None:
     from scijudge.commands.calibrate import calibrate_cmd, perturb_cmd
     from scijudge.commands.compliance import compliance_cmd
     from scijudge.commands.demo import demo_cmd
+    from scijudge.commands.distill import distill_cmd
     from scijudge.commands.drift import drift_cmd
     from scijudge.commands.estimate import estimate_cmd
     from scijudge.commands.export import export_cmd
@@ -180,6 +181,7 @@ def _register_commands() -> None:
     command("select-labels")(select_labels_cmd)
     command("jury")(jury_cmd)
     command("drift")(drift_cmd)
+    command("distill")(distill_cmd)
 
 
 _register_commands()

@@ -136,8 +136,13 @@ def bias_tokens(model: Any, tokenizer: Any, torch: Any, token_ids: list[int], lo
         head[token_ids, 0] = logits / feature
 
 
-def build_tiny_model(folder: str | Path, *, seed: int = 0, with_adapter: bool = True) -> dict[str, Path]:
+def build_tiny_model(folder: str | Path, *, seed: int = 0, with_adapter: bool = True, init_range: float = 0.2,
+                     closing_bias: bool = True) -> dict[str, Path]:
     """Build and save a tiny random Llama model (and a LoRA adapter naming it) under ``folder``; no downloads.
+
+    ``init_range`` is the weights' standard deviation: 0.2 (default) gives near one-hot random attention, which a
+    LoRA adapter cannot move in a short training run; 0.06 gives a base that a test can distil a rubric into
+    (``scijudge.distill``). ``closing_bias`` nudges the model to close JSON strings (generated answers stay short).
 
     Returns:
         ``{"base": <folder>/base, "adapter": <folder>/adapter}`` (no ``adapter`` key when ``with_adapter`` is
@@ -157,14 +162,15 @@ def build_tiny_model(folder: str | Path, *, seed: int = 0, with_adapter: bool = 
         num_attention_heads=4,
         num_key_value_heads=2,
         max_position_embeddings=32768,  # rotary positions: a long context costs no parameters
-        initializer_range=0.2,
+        initializer_range=init_range,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
         tie_word_embeddings=False,
     )
     model = transformers.LlamaForCausalLM(config).to(torch.float32).eval()
-    _nudge_towards_closing(model, tokenizer, torch, strength=_CLOSING_BONUS)
+    if closing_bias:
+        _nudge_towards_closing(model, tokenizer, torch, strength=_CLOSING_BONUS)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(base_dir)
     tokenizer.save_pretrained(base_dir)

@@ -1,0 +1,79 @@
+"""CLI command `scijudge distill`: train a LoRA student of a judge, then compare it with its base and teacher."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+EXIT_INTERRUPTED = 130
+
+
+def distill_cmd(
+    judge: Annotated[str, typer.Option("--judge", "-j", help="The judge to distil: a shipped name or a spec file (pointwise Likert).")],
+    items: Annotated[Path, typer.Option("--items", help="Items (JSONL) the judge reads.")],
+    base: Annotated[str, typer.Option("--base", help="The student's base model: hf:<folder or cached hub id>.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the adapter (load it as -m hf:OUT), card, checkpoint and evaluation.")],
+    labels: Annotated[Path | None, typer.Option("--labels", "-l", help="Human labels (JSONL/CSV): the targets (and the evaluation reference).")] = None,
+    teacher: Annotated[Path | None, typer.Option("--teacher", help="Run store of a stronger judge: its probabilities (or answers) are the targets.")] = None,
+    teacher_model: Annotated[str | None, typer.Option("--teacher-model", help="The teacher's model, when the run store holds several.")] = None,
+    form: Annotated[str, typer.Option("--form", help="decision (level distribution at the answer position) or generated (the teacher's JSON answer).")] = "decision",
+    epochs: Annotated[int, typer.Option("--epochs", help="Passes over the training split.")] = 10,
+    lr: Annotated[float, typer.Option("--lr", help="Peak learning rate (AdamW, 10% warmup, linear decay).")] = 5e-3,
+    lora_r: Annotated[int, typer.Option("--lora-r", help="LoRA rank (alpha = 2 r).")] = 8,
+    targets: Annotated[str | None, typer.Option("--targets", help="Comma-separated modules to adapt (default: attention and MLP projections).")] = None,
+    split: Annotated[float, typer.Option("--split", help="Held-out fraction (by a hash of seed and item id).")] = 0.3,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the split, the LoRA init and the data order.")] = 0,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Examples per step.")] = 8,
+    threads: Annotated[int | None, typer.Option("--threads", help="torch CPU threads (1 is fastest for small models on shared cores).")] = None,
+    device: Annotated[str, typer.Option("--device", help="auto, cpu or cuda (bf16 on CUDA).")] = "auto",
+    gradient_checkpointing: Annotated[bool, typer.Option("--gradient-checkpointing", help="Recompute activations in the backward pass (less memory).")] = False,
+    fresh: Annotated[bool, typer.Option("--fresh", help="Ignore a checkpoint in OUT and start again.")] = False,
+    evaluate: Annotated[bool, typer.Option("--evaluate/--no-evaluate", help="Judge the held-out split with student, base and teacher and calibrate them paired.")] = True,
+    n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the evaluation's intervals.")] = 1000,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
+) -> Any:
+    """Distil a judge into a small local LoRA judge, from human labels or a teacher's stored judgments.
+
+    The student trains on the judge's own prompts; the held-out split is then judged by the student, its base
+    and the teacher and compared with calibrate (paired), so a student worse than its base is reported as such.
+    Ctrl-C keeps the last checkpoint: run the same command again to resume. Exit codes: 0 done, 2 bad input,
+    130 interrupted (resumable).
+
+    Example: scijudge distill --judge yescieval.qa.correctness --items items.jsonl --labels labels.jsonl --base hf:models/qwen-0.5b --out students/correctness
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from scijudge.commands._console import console, out as stdout
+    from scijudge.distill import distill
+
+    modules = [t.strip() for t in targets.split(",") if t.strip()] if targets else None
+    with Progress(TextColumn("[bold]distilling"), BarColumn(), MofNCompleteColumn(), TextColumn("loss {task.fields[loss]}"),
+                  TimeElapsedColumn(), TimeRemainingColumn(), console=console, disable=not progress) as bar:
+        task = bar.add_task("distill", total=None, loss="")
+
+        def on_step(step: int, total: int, loss: float) -> None:
+            bar.update(task, completed=step, total=total, loss=f"{loss:.4f}")
+
+        result = distill(judge, items, base=base, out=out, labels=labels, teacher=teacher, teacher_model=teacher_model,
+                         form=form, epochs=epochs, lr=lr, lora_r=lora_r, targets=modules, split=split, seed=seed,
+                         batch_size=batch_size, threads=threads, device=device,
+                         gradient_checkpointing=gradient_checkpointing, resume=not fresh, evaluate=evaluate,
+                         n_boot=n_boot, on_step=on_step)
+    if result.interrupted:
+        console.print(f"interrupted at step {result.steps} of {result.total_steps}; the checkpoint is in "
+                      f"{out / 'checkpoint'}: run the same command again to resume", highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_INTERRUPTED)
+    if result.resumed_from is not None:
+        stdout.print(f"resumed from step {result.resumed_from}", highlight=False)
+    stdout.print(f"adapter: {result.out} (use -m {result.model}); {result.steps} steps, final loss "
+                 f"{result.losses[-1]:.4f}; card: {result.card}", highlight=False, soft_wrap=True)
+    exact = result.evaluation.get("exact_agreement", {})
+    for name, row in exact.items():
+        stdout.print(f"held-out exact agreement, {name}: {row['value']:.3f} [{row['ci'][0]:.3f}, {row['ci'][1]:.3f}] "
+                     f"on {row['n']} items", highlight=False)
+    if result.evaluation.get("warning"):
+        console.print(f"[yellow]warning:[/] {result.evaluation['warning']}", highlight=False)
+    for note in result.notes:
+        console.print(f"note: {note}", highlight=False, soft_wrap=True)

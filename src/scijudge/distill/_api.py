@@ -1,0 +1,141 @@
+"""``distill``: train a LoRA student from a judge's own prompts, then judge the held-out split and compare."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scijudge.data import Item
+from scijudge.errors import InputError
+
+
+@dataclass
+class DistillResult:
+    """What ``distill`` did: where the adapter and card are, the steps, the loss curve, the evaluation."""
+
+    out: Path
+    model: str  # the student's model string, ``hf:<out>``
+    steps: int
+    total_steps: int
+    losses: list[float]
+    interrupted: bool
+    resumed_from: int | None
+    card: Path | None = None
+    evaluation: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def _base_folder(base: str | Path) -> Path:
+    from scijudge.lm._models import parse_model_string
+
+    text = str(base)
+    ref = parse_model_string(text if text.startswith("hf:") else f"hf:{text}")
+    if ref.adapter is not None:
+        raise InputError(f"--base {text} is a PEFT adapter; distil onto its base model ({ref.base}) instead",
+                         field="--base")
+    return ref.base
+
+
+_OUTPUTS = ("adapter_model.safetensors", "adapter_model.bin", "adapter_config.json", "card.json", "README.md")
+
+
+def _clear_outputs(out_dir: Path) -> None:
+    """Remove what an earlier distillation wrote in ``out_dir`` (and only that): a fresh start."""
+    for name in _OUTPUTS:
+        (out_dir / name).unlink(missing_ok=True)
+    for name in ("checkpoint", "checkpoint.tmp", "checkpoint.old", "evaluation"):
+        shutil.rmtree(out_dir / name, ignore_errors=True)
+
+
+def distill(judge: Any, items: str | Path | Sequence[Item], *, base: str | Path, out: str | Path,
+            labels: str | Path | None = None, teacher: str | Path | None = None, teacher_model: str | None = None,
+            form: str = "decision", epochs: int = 10, lr: float = 5e-3, lora_r: int = 8,
+            targets: Sequence[str] | None = None, split: float = 0.3, seed: int = 0, batch_size: int = 8,
+            threads: int | None = None, device: str = "auto", gradient_checkpointing: bool = False,
+            checkpoint_every: int = 20, resume: bool = True, evaluate: bool = True, eval_mode: str | None = None,
+            n_boot: int = 1000, on_step: Callable[[int, int, float], None] | None = None,
+            stop_after_step: int | None = None) -> DistillResult:
+    """Distil ``judge`` into a LoRA adapter on ``base``, written to ``out`` (usable as ``-m hf:<out>``).
+
+    Args:
+        judge: a judge name, spec path or ``JudgeSpec`` (a pointwise Likert judge with a whole-number scale).
+        items: items file (JSONL) or items.
+        labels: human labels (JSONL/CSV) for the judge: the training targets, and the evaluation reference.
+        teacher: a run store of a stronger judge: its ``probs`` (decision form) or JSON answers (generated form)
+            are the targets; ``teacher_model`` picks one model when the store holds several.
+        form: "decision" (CE/KL on the level distribution at the answer position) or "generated".
+        split: held-out fraction, by a hash of (seed, item id).
+        threads: torch CPU threads (1 is fastest for tiny models on shared cores).
+        resume: continue from ``out/checkpoint`` when it matches these settings and data (Ctrl-C keeps it).
+        evaluate: judge the held-out split with the student, the base and the teacher, calibrate them paired.
+        on_step: ``on_step(step, total, loss)`` after each step (a progress bar).
+        stop_after_step: behave as if interrupted after this step (tests).
+    """
+    from scijudge.distill import _train
+    from scijudge.distill._data import build_dataset, data_hash, encode_examples
+    from scijudge.distill.card import base_record, write_card
+    from scijudge.judges import load_judge
+
+    cfg = _train.TrainConfig(form=form, lora_r=lora_r, targets=tuple(targets or _train.DEFAULT_TARGETS), lr=lr,
+                             epochs=epochs, batch_size=batch_size, seed=seed, checkpoint_every=checkpoint_every,
+                             gradient_checkpointing=gradient_checkpointing, device=device, threads=threads)
+    cfg.check()
+    out_dir = Path(out)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError("--out must be a folder", file=out_dir, field="--out")
+    if not resume:
+        _clear_outputs(out_dir)
+    labels_path = Path(labels) if labels is not None else None
+    teacher_path = Path(teacher) if teacher is not None else None
+    base_dir = _base_folder(base)
+    if isinstance(items, (str, Path)):
+        from scijudge.data import load_items
+
+        item_list, _ = load_items(items)
+    else:
+        item_list = list(items)
+    torch, _, _ = _train.require_training()
+    device_obj, _ = _train.pick_device(cfg, torch)
+    tokenizer, model = _train.load_base(base_dir, device_obj)
+    spec_judge = load_judge(judge) if not hasattr(judge, "spec") else judge
+    data = build_dataset(spec_judge, item_list, tokenizer, form=form, labels=labels_path, teacher=teacher_path,
+                         teacher_model=teacher_model, held_out=split, seed=seed)
+    encoded = encode_examples(tokenizer, data.train, data.levels, form)
+    identity = {"data_hash": data_hash(data.train), "base": str(base_dir), "judge": spec_judge.name,
+                "spec_hash": spec_judge.spec_hash}
+    trained = _train.train(base_dir, encoded, out_dir, cfg, identity=identity, resume=resume,
+                           stop_after_step=stop_after_step, on_step=on_step, loaded=(tokenizer, model),
+                           device=device_obj)
+    student = f"hf:{out_dir.resolve()}"
+    result = DistillResult(out_dir, student, trained.steps, trained.total_steps, trained.losses, trained.interrupted,
+                           trained.resumed_from, notes=list(data.notes))
+    if trained.interrupted:
+        return result
+    del model
+    if trained.resumed_from is None or trained.resumed_from < trained.steps:
+        shutil.rmtree(out_dir / "evaluation", ignore_errors=True)  # judged by an adapter that has changed since
+    if evaluate:
+        from scijudge.distill._evaluate import evaluate as run_evaluation
+
+        result.evaluation = run_evaluation(spec_judge.spec, data.held_out_items, out_dir, student=student,
+                                           base=f"hf:{base_dir}", labels=labels_path, teacher=teacher_path,
+                                           teacher_model=teacher_model, mode=eval_mode, n_boot=n_boot, seed=seed)
+    import hashlib
+
+    held_ids = [ex.id for ex in data.held_out]
+    card = {
+        "judge": spec_judge.name, "spec_hash": spec_judge.spec_hash, "source": data.source,
+        "data_hash": identity["data_hash"], "held_out_data_hash": data_hash(data.held_out),
+        "split": {"seed": seed, "held_out_fraction": split, "train": len(data.train), "held_out": len(held_ids),
+                  "held_out_ids_sha256": hashlib.sha256("\n".join(held_ids).encode()).hexdigest()},
+        "levels": data.levels, "base": base_record(base_dir),
+        "config": {**cfg.identity(), "gradient_checkpointing": cfg.gradient_checkpointing},
+        "device": trained.device, "steps": trained.steps, "resumed_from": trained.resumed_from,
+        "seconds": round(trained.seconds, 2), "loss_curve": [round(x, 6) for x in trained.losses],
+        "evaluation": result.evaluation, "notes": data.notes,
+    }
+    result.card = write_card(out_dir, card)
+    return result

@@ -1,0 +1,416 @@
+"""The training loop: a LoRA adapter on a local causal LM, in decision form (CE/KL at the answer position) or
+generated form (causal-LM loss on the teacher's answer), with checkpoints that a resumed run replays exactly.
+
+Decision form: an example is a prompt (token ids ending where the judge's answer starts) and a target distribution
+over the level tokens (one-hot human score, the annotators' spread, or the teacher's ``probs``). The loss is the
+cross-entropy between the target and the student's next-token distribution renormalised over the level tokens
+(what decision mode reads); with a soft target it differs from KL(target || student) by the target's entropy
+only, so the gradients are those of the KL. Only the answer position goes through ``lm_head``
+(``logits_to_keep=1``), and the judge's system prompt, shared by every example, is computed once per step and
+its keys and values repeated for the batch's rows (the engine does the same when it judges).
+
+Checkpoints (``OUT/checkpoint/state.pt``, every ``checkpoint_every`` steps, at the end and on Ctrl-C; the adapter
+itself is written to ``OUT``) hold the adapter weights, optimizer, LR schedule, every RNG state, the step and the
+loss curve, plus the run's identity (settings, data hash, base). The batch at step k is a pure function of
+(seed, k), so a resumed run sees exactly the batches an uninterrupted one would have seen. A checkpoint is written
+to ``checkpoint.tmp`` and swapped in, so a kill mid-write leaves the previous one usable.
+
+Why no TRL trainer: none implements the decision-form loss (a distribution at one position restricted to the
+level tokens), and this loop gives exact control over resume and data order without new dependencies.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scijudge.errors import InputError, ModelError
+
+DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+_INSTALL = "pip install 'scijudge[local]'"
+
+
+def require_training() -> tuple[Any, Any, Any]:
+    """torch, transformers and peft, or a ModelError naming the extra that installs them."""
+    try:
+        import peft
+        import torch
+        import transformers
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ModelError(f"distillation needs torch, transformers and peft ({exc.name} is missing): {_INSTALL}") from exc
+    return torch, transformers, peft
+
+
+@dataclass
+class TrainConfig:
+    """Training settings; ``identity()`` is what a resumed run must share with the interrupted one."""
+
+    form: str = "decision"  # "decision" | "generated"
+    lora_r: int = 8
+    lora_alpha: int | None = None  # default 2 * r
+    lora_dropout: float = 0.0
+    targets: tuple[str, ...] = DEFAULT_TARGETS
+    lr: float = 5e-3
+    weight_decay: float = 0.0
+    warmup_frac: float = 0.1
+    epochs: int = 10
+    batch_size: int = 8
+    max_grad_norm: float = 1.0
+    seed: int = 0
+    checkpoint_every: int = 20
+    gradient_checkpointing: bool = False
+    device: str = "auto"  # "auto" | "cpu" | "cuda"
+    threads: int | None = None  # torch.set_num_threads on CPU (1 is fastest for tiny models on shared cores)
+
+    def identity(self) -> dict[str, Any]:
+        d = asdict(self)
+        for key in ("checkpoint_every", "device", "threads", "gradient_checkpointing"):
+            d.pop(key)
+        d["targets"] = list(self.targets)
+        d["lora_alpha"] = self.alpha
+        return d
+
+    @property
+    def alpha(self) -> int:
+        return int(self.lora_alpha if self.lora_alpha is not None else 2 * self.lora_r)
+
+    def check(self) -> None:
+        """Refuse settings that cannot train (one line naming the option)."""
+        checks = [(self.form in ("decision", "generated"), "--form", "must be decision or generated"),
+                  (self.lora_r >= 1, "--lora-r", "must be at least 1"), (self.lr > 0, "--lr", "must be positive"),
+                  (self.epochs >= 1, "--epochs", "must be at least 1"),
+                  (self.batch_size >= 1, "--batch-size", "must be at least 1"),
+                  (bool(self.targets), "--targets", "must name at least one module"),
+                  (self.device in ("auto", "cpu", "cuda"), "--device", "must be auto, cpu or cuda")]
+        for ok, option, why in checks:
+            if not ok:
+                raise InputError(f"{option} {why}", field=option)
+
+
+@dataclass
+class Encoded:
+    """Training examples as token ids: decision form has ``targets`` (rows over the levels) and ``level_ids``;
+    generated form has ``labels`` (-100 over the prompt)."""
+
+    ids: list[list[int]]
+    targets: list[list[float]] | None = None
+    level_ids: list[int] | None = None
+    labels: list[list[int]] | None = None
+
+
+@dataclass
+class TrainResult:
+    adapter_dir: Path
+    steps: int
+    total_steps: int
+    losses: list[float]
+    seconds: float
+    resumed_from: int | None
+    interrupted: bool = False
+    device: str = "cpu"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------------------------------------ model
+
+
+def pick_device(cfg: TrainConfig, torch: Any) -> tuple[Any, Any]:
+    """(device, autocast dtype): bf16 autocast on CUDA (fp16 where bf16 is missing); fp32 on CPU."""
+    want = cfg.device
+    if want == "auto":
+        want = "cuda" if torch.cuda.is_available() else "cpu"
+    if want == "cuda" and not torch.cuda.is_available():
+        raise ModelError("--device cuda: no CUDA device is available here")
+    device = torch.device(want)
+    if device.type == "cuda":
+        return device, (torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16)
+    return device, None
+
+
+def load_base(base_dir: Path, device: Any) -> tuple[Any, Any]:
+    """Tokenizer and base model from a local folder (never the network); on CUDA the base is held in bf16."""
+    torch, transformers, _ = require_training()
+    try:
+        tok = transformers.AutoTokenizer.from_pretrained(str(base_dir), local_files_only=True)
+        dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+        model = transformers.AutoModelForCausalLM.from_pretrained(str(base_dir), local_files_only=True, dtype=dtype)
+    except Exception as exc:
+        raise ModelError(f"cannot load the base model in {base_dir}: {type(exc).__name__}: {exc}") from exc
+    model.to(device)
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    return tok, model
+
+
+def attach_lora(model: Any, cfg: TrainConfig) -> Any:
+    torch, _, peft = require_training()
+    torch.manual_seed(cfg.seed)  # peft draws lora_A from the global RNG
+    lora = peft.LoraConfig(r=cfg.lora_r, lora_alpha=cfg.alpha, lora_dropout=cfg.lora_dropout,
+                           target_modules=list(cfg.targets), task_type="CAUSAL_LM")
+    try:
+        pm = peft.get_peft_model(model, lora)  # autocast_adapter_dtype keeps adapter weights fp32 on a bf16 base
+    except ValueError as exc:
+        raise InputError(f"--targets {','.join(cfg.targets)}: {exc}", field="--targets") from exc
+    if cfg.gradient_checkpointing:
+        pm.config.use_cache = False
+        pm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return pm
+
+
+def left_pad(rows: Sequence[Sequence[int]], pad_id: int, torch: Any, device: Any, *,
+             start: int = 0) -> dict[str, Any]:
+    """Left-padded ids, mask and position ids (``start`` at each row's first real token), as the engine does."""
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, row in enumerate(rows):
+        ids[i, width - len(row):] = torch.tensor(list(row), dtype=torch.long)
+        mask[i, width - len(row):] = 1
+    pos = start + (mask.cumsum(1) - 1).clamp(min=0)
+    return {"input_ids": ids.to(device), "attention_mask": mask.to(device), "position_ids": pos.to(device)}
+
+
+def answer_logits(model: Any, rows: Sequence[Sequence[int]], shared: int, pad_id: int, torch: Any,
+                  device: Any) -> Any:
+    """Next-token logits (fp32, rows x vocab) at the end of each row; the first ``shared`` tokens (the same in
+    every row) are run once and their keys and values repeated for the rows (with gradients)."""
+    if shared <= 0 or len(rows) == 1:
+        out = model(**left_pad(rows, pad_id, torch, device), use_cache=False, logits_to_keep=1)
+        return out.logits[:, -1, :].float()
+    from transformers import DynamicCache
+
+    cache_kw = _cache_keyword(model)
+    try:
+        cache = DynamicCache(config=model.config)
+    except TypeError:  # older transformers
+        cache = DynamicCache()
+    prefix = torch.tensor([list(rows[0][:shared])], dtype=torch.long, device=device)
+    model(input_ids=prefix, use_cache=True, logits_to_keep=1, **{cache_kw: cache})
+    cache.batch_repeat_interleave(len(rows))
+    suffix = left_pad([r[shared:] for r in rows], pad_id, torch, device, start=shared)
+    mask = torch.cat([torch.ones((len(rows), shared), dtype=torch.long, device=device), suffix["attention_mask"]], 1)
+    out = model(input_ids=suffix["input_ids"], attention_mask=mask, position_ids=suffix["position_ids"],
+                use_cache=True, logits_to_keep=1, **{cache_kw: cache})
+    return out.logits[:, -1, :].float()
+
+
+def _cache_keyword(model: Any) -> str:
+    """``cache`` (newer transformers) or ``past_key_values``: what this model's forward calls its KV cache."""
+    import inspect
+
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(inner.forward).parameters else "past_key_values"
+
+
+def decision_loss(logits: Any, level_ids: Any, targets: Any, torch: Any) -> Any:
+    """Mean cross-entropy between target rows (B x L) and the student's distribution over the level tokens."""
+    logp = torch.log_softmax(logits[:, level_ids], dim=-1)
+    return -(targets * logp).sum(-1).mean()
+
+
+def shared_prefix(rows: Sequence[Sequence[int]]) -> int:
+    """Length of the token prefix every row shares (leaving each row at least one token of its own)."""
+    first = rows[0]
+    n = min(len(r) for r in rows) - 1
+    for r in rows[1:]:
+        i = 0
+        while i < n and r[i] == first[i]:
+            i += 1
+        n = i
+    return max(0, n)
+
+
+# ----------------------------------------------------------------------------------------------- checkpoints
+
+
+def _rng_state(torch: Any) -> dict[str, Any]:
+    import numpy as np
+
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict[str, Any], torch: Any) -> None:
+    import numpy as np
+
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(ckpt: Path, model: Any, optimizer: Any, scheduler: Any, step: int, losses: list[float],
+                    identity: dict[str, Any], torch: Any) -> None:
+    """Write ``ckpt.tmp`` then swap it in, so a kill mid-write leaves the previous checkpoint usable."""
+    tmp, old = ckpt.with_name(ckpt.name + ".tmp"), ckpt.with_name(ckpt.name + ".old")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    trainable = {k: v.detach().cpu().clone() for k, v in model.named_parameters() if v.requires_grad}
+    torch.save({"trainable": trainable, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                "rng": _rng_state(torch), "step": step, "losses": list(losses), "identity": identity},
+               tmp / "state.pt")
+    if ckpt.exists():
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(ckpt, old)
+    os.replace(tmp, ckpt)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def load_checkpoint(ckpt: Path, torch: Any) -> dict[str, Any] | None:
+    for candidate in (ckpt, ckpt.with_name(ckpt.name + ".old")):
+        if (candidate / "state.pt").is_file():
+            try:
+                return torch.load(candidate / "state.pt", map_location="cpu", weights_only=False)
+            except Exception as exc:
+                raise InputError(f"unreadable checkpoint ({type(exc).__name__}: {exc}); delete it to start afresh",
+                                 file=candidate / "state.pt") from exc
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------- training
+
+
+def epoch_order(n: int, seed: int, epoch: int, torch: Any) -> list[int]:
+    g = torch.Generator().manual_seed(seed * 100_003 + epoch)
+    return [int(i) for i in torch.randperm(n, generator=g).tolist()]
+
+
+def _lr_lambda(total: int, warmup: int) -> Callable[[int], float]:
+    def f(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return max(0.0, (total - step) / max(1, total - warmup))
+    return f
+
+
+def train(base_dir: Path, data: Encoded, out_dir: Path, cfg: TrainConfig, *, identity: dict[str, Any],
+          resume: bool = True, stop_after_step: int | None = None,
+          on_step: Callable[[int, int, float], None] | None = None, loaded: tuple[Any, Any] | None = None,
+          device: Any = None) -> TrainResult:
+    """Train a LoRA adapter; write it to ``out_dir`` (loadable as ``hf:out_dir``) and checkpoints under it.
+
+    ``identity``: data hash and base (added to the settings) that a checkpoint must match to be resumed.
+    ``stop_after_step`` acts as a Ctrl-C after that step (tests). ``on_step(step, total, loss)`` drives a bar.
+    """
+    torch, _, _ = require_training()
+    t0 = time.perf_counter()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if device is None:
+        device, amp_dtype = pick_device(cfg, torch)
+    else:
+        amp_dtype = (torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16) if device.type == "cuda" else None
+    threads_before = torch.get_num_threads()
+    deterministic_before = (torch.are_deterministic_algorithms_enabled(),
+                            torch.is_deterministic_algorithms_warn_only_enabled())
+    if device.type == "cpu" and cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    torch.use_deterministic_algorithms(device.type == "cpu", warn_only=True)
+    try:
+        return _train(base_dir, data, out_dir, cfg, identity=identity, resume=resume, stop_after_step=stop_after_step,
+                      on_step=on_step, loaded=loaded, device=device, amp_dtype=amp_dtype, t0=t0)
+    finally:  # the process's torch settings are the caller's again
+        torch.use_deterministic_algorithms(deterministic_before[0], warn_only=deterministic_before[1])
+        torch.set_num_threads(threads_before)
+
+
+def _train(base_dir: Path, data: Encoded, out_dir: Path, cfg: TrainConfig, *, identity: dict[str, Any], resume: bool,
+           stop_after_step: int | None, on_step: Callable[[int, int, float], None] | None,
+           loaded: tuple[Any, Any] | None, device: Any, amp_dtype: Any, t0: float) -> TrainResult:
+    torch, _, _ = require_training()
+    tok, base = loaded if loaded is not None else load_base(base_dir, device)
+    model = attach_lora(base, cfg)
+    identity = {**cfg.identity(), **identity}
+    n = len(data.ids)
+    shared = 0 if (cfg.gradient_checkpointing or cfg.form != "decision") else shared_prefix(data.ids)
+    steps_per_epoch = math.ceil(n / cfg.batch_size)
+    total = steps_per_epoch * cfg.epochs
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda(total, max(1, int(cfg.warmup_frac * total))))
+    ckpt = out_dir / "checkpoint"
+    step, losses, resumed_from = 0, [], None
+    state = load_checkpoint(ckpt, torch) if resume else None
+    if state is not None:
+        if state["identity"] != identity:
+            diff = sorted(k for k in set(identity) | set(state["identity"])
+                          if state["identity"].get(k) != identity.get(k))
+            raise InputError(f"the checkpoint there was made with other settings or data ({', '.join(diff)}); "
+                             "use another --out, or --fresh to start again", file=ckpt)
+        with torch.no_grad():
+            named = dict(model.named_parameters())
+            for k, v in state["trainable"].items():
+                named[k].copy_(v.to(named[k].dtype))
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        _set_rng_state(state["rng"], torch)
+        step, losses, resumed_from = int(state["step"]), list(state["losses"]), int(state["step"])
+    pad = tok.pad_token_id
+    lev = torch.tensor(data.level_ids or [], dtype=torch.long, device=device)
+    tgt = torch.tensor(data.targets, dtype=torch.float32) if data.targets is not None else None
+    interrupted = False
+    model.train()
+    try:
+        while step < total:
+            epoch, offset = divmod(step, steps_per_epoch)
+            idx = epoch_order(n, cfg.seed, epoch, torch)[offset * cfg.batch_size:(offset + 1) * cfg.batch_size]
+            rows = [data.ids[i] for i in idx]
+            with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+                if tgt is not None:
+                    logits = answer_logits(model, rows, shared, pad, torch, device)
+                    loss = decision_loss(logits, lev, tgt[idx].to(device), torch)
+                else:
+                    batch = left_pad(rows, pad, torch, device)
+                    labels = torch.full_like(batch["input_ids"], -100)
+                    for r, i in enumerate(idx):
+                        lab = data.labels[i]  # type: ignore[index]
+                        labels[r, labels.shape[1] - len(lab):] = torch.tensor(lab, device=device)
+                    logits = model(**batch, use_cache=False).logits.float()
+                    loss = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]),
+                                                             labels[:, 1:].reshape(-1), ignore_index=-100)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.max_grad_norm:
+                torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            step += 1
+            losses.append(float(loss.detach()))
+            if on_step is not None:
+                on_step(step, total, losses[-1])
+            if step % cfg.checkpoint_every == 0 or step == total:
+                save_checkpoint(ckpt, model, optimizer, scheduler, step, losses, identity, torch)
+            if stop_after_step is not None and step >= stop_after_step and step < total:
+                raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        save_checkpoint(ckpt, model, optimizer, scheduler, step, losses, identity, torch)
+        interrupted = True
+    adapter_dir = out_dir
+    if not interrupted:
+        save_adapter(model, adapter_dir, base_dir)
+    return TrainResult(adapter_dir, step, total, losses, time.perf_counter() - t0, resumed_from, interrupted,
+                       device.type, {"identity": identity, "shared_prefix": shared})
+
+
+def save_adapter(model: Any, adapter_dir: Path, base_dir: Path) -> None:
+    """A PEFT adapter folder that scijudge loads as ``hf:<adapter_dir>`` (its config names the base's full path)."""
+    import json
+
+    base = str(Path(base_dir).resolve())
+    model.peft_config["default"].base_model_name_or_path = base
+    model.eval()
+    model.save_pretrained(str(adapter_dir))
+    cfg_file = adapter_dir / "adapter_config.json"
+    data = json.loads(cfg_file.read_text(encoding="utf-8"))
+    data["inference_mode"] = True
+    data["base_model_name_or_path"] = base
+    cfg_file.write_text(json.dumps(data, indent=2), encoding="utf-8")

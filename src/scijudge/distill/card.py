@@ -1,0 +1,72 @@
+"""The card of a distilled judge: ``OUT/card.json`` (machine-readable) and ``OUT/README.md`` beside the adapter.
+
+It records what the adapter was trained on and how (data hash, split, base with its weight hashes, settings,
+steps, loss curve, versions) and how it compared with its base and teacher on the held-out split. Neither file
+disturbs loading the folder as ``hf:OUT``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+CARD_KIND = "scijudge-distilled-judge"
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def versions() -> dict[str, str]:
+    """Versions of what trained the adapter."""
+    import importlib.metadata as md
+
+    found = {"python": platform.python_version()}
+    for name in ("scijudge", "torch", "transformers", "peft", "numpy", "dspy"):
+        try:
+            found[name] = md.version(name)
+        except md.PackageNotFoundError:
+            continue
+    return found
+
+
+def base_record(base_dir: Path) -> dict[str, Any]:
+    base_dir = base_dir.resolve()
+    weights = sorted(base_dir.glob("*.safetensors")) or sorted(base_dir.glob("*.bin"))
+    record: dict[str, Any] = {"path": str(base_dir), "weights_sha256": {w.name: file_sha256(w) for w in weights}}
+    if (base_dir / "config.json").is_file():
+        record["config_sha256"] = file_sha256(base_dir / "config.json")
+    return record
+
+
+def write_card(out_dir: Path, card: dict[str, Any]) -> Path:
+    """Write card.json and a short README.md into ``out_dir``; returns the card's path."""
+    card = {"kind": CARD_KIND, **card, "versions": versions(),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    path = out_dir / "card.json"
+    path.write_text(json.dumps(card, indent=2, default=str), encoding="utf-8")
+    ev = card.get("evaluation") or {}
+    lines = [f"# Distilled judge: {card.get('judge')}", "",
+             f"- base: `{card['base']['path']}`", f"- trained on: {card.get('source')}",
+             f"- data sha256: `{card.get('data_hash')}`",
+             f"- split: {card['split']['train']} train / {card['split']['held_out']} held-out (seed {card['split']['seed']})",
+             f"- steps: {card.get('steps')} (form {card['config']['form']}, lr {card['config']['lr']}, "
+             f"LoRA r {card['config']['lora_r']})", ""]
+    if ev.get("exact_agreement"):
+        lines += [f"Held-out exact agreement with {ev.get('against')} ({ev.get('mode')} mode):", ""]
+        for name, row in ev["exact_agreement"].items():
+            lines.append(f"- {name}: {row['value']:.3f} [{row['ci'][0]:.3f}, {row['ci'][1]:.3f}] on {row['n']} items")
+        if ev.get("warning"):
+            lines += ["", f"**Warning: {ev['warning']}.**"]
+        lines += ["", "Paired comparison and per-rubric tables: `evaluation/report.html`, `evaluation/*.csv`."]
+    lines += ["", f"Load it with `-m hf:{out_dir.resolve()}`. See card.json for the loss curve, settings and versions.", ""]
+    (out_dir / "README.md").write_text("\n".join(lines), encoding="utf-8")
+    return path

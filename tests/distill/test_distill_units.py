@@ -1,0 +1,130 @@
+"""Distillation pieces that need no model: split, targets, loss, data hash, intervals, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from scijudge.distill._data import Example, data_hash, label_targets, split_ids, teacher_targets
+from scijudge.errors import InputError
+
+LEVELS = ["1", "2", "3", "4", "5"]
+
+
+def test_split_is_deterministic_and_an_item_keeps_its_side_when_others_are_added():
+    ids = [f"i{k}" for k in range(200)]
+    train, test = split_ids(ids, seed=3, held_out=0.3)
+    assert sorted(train + test) == sorted(ids) and not set(train) & set(test)
+    assert 40 <= len(test) <= 80  # binomial(200, 0.3): mean 60, sd 6.5
+    train2, test2 = split_ids(ids + [f"new{k}" for k in range(50)], seed=3, held_out=0.3)
+    assert set(test) <= set(test2) and set(train) <= set(train2)
+    assert split_ids(ids, seed=4, held_out=0.3)[1] != test
+    with pytest.raises(InputError, match="--split"):
+        split_ids(ids, seed=0, held_out=1.5)
+
+
+def test_data_hash_changes_with_any_prompt_or_target():
+    a = [Example("x", "prompt", target=[0, 1, 0, 0, 0])]
+    assert data_hash(a) == data_hash([Example("x", "prompt", target=[0, 1, 0, 0, 0])])
+    assert data_hash(a) != data_hash([Example("x", "prompt ", target=[0, 1, 0, 0, 0])])
+    assert data_hash(a) != data_hash([Example("x", "prompt", target=[0, 0, 1, 0, 0])])
+
+
+def test_decision_loss_is_cross_entropy_over_the_level_tokens_and_kl_plus_entropy():
+    torch = pytest.importorskip("torch")
+    from scipy.special import log_softmax
+    from scipy.stats import entropy
+
+    from scijudge.distill._train import decision_loss
+
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(3, 11))
+    level_ids = [2, 4, 5, 7, 9]
+    target = rng.dirichlet(np.ones(5), size=3)
+    got = float(decision_loss(torch.tensor(logits), torch.tensor(level_ids), torch.tensor(target), torch))
+    logp = log_softmax(logits[:, level_ids], axis=1)
+    assert got == pytest.approx(float(np.mean(-(target * logp).sum(1))), rel=1e-9)
+    kl_plus_h = np.mean([entropy(t, np.exp(lp)) + entropy(t) for t, lp in zip(target, logp)])
+    assert got == pytest.approx(kl_plus_h, rel=1e-9)
+
+
+def test_human_labels_become_one_hot_or_the_annotators_spread(tmp_path):
+    path = tmp_path / "labels.jsonl"
+    rows = [{"item_id": "a", "judge": "j", "score": 4, "annotator": "x"},
+            {"item_id": "b", "judge": "j", "score": 2, "annotator": "x"},
+            {"item_id": "b", "judge": "j", "score": 3, "annotator": "y"},
+            {"item_id": "c", "judge": "other", "score": 1, "annotator": "x"}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert label_targets(path, "j", LEVELS) == {"a": [0, 0, 0, 1, 0], "b": [0, 0.5, 0.5, 0, 0]}
+
+
+def test_a_label_off_the_scale_names_its_file_and_line(tmp_path):
+    path = tmp_path / "labels.jsonl"
+    path.write_text(json.dumps({"item_id": "a", "judge": "j", "score": 4}) + "\n"
+                    + json.dumps({"item_id": "b", "judge": "j", "score": 7}) + "\n")
+    with pytest.raises(InputError) as info:
+        label_targets(path, "j", LEVELS)
+    assert "labels.jsonl" in str(info.value) and "2" in str(info.value) and "score" in str(info.value)
+
+
+def _teacher_store(path, rows):
+    from scijudge.records import JudgeResult
+    from scijudge.run.store import Run
+
+    with Run(path) as store:
+        for r in rows:
+            store.record(JudgeResult(**r))
+
+
+def _row(item, model, score, probs=None, status="ok"):
+    return {"item_id": item, "judge": "j", "family": "likert", "spec_hash": "h", "model": model,
+            "status": status, "score": score if status == "ok" else None, "probs": probs,
+            "abstained_reason": None if status == "ok" else "no answer",
+            "result": {"rating": score, "rationale": "r"} if status == "ok" else None}
+
+
+def test_teacher_probs_are_the_targets_and_a_missing_distribution_falls_back_to_the_score(tmp_path):
+    path = tmp_path / "teacher.sqlite"
+    _teacher_store(path, [_row("a", "big", 4, {"3": 0.2, "4": 0.6, "5": 0.2}), _row("b", "big", 2),
+                          _row("c", "big", None, status="abstained")])
+    notes: list[str] = []
+    dists, answers, model = teacher_targets(path, "j", LEVELS, None, notes)
+    assert model == "big"
+    assert dists["a"] == pytest.approx([0, 0, 0.2, 0.6, 0.2]) and dists["b"] == [0, 1, 0, 0, 0]
+    assert set(dists) == {"a", "b"} and json.loads(answers["a"]) == {"rating": 4, "rationale": "r"}
+    assert any("abstention" in n for n in notes) and any("no probabilities" in n for n in notes)
+
+
+def test_a_teacher_run_with_several_models_asks_for_one(tmp_path):
+    path = tmp_path / "teacher.sqlite"
+    _teacher_store(path, [_row("a", "big", 4), _row("a", "other", 3)])
+    with pytest.raises(InputError, match="--teacher-model"):
+        teacher_targets(path, "j", LEVELS, None, [])
+    assert teacher_targets(path, "j", LEVELS, "other", [])[0] == {"a": [0, 0, 1, 0, 0]}
+
+
+def test_exact_agreement_interval_is_wilson_on_the_same_items():
+    pd = pytest.importorskip("pandas")
+    from statsmodels.stats.proportion import proportion_confint
+
+    from scijudge.distill._evaluate import _exact
+
+    reference = pd.DataFrame({"item_id": [f"i{k}" for k in range(40)], "score": [1 + k % 5 for k in range(40)]})
+    scores = [1 + k % 5 if k < 30 else 1 + (k + 1) % 5 for k in range(40)]
+    frame = pd.DataFrame({"item_id": [f"i{k}" for k in range(40)], "score": scores, "status": "ok"})
+    frame.loc[39, "status"], frame.loc[39, "score"] = "abstained", None
+    got = _exact({"m": frame}, reference)["m"]
+    lo, hi = proportion_confint(30, 40, alpha=0.05, method="wilson")
+    assert got["value"] == 30 / 40 and got["n"] == 40 and got["abstained"] == 1
+    assert got["ci"] == pytest.approx([lo, hi], abs=1e-9)
+
+
+def test_scijudge_distill_is_the_verb_even_after_the_package_is_imported():
+    import scijudge
+    import scijudge.distill._data  # binds scijudge.distill to the package
+
+    assert callable(scijudge.distill) and "distill" in scijudge.__all__
+    with pytest.raises(InputError, match="--lora-r"):
+        scijudge.distill("x", [], base="hf:/nowhere", out="/tmp/unused", lora_r=0)
