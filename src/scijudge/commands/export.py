@@ -17,11 +17,27 @@ def export_cmd(
     output: Annotated[Path | None, typer.Option("--out", "-o", help="Output file (default: next to the run).")] = None,
     history: Annotated[bool, typer.Option(
         help="Also export judgments superseded by a newer one (column 'current' tells them apart).")] = False,
+    to: Annotated[str | None, typer.Option("--to", help="mlflow: log the judgments as MLflow assessments (jsonl/csv: as --format).")] = None,
+    tracking_uri: Annotated[str | None, typer.Option(help="MLflow tracking URI (with --to mlflow).")] = None,
+    experiment: Annotated[str | None, typer.Option(help="MLflow experiment name (with --to mlflow).")] = None,
 ) -> None:
     """Export the current judgment of every (item, judge, part, model, endpoint) of a run store to JSONL or CSV.
 
+    With --to mlflow --tracking-uri URI --experiment NAME, each judgment becomes an MLflow assessment (value,
+    rationale, source type LLM judge, model) on one trace per item.
+
     Example: scijudge export runs/qa.sqlite --format csv --out qa.csv
     """
+    if to in ("jsonl", "csv"):
+        format = to
+    elif to is not None:
+        from scijudge.commands._interop import export_mlflow
+        from scijudge.errors import InputError
+
+        if to != "mlflow":
+            raise InputError(f"unknown --to {to!r}: use mlflow, jsonl or csv", field="to")
+        export_mlflow(run, tracking_uri, experiment)
+        return
     from scijudge.run.store import Run
 
     store = Run(run, create=False)
