@@ -13,9 +13,10 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from scijudge.errors import InputError, from_validation_error
 
 LABEL_COLUMNS: tuple[str, ...] = ("item_id", "judge", "part", "score", "verdict", "annotator", "rationale", "source")
-LABEL_SOURCES: tuple[str, ...] = ("expert", "crowd", "llm", "unknown")
-"""Where a label came from: agreement with ``llm`` labels is agreement with another model, never calibration."""
-HUMAN_SOURCES: frozenset[str] = frozenset({"expert", "crowd", "unknown"})
+LABEL_SOURCES: tuple[str, ...] = ("expert", "crowd", "human", "llm", "unknown")
+"""Where a label came from (``human``: a person of unknown expertise, as MLflow records human feedback); agreement
+with ``llm`` labels is agreement with another model, never calibration against humans."""
+HUMAN_SOURCES: frozenset[str] = frozenset({"expert", "crowd", "human", "unknown"})
 CHECKLIST_JUDGE = "researchrubrics.checklist"
 """The judge of a ResearchRubrics verdict file's rows (``importers.researchrubrics.CHECKLIST_JUDGE``)."""
 VERDICT_FILE_COLUMNS: dict[str, str] = {"sample_id": "item_id", "criterion": "part"}
@@ -40,8 +41,8 @@ class HumanLabel(BaseModel):
     verdict: str | None = None
     annotator: str | None = None
     rationale: str | None = None
-    source: Literal["expert", "crowd", "llm", "unknown"] = Field(
-        default="unknown", description="Who labelled: expert, crowd, llm (another model) or unknown.")
+    source: Literal["expert", "crowd", "human", "llm", "unknown"] = Field(
+        default="unknown", description="Who labelled: expert, crowd, human (a person), llm (another model) or unknown.")
     _origin: tuple[str, int] | None = PrivateAttr(default=None)
 
     @field_validator("score", mode="before")

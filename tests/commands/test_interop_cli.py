@@ -104,14 +104,14 @@ def test_export_to_mlflow_and_import_back_with_human_labels(tmp_path, monkeypatc
     done = runner.invoke(app, ["import-judgments", "--from", "mlflow", "--tracking-uri", uri, "--experiment", "sci",
                                "--run", str(back), "--labels-out", str(labels)])
     assert done.exit_code == 0, done.output
-    assert "1 human labels ->" in done.output and "MLflow source human; label source unknown" in done.output
+    assert "1 human labels ->" in done.output and "MLflow source human; label source human" in done.output
     with Run(source, create=False) as a, Run(back, create=False) as b:
         before = {(r.item_id, r.judge, r.model): r.score for r in a.results()}
         after = {(r.item_id, r.judge, r.model): r.score for r in b.results()}
     assert after == before
     (label,) = load_labels(labels)
     assert (label.item_id, label.judge, label.score, label.annotator, label.source) == (
-        "q1", "correctness", 0.5, "ann1", "unknown")
+        "q1", "correctness", 0.5, "ann1", "human")
 
 
 def test_mlflow_source_names_carry_no_credentials():

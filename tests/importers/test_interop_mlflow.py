@@ -100,7 +100,7 @@ def test_human_assessments_arrive_as_labels_and_foreign_traces_are_read(tracking
     assert back.label_sources == ["human"] * 3
     assert back.skipped == {"expectation:expected_response": 1}  # an expected answer is not a rating
     assert {lab.source for lab in back.labels} == {"expert"}
-    assert {lab.source for lab in read_mlflow(tracking_uri, experiment).labels} == {"unknown"}
+    assert {lab.source for lab in read_mlflow(tracking_uri, experiment).labels} == {"human"}
     with pytest.raises(InputError, match="not a human one"):
         read_mlflow(tracking_uri, experiment, label_source="llm")
     (error,) = back.errors  # the boolean feedback, named by trace and assessment

@@ -55,7 +55,7 @@ def _write_labels(path: Path, labels: list[Any]) -> None:
 
 def import_foreign(
     file: Path | None, run: Path, fmt: str | None, *, tracking_uri: str | None, experiment: str | None,
-    labels_out: Path | None, all_scorers: bool, strict: bool, label_source: str = "unknown", supersede: bool = False,
+    labels_out: Path | None, all_scorers: bool, strict: bool, label_source: str = "human", supersede: bool = False,
 ) -> int:
     """Read another tool's results, write the judgments into ``run`` (and human labels to ``labels_out``)."""
     from rich.console import Console

@@ -34,7 +34,7 @@ def import_judgments_cmd(
     labels_out: Annotated[Path | None, typer.Option(help="Write the human labels found (MLflow) to this JSONL.")] = None,
     all_scorers: Annotated[bool, typer.Option(help="Also keep deterministic scorers/metrics (not model-graded).")] = False,
     label_source: Annotated[str, typer.Option(
-        help="Who gave MLflow's human assessments: expert, crowd or unknown (MLflow does not record it).")] = "unknown",
+        help="Source of MLflow's human assessments as labels: human (default), expert or crowd when you know.")] = "human",
     supersede: Annotated[bool, typer.Option(help=_SUPERSEDE_HELP)] = False,
 ) -> int:
     """Import judgments made by any tool (released rating files, logs) so they can be calibrated and stress-tested.

@@ -113,11 +113,11 @@ def _label(item_id: str, assessment: Any, score: float | None, verdict: str | No
                       source=source)  # type: ignore[arg-type]  # checked against HUMAN_SOURCES by read_mlflow
 
 
-def read_mlflow(tracking_uri: str, experiment: str, *, label_source: str = "unknown") -> ForeignImport:
+def read_mlflow(tracking_uri: str, experiment: str, *, label_source: str = "human") -> ForeignImport:
     """Judgments (LLM-judge and code feedback) and human labels of every trace of an MLflow experiment.
 
     MLflow records that a person gave an assessment (source type ``HUMAN``), not whether an expert or the crowd:
-    the labels' ``source`` is ``label_source`` (default ``unknown``, a person of unknown kind; ``expert`` or
+    the labels' ``source`` is ``label_source`` (default ``human``, as MLflow records it; ``expert`` or
     ``crowd`` when you know). ``label_sources`` holds MLflow's own source type per label (``human``);
     ``summary`` counts traces, judgments and labels; each record keeps its trace and assessment ids.
     """
