@@ -110,7 +110,8 @@ def select_labels(judgments: pd.DataFrame, *, judge: str, budget: int, strategy:
         if u is not None and not np.isnan(u).any():
             neyman_scale = {s: float(np.sqrt(u[stratum == s]).mean()) for s in np.unique(stratum)}
     try:
-        pi, picked = D.select(strategy, budget, big_n=items.size, u=u, strata=stratum, seed=seed, tau=tau,
+        pi, picked = D.select(strategy, budget, big_n=items.size, u=u, strata=None if stratum is None else list(stratum),
+                              seed=seed, tau=tau,
                               neyman_scale=neyman_scale)
     except ValueError as exc:
         raise InputError(str(exc), field="--budget") from None

@@ -264,7 +264,8 @@ def _human_scores(evaluation: Any) -> tuple[dict[str, float], float | None, str,
     as (name, value, rule)."""
     if not isinstance(evaluation, Mapping):
         return {}, None, "", []
-    scores = evaluation.get("scores") if isinstance(evaluation.get("scores"), Mapping) else evaluation
+    found = evaluation.get("scores")
+    scores: Mapping[str, Any] = found if isinstance(found, Mapping) else evaluation
     out: dict[str, float] = {}
     dropped: list[tuple[str, Any, str]] = []
     for name in (*SynthesisJudgment.CRITERIA, "overall"):

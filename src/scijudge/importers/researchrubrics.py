@@ -298,17 +298,17 @@ def load_checklist_items(tasks_path: str | Path, reports_path: str | Path, *, sk
     skipped.extend(skipped_reports)
     by_id = {t.sample_id: t for t in tasks}
     invalid_ids = _skipped_task_ids(tasks_path, skipped)
-    for sample_id, report in reports.items():
+    for sample_id, unused in reports.items():
         if sample_id in by_id:
             continue
         if sample_id in invalid_ids:
             reason = f"its task (sample_id {sample_id!r}) was skipped as invalid"
         else:
             reason = f"no task with sample_id {sample_id!r} in {tasks_path}"
-        error = InputError(reason, file=report.file, line=report.line, field="sample_id")
+        error = InputError(reason, file=unused.file, line=unused.line, field="sample_id")
         if not skip_invalid:
             raise error
-        skipped.append(Skipped(file=report.file, line=report.line, field="sample_id", reason=reason))
+        skipped.append(Skipped(file=unused.file, line=unused.line, field="sample_id", reason=reason))
     items: list[Item] = []
     for task in tasks:
         report = reports.get(task.sample_id)

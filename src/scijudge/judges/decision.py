@@ -86,12 +86,15 @@ def decide_one(judge: Any, item: Item, part: str = "") -> JudgeResult:
             questions, label_scores = _questions(judge)
             dists = _decide(judge, inputs, questions, record)
         except Abstained as exc:
-            return judge.result_from(item.id, part, record, time.perf_counter() - started, hashed,
-                                     abstained_reason=exc.reason, result={"mode": "decision", **extra} or None)
+            abstained: JudgeResult = judge.result_from(
+                item.id, part, record, time.perf_counter() - started, hashed, abstained_reason=exc.reason,
+                result={"mode": "decision", **extra} or None)
+            return abstained
         latency = time.perf_counter() - started
     fields = _fields(judge, part, questions, dists, label_scores)
     fields["result"].update(extra)
-    return judge.result_from(item.id, part, record, latency, hashed, **fields)
+    made: JudgeResult = judge.result_from(item.id, part, record, latency, hashed, **fields)
+    return made
 
 
 def _checklist_extra(judge: Any, item: Item, part: str) -> dict[str, Any]:

@@ -260,7 +260,7 @@ def decode_batch(
         active = list(range(len(rows)))  # rows in the batch tensors; finished ones leave it in bulk (see COMPACT)
         bitmask = _fill_masks(masker, states, active)
         while True:
-            if bitmask is not None:
+            if bitmask is not None and masker is not None:
                 logits = logits.masked_fill(~masker.unpack(bitmask), float("-inf"))
             forced = _forced_closing(states, active, bitmask)
             chosen, scores = _choose(logits, [states[i] for i in active], torch, forced)
@@ -268,7 +268,7 @@ def decode_batch(
                 if states[i].finish is None:
                     _advance(states[i], chosen[slot], scores[slot] if scores else None, stop_set, detokenize)
             bitmask = _fill_masks(masker, states, active)
-            if bitmask is not None:
+            if bitmask is not None and masker is not None:
                 for slot, i in enumerate(active):
                     state = states[i]
                     if state.finish is None and state.matcher is not None and masker.only_stop(bitmask[slot]):
@@ -299,7 +299,7 @@ def _fill_masks(masker: _Masker | None, states: list[_State], active: list[int])
     by_backend: dict[int, tuple[GrammarBackend, list[tuple[Matcher, int]]]] = {}
     for slot, i in enumerate(active):
         state = states[i]
-        if state.matcher is not None and state.finish is None:
+        if state.matcher is not None and state.finish is None and state.row.backend is not None:
             backend = state.row.backend
             by_backend.setdefault(id(backend), (backend, []))[1].append((state.matcher, slot))
     for backend, todo in by_backend.values():
@@ -317,7 +317,7 @@ def _forced_closing(states: list[_State], active: list[int], bitmask: Any) -> di
         row = state.row
         if state.matcher is None or state.finish is not None or row.reserve <= 0:
             continue
-        if row.max_new_tokens - len(state.out) <= row.reserve:
+        if row.max_new_tokens - len(state.out) <= row.reserve and row.backend is not None:
             token = row.backend.closer.choose(bitmask[slot])
             if token is not None:
                 forced[slot] = token
@@ -361,7 +361,7 @@ def _choose(
     scores: list[TokenScore] = []
     for slot, want in enumerate(wanted):
         alternatives: list[tuple[int, float]] = []
-        if want and top_ids is not None:
+        if want and top_ids is not None and top_values is not None:
             pairs = zip(top_ids[slot][:want], top_values[slot][:want], strict=True)
             alternatives = [(tid, val) for tid, val in pairs if val > float("-inf")]
         scores.append(TokenScore(chosen[slot], float(picked[slot]), alternatives))
@@ -414,6 +414,6 @@ def _result(state: _State, detokenize: Callable[[list[int]], str]) -> RowResult:
         finish_reason=state.finish or "length",
         scores=scores,
         scores_complete=complete,
-        grammar_backend=state.row.backend.name if state.matcher is not None else None,
+        grammar_backend=state.row.backend.name if state.matcher is not None and state.row.backend is not None else None,
         forced_tokens=state.forced,
     )

@@ -98,13 +98,13 @@ def parse_model_string(model: str) -> ModelRef:
         config = json.loads(config_file.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ModelError(f"{config_file}: cannot read the adapter config: {exc}") from exc
-    base_ref = config.get("base_model_name_or_path") if isinstance(config, dict) else None
-    if not isinstance(base_ref, str) or not base_ref:
+    named: Any = config.get("base_model_name_or_path") if isinstance(config, dict) else None
+    if not isinstance(named, str) or not named:
         raise ModelError(
             f"{config_file}, field 'base_model_name_or_path': the adapter does not name its base model; "
             f"use hf:<base folder>+{body}"
         )
-    base = _resolve_folder(base_ref, "base model", named_by=f"{config_file}, field 'base_model_name_or_path',")
+    base = _resolve_folder(named, "base model", named_by=f"{config_file}, field 'base_model_name_or_path',")
     return ModelRef(base, folder)
 
 

@@ -239,7 +239,7 @@ class Runtime:
                 context = nullcontext()
             with context:
                 if rows and isinstance(rows[0], DecideRow):  # decision rows: prefill only (scijudge.lm.decision)
-                    return decide_batch(self.model, rows, pad_id=self.pad_id)  # type: ignore[arg-type]
+                    return decide_batch(self.model, rows, pad_id=self.pad_id)
                 return self._decode_splitting_on_oom(rows)
 
     def _decode_splitting_on_oom(self, rows: Sequence[Row]) -> list[RowResult]:

@@ -133,7 +133,8 @@ def _decide(call: ModelCaller, prompts: list[list[int]], plan: Plan, pad_id: int
             device: Any) -> list[LevelScores]:
     feeds, depth = plan.feeds, plan.depth
     n_feeds = len(feeds)
-    groups = _groups_by_prefix([_Ids(p) for p in prompts])  # type: ignore[arg-type]
+    rows: Any = [_Ids(p) for p in prompts]  # _groups_by_prefix reads only .input_ids
+    groups = _groups_by_prefix(rows)
     cache = call.new_cache()
     row_prompt = [i for i in range(len(prompts)) for _ in range(n_feeds)]
     row_feed = [f for _ in prompts for f in feeds]
@@ -175,8 +176,8 @@ def _decide(call: ModelCaller, prompts: list[list[int]], plan: Plan, pad_id: int
     base = torch.arange(len(prompts), device=device) * n_feeds
     per_node: dict[tuple[int, ...], Any] = {}
     for node in plan.children:
-        f = next(k for k, feed in enumerate(feeds) if feed[: len(node)] == node)
-        per_node[node] = logp[base + f, len(node), :]
+        row = next(k for k, feed in enumerate(feeds) if feed[: len(node)] == node)
+        per_node[node] = logp[base + row, len(node), :]
     probs = _combine(per_node, plan, torch)
     root = per_node[()]
     first = torch.tensor(sorted({p[0] for p in plan.paths}), device=root.device)

@@ -383,7 +383,7 @@ class LocalEngine:
             id=f"local-{uuid.uuid4().hex[:12]}",
             model=self.model,
             message=Message.assistant([TextPart(result.text)]),
-            finish_reason=result.finish_reason,  # type: ignore[arg-type]
+            finish_reason=result.finish_reason,
             usage=Usage(input_tokens=input_tokens, output_tokens=len(result.token_ids)),
             logprobs=logprobs,
             logprobs_complete=result.scores_complete,

@@ -8,6 +8,8 @@ per chunk of resamples instead of a Python loop: replicate ``b`` is ``counts[b] 
 
 from __future__ import annotations
 
+from typing import Any
+
 from collections.abc import Iterator
 
 import numpy as np
@@ -39,7 +41,7 @@ def bootstrap_sums(per_item: np.ndarray | sparse.spmatrix, n_boot: int, seed: in
 
     ``per_item`` may be dense or scipy-sparse; sparse is much faster when each item fills few columns.
     """
-    mat = sparse.csr_matrix(per_item) if sparse.issparse(per_item) else np.asarray(per_item, dtype=float)
+    mat: Any = sparse.csr_matrix(per_item) if sparse.issparse(per_item) else np.asarray(per_item, dtype=float)
     n_items, m = mat.shape
     out = np.empty((n_boot, m))
     row = 0
@@ -59,7 +61,8 @@ def percentile_interval(replicates: np.ndarray, level: float = 0.95) -> tuple[np
     if r.ndim == 1:
         if not finite.any():
             return np.array(np.nan), np.array(np.nan)
-        return tuple(np.percentile(r[finite], [100 * alpha, 100 * (1 - alpha)]))  # type: ignore[return-value]
+        lo, hi = np.percentile(r[finite], [100 * alpha, 100 * (1 - alpha)])
+        return np.asarray(lo), np.asarray(hi)
     safe = np.where(finite, r, np.nan)
     with np.errstate(all="ignore"):
         import warnings

@@ -246,10 +246,11 @@ def score_figure(
     rows: list[SeriesScore] = []
     for key, i in truth_index.items():
         t = truth.series[i]
-        j = extracted_by_key.get(key)
-        if j is None:
+        found = extracted_by_key.get(key)
+        if found is None:
             rows.append(_worst_row(figure, "missing", t, None))
             continue
+        j = found
         e = extracted.series[j]
         if not e.points:
             rows.append(_worst_row(figure, "empty", t, e))

@@ -6,7 +6,7 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from scijudge.data import Item
 from scijudge.errors import InputError
@@ -39,13 +39,13 @@ def _label_where(label: HumanLabel, fallback: str | None) -> dict[str, Any]:
     return {"file": origin[0] if origin else fallback, "line": origin[1] if origin else None}
 
 
-def _label_output(spec: JudgeSpec, consensus: float, rationales: list[str]) -> Any:
+def _label_output(spec: JudgeSpec, consensus: float | None, rationales: list[str]) -> Any:
     """The human label as the judge's typed output (for labelled demonstrations), when that is well defined."""
     from pydantic import ValidationError
 
     from scijudge.spec.outputs import LikertRating
 
-    if spec.output_type() is not LikertRating:
+    if spec.output_type() is not LikertRating or consensus is None:
         return None
     try:
         return LikertRating(rating=int(consensus), rationale=" ".join(rationales) or "Human label.")
@@ -83,7 +83,7 @@ def build_data(spec: JudgeSpec, items: list[Item], labels: list[HumanLabel], rec
         if lab.item_id not in by_id:
             raise InputError(f"label for item {lab.item_id!r}, which is not among the items", field="item_id",
                              **_label_where(lab, labels_source))
-        if kind == "score" and not (lo - 1e-9 <= float(lab.score) <= hi + 1e-9):
+        if kind == "score" and not (lo - 1e-9 <= float(cast(float, lab.score)) <= hi + 1e-9):
             raise InputError(f"score {lab.score:g} is outside judge {spec.name!r}'s scale {lo:g}..{hi:g}",
                              field="score", **_label_where(lab, labels_source))
         groups.setdefault((lab.item_id, lab.part), []).append(lab)
@@ -106,7 +106,7 @@ def build_data(spec: JudgeSpec, items: list[Item], labels: list[HumanLabel], rec
         if part and part in criteria:
             values[CRITERION] = part
         if kind == "score":
-            scores = [float(lab.score) for lab in group]
+            scores = [float(cast(float, lab.score)) for lab in group]
             mean = statistics.fmean(scores)
             consensus = consensus_score(scores, scale)
             values.update({HUMAN: mean, SCORES: scores, "sj_stratum": consensus})

@@ -14,6 +14,8 @@ answers True only for a judgment within half a scale step of the human mean (or 
 
 from __future__ import annotations
 
+import math
+
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -170,8 +172,8 @@ class JudgeMetric:
         return value
 
 
-def _fmt(value: float) -> str:
-    return f"{value:g}"
+def _fmt(value: float | None) -> str:
+    return "nothing" if value is None else f"{value:g}"
 
 
 @dataclass
@@ -220,7 +222,7 @@ class FeedbackMetric(JudgeMetric):
             who = f"the annotator rated {_fmt(scores[0])}"
         else:
             who = f"the annotators rated {', '.join(_fmt(s) for s in scores)} (mean {_fmt(round(human_score, 2))})"
-        gap = float(score) - human_score
+        gap = (float(score) if score is not None else math.nan) - human_score
         scale = f"on the {_fmt(self.lo)}-{_fmt(self.hi)} scale"
         if abs(gap) <= self.step / 2 + 1e-9:
             verdict_text = "Your rating agrees with the human rating."

@@ -48,9 +48,11 @@ class OptimizerEntry:
 
     name: str
     settings: type[OptimizerSettings]
-    compile: Callable[[OptimizerSettings, CompileInputs], Any]
+    # Each entry's functions take that entry's own settings class (a subclass of OptimizerSettings), which a
+    # Callable type cannot say per entry: the first argument is typed by ``settings`` at run time.
+    compile: Callable[[Any, CompileInputs], Any]
     sees_dev: bool = True
-    check_sizes: Callable[[OptimizerSettings, dict[str, int]], list[str]] | None = None
+    check_sizes: Callable[[Any, dict[str, int]], list[str]] | None = None
     feedback_metric: bool = False
     proposes: bool = True
 

@@ -112,7 +112,9 @@ def forest_plot(result: CalibrationResult, stat: str = "kappa_w") -> str | None:
     contenders = sorted(rows["contender"].unique())
     colours = plt.get_cmap("tab10")
     fig, ax = plt.subplots(figsize=(8, 0.32 * len(judges) * len(contenders) + 1.2))
-    y, ticks, labels = 0, [], []
+    y: float = 0.0
+    ticks: list[float] = []
+    labels: list[str] = []
     for judge in judges:
         for ci, contender in enumerate(contenders):
             sel = rows[(rows["judge"] == judge) & (rows["contender"] == contender)]

@@ -241,7 +241,7 @@ def last_user_text(body: dict[str, Any]) -> str:
 
 def all_text(body: dict[str, Any]) -> str:
     """Every message's text joined, for handlers that look for markers anywhere in the prompt."""
-    parts = []
+    parts: list[str] = []
     for message in body.get("messages", []):
         content = message.get("content")
         if isinstance(content, list):

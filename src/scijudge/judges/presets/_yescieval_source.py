@@ -59,7 +59,7 @@ def package_root() -> tuple[Path, str]:
     if _version_tuple(version) < MIN_VERSION:
         raise YESciEvalMissing(f"yescieval {version} is installed; the yescieval-native preset needs >= "
                                f"{'.'.join(map(str, MIN_VERSION))}: {INSTALL_HINT}")
-    root = Path(dist.locate_file("yescieval"))
+    root = Path(str(dist.locate_file("yescieval")))
     if not (root / "base" / "rubric.py").is_file():
         raise YESciEvalMissing(f"yescieval {version} is installed but {root}/base/rubric.py is missing")
     return root, version

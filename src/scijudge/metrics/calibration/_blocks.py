@@ -105,9 +105,10 @@ def _intervals(row: dict[str, Any], reps: dict[str, np.ndarray] | None, names: t
 
 
 def _table_reps(ctx: _Context, blocks: list[Any], k: int) -> np.ndarray | None:
-    parts = [ctx.blocks.get(b) for b in blocks if b is not None]
-    if not parts or parts[0] is None:
+    found = [ctx.blocks.get(b) for b in blocks if b is not None]
+    if not found or found[0] is None:
         return None
+    parts = [p for p in found if p is not None]
     total = np.sum(parts, axis=0)
     return total.reshape(-1, k, k)
 

@@ -111,7 +111,7 @@ def _ceiling_frame(specs: list[_CeilingSpec], ctx: _Context) -> pd.DataFrame:
         levels = ("ordinal", "interval") if first.track == "ordinal" else ("nominal",)
         stats: dict[str, np.ndarray] = {}
         reps_all = [ctx.blocks.get(s.block) for s in group]
-        reps = None if reps_all[0] is None else np.sum(reps_all, axis=0)
+        reps = None if reps_all[0] is None else np.sum([r for r in reps_all if r is not None], axis=0)
         for level in levels:
             row[f"alpha_{level}"] = ag.krippendorff_alpha(matrix, values, level)  # type: ignore[arg-type]
             if reps is not None:

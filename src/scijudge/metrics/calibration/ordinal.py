@@ -209,9 +209,9 @@ def _ordinal_row(groups: list[_Group], ctx: _Context, judge_name: str) -> tuple[
         for b, jv in enumerate(values):
             conf_rows.append({"contender": first.contender, "judge": judge_name, "track": first.pool,
                               "human": float(hv), "judge_value": float(jv), "count": int(cm[a, b])})
-    for b in bins:
+    for one_bin in bins:
         rel_rows.append({"contender": first.contender, "judge": judge_name, "track": first.pool,
-                         "source": cal["calibration_source"], **b})
+                         "source": cal["calibration_source"], **one_bin})
     return row, conf_rows, rel_rows
 
 
