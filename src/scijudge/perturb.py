@@ -18,14 +18,13 @@ from typing import Any
 import numpy as np
 
 from scijudge.errors import InputError
+from scijudge.vocab import INJECTION, VARIANT_ID, rubric_of_judge
 
 LEVELS: tuple[str, ...] = ("subtle", "extreme")
 RUBRICS: tuple[str, ...] = (
     "cohesion", "conciseness", "readability", "coherence", "relevancy", "correctness", "informativeness",
     "integration", "completeness",
 )
-INJECTION = "injection"
-VARIANT_ID = re.compile(r"^(?P<base>.+)::(?P<rubric>[a-z_]+)::(?P<level>subtle|extreme)$")
 _POOL_FILES = ("redundant", "informal", "social_media", "unrelated", "connectors", "injection_subtle",
                "injection_extreme")
 
@@ -385,11 +384,6 @@ def _make(item: dict[str, Any], text: str, rubric: str, level: str, pools: Pools
 # --- robustness metrics ----------------------------------------------------------------------------------
 
 
-def _rubric_of(judge: str) -> str:
-    parts = [p for p in judge.split(".") if p != "pairwise"]
-    return parts[-1] if parts else judge
-
-
 def robustness(judgments: Any, *, n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> Any:
     """Per contender and judge: mean score per condition, drops benign → subtle → extreme, P(benign rated
     above its extreme variant), and score inflation under prompt injection, with bootstrap intervals.
@@ -420,7 +414,7 @@ def robustness(judgments: Any, *, n_boot: int = 1000, seed: int = 0, level: floa
     rows = []
     df = df[df["family"] != "pairwise"]
     for (contender, judge), g in df.groupby(["contender", "judge"], sort=True):
-        rubric = _rubric_of(judge)
+        rubric = rubric_of_judge(judge)
         ok = g[(g["status"] == "ok") & g["score"].notna()]
         benign = ok[ok["p_rubric"].isna()].set_index("item_id")["score"]
         targeted = g["p_rubric"].isin([rubric, INJECTION])

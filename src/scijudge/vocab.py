@@ -7,6 +7,7 @@ from here instead of keeping their own copies.
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections import Counter
 from collections.abc import Iterable
@@ -36,6 +37,19 @@ class ScaleTuple(NamedTuple):
 
 
 DEFAULT_SCALE = ScaleTuple(1.0, 5.0, 1.0)
+
+# --- perturbed variants (``scijudge perturb``) ------------------------------------------------------------
+INJECTION = "injection"
+"""The rubric name of the prompt-injection probe; its variants count for every judge."""
+VARIANT_ID = re.compile(r"^(?P<base>.+)::(?P<rubric>[a-z_]+)::(?P<level>subtle|extreme)$")
+"""A variant's id: ``<id>::<rubric>::<level>`` (groups ``base``, ``rubric``, ``level``)."""
+
+
+def rubric_of_judge(judge: str) -> str:
+    """The rubric a judge rates, for matching perturbed variants: the last dotted part of its name that is
+    not ``pairwise`` (``yescieval.qa.cohesion`` → ``cohesion``)."""
+    parts = [p for p in judge.split(".") if p != "pairwise"]
+    return parts[-1] if parts else judge
 
 
 def scale_of(spec: Any) -> ScaleTuple:

@@ -25,13 +25,12 @@ from scipy import sparse
 from scijudge.errors import InputError
 from scijudge.metrics.bootstrap import bootstrap_sums, percentile_interval
 from scijudge.metrics.groups import prepare_judgments
+from scijudge.vocab import INJECTION, VARIANT_ID, rubric_of_judge
 
 ALL_JUDGES = "*"
 COLUMNS: tuple[str, ...] = ("model", "judge", "level", "n_pairs", "mean_original", "mean_variant", "drop", "drop_lo",
                             "drop_hi", "p_greater", "p_tie", "auc")
 EXTRA_COLUMNS: tuple[str, ...] = ("n_unchanged", "n_abstained", "n_unpaired")
-_PERTURB_ID = r"^(?P<base>.+)::(?P<rubric>[a-z_]+)::(?P<level>subtle|extreme)$"
-_INJECTION = "injection"
 
 
 @dataclass
@@ -44,12 +43,6 @@ class RobustnessResult:
     seed: int = 0
     level: float = 0.95
     notes: list[str] = field(default_factory=list)
-
-
-def _rubric_of(judge: str) -> str:
-    """Last dotted part of a judge name that is not 'pairwise' (yescieval.qa.cohesion → cohesion)."""
-    parts = [p for p in judge.split(".") if p != "pairwise"]
-    return parts[-1] if parts else judge
 
 
 def _from_result(df: pd.DataFrame) -> pd.DataFrame:
@@ -68,13 +61,13 @@ def label_variants(judgments: pd.DataFrame) -> pd.DataFrame:
     imported = _from_result(df)
     variant_of = imported["variant_of"]
     maybe = df["item_id"].str.contains("::", regex=False) & variant_of.isna()
-    parsed = df.loc[maybe, "item_id"].str.extract(_PERTURB_ID).reindex(df.index)
+    parsed = df.loc[maybe, "item_id"].str.extract(VARIANT_ID).reindex(df.index)
     by_id = parsed["base"].notna()
     df["base_id"] = variant_of.where(variant_of.notna(), parsed["base"]).fillna(df["item_id"]).astype(str)
-    injection = by_id & (parsed["rubric"] == _INJECTION)
-    id_level = parsed["level"].where(~injection, _INJECTION + "_" + parsed["level"].astype(str))
+    injection = by_id & (parsed["rubric"] == INJECTION)
+    id_level = parsed["level"].where(~injection, INJECTION + "_" + parsed["level"].astype(str))
     df["level"] = imported["level"].where(variant_of.notna(), id_level).fillna("").astype(str)
-    rubric_of = {j: _rubric_of(j) for j in df["judge"].unique()}
+    rubric_of = {j: rubric_of_judge(j) for j in df["judge"].unique()}
     targets = ~by_id | injection | (parsed["rubric"] == df["judge"].map(rubric_of))
     df["targets_judge"] = targets.to_numpy()
     df["unchanged"] = imported["changed"].eq(False).to_numpy()  # None (unknown) is not unchanged

@@ -23,13 +23,7 @@ from typing import Any
 from scijudge.data import Item
 from scijudge.errors import InputError
 from scijudge.optimization._judge_metrics import BELOW, HUMAN, ITEM, PART, RATIONALES
-
-INJECTION = "injection"
-
-
-def _rubric_of(judge: str) -> str:
-    parts = [p for p in judge.split(".") if p != "pairwise"]
-    return parts[-1] if parts else judge
+from scijudge.vocab import INJECTION, rubric_of_judge
 
 
 @dataclass
@@ -49,7 +43,7 @@ class Robustness:
         return cls(variants=list(items), **kwargs)
 
     def _for_judge(self, judge: str) -> dict[str, list[Item]]:
-        rubric = _rubric_of(judge)
+        rubric = rubric_of_judge(judge)
         out: dict[str, list[Item]] = {}
         for variant in self.variants:
             info = (variant.meta or {}).get("perturbation") or {}
@@ -71,7 +65,7 @@ class Robustness:
         by_base = {b: vs for b, vs in self._for_judge(spec.name).items() if b in labelled}
         if not by_base:
             raise InputError(f"none of the perturbed variants targets judge {spec.name!r} (rubric "
-                             f"{_rubric_of(spec.name)!r}) for a labelled item", field="perturbed")
+                             f"{rubric_of_judge(spec.name)!r}) for a labelled item", field="perturbed")
         self._by_base = by_base
         return by_base
 
