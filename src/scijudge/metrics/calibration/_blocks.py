@@ -14,7 +14,8 @@ from scijudge.metrics.bootstrap import (
     percentile_interval,
     resample_counts,
 )
-from scijudge.metrics.calibration._result import POOLED, ScaleTuple
+from scijudge.metrics.calibration._result import POOLED
+from scijudge.vocab import ScaleTuple
 
 
 class _Blocks:

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from scijudge.errors import InputError
-from scijudge.metrics.calibration._result import ScaleTuple
+from scijudge.vocab import ScaleTuple
 from scijudge.metrics.calibration.scales import (
     _on_scale,
     _scale_text,

@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-ScaleTuple = tuple[float, float, float]
+from scijudge.vocab import ScaleTuple
+
 POOLED = "(pooled)"
 PAIRED_METRICS = {"ordinal": ("kappa_w", "mae"), "verdict": ("kappa", "accuracy")}
 

@@ -12,8 +12,8 @@ import pandas as pd
 
 from scijudge.errors import InputError, ScijudgeError
 from scijudge.metrics import agreement as ag
-from scijudge.metrics.calibration._result import ScaleTuple
-from scijudge.vocab import majority_verdict
+from scijudge.vocab import ScaleTuple, majority_verdict
+
 
 class _FamilyScales(Mapping[str, ScaleTuple]):
     """Default score scale per registered judge family (``scijudge.spec.families``), read live from the registry."""
@@ -24,7 +24,7 @@ class _FamilyScales(Mapping[str, ScaleTuple]):
         found = find_family(name)
         if found is None:
             raise KeyError(name)
-        return found.score_scale
+        return ScaleTuple(*found.score_scale)
 
     def __iter__(self) -> Any:
         from scijudge.spec.families import family_names
@@ -55,7 +55,7 @@ def parse_scale(value: Any, judge: str = "") -> tuple[ScaleTuple, bool]:
         raise InputError(f"scale{who} must be (lo, hi, step) or (lo, hi, step, 'continuous'), got {value!r}",
                          field="scale")
     try:
-        sc = (float(parts[0]), float(parts[1]), float(parts[2]))
+        sc = ScaleTuple(float(parts[0]), float(parts[1]), float(parts[2]))
     except (TypeError, ValueError):
         raise InputError(f"scale{who} must hold numbers, got {value!r}", field="scale") from None
     return sc, continuous
@@ -93,9 +93,9 @@ def _resolve_scales(
             out[judge] = scales.pop()
             continue
         if len(scales) > 1:
-            raise InputError(f"judge {judge!r} was run with specs of different scales {sorted(scales)}; calibrate "
+            raise InputError(f"judge {judge!r} was run with specs of different scales {sorted(tuple(s) for s in scales)}; calibrate "
                              "one spec version at a time or pass scale=", field="scale")
-        out[judge] = score_scale_of_family(family)  # unknown families: the Likert 1..5 scale
+        out[judge] = ScaleTuple(*score_scale_of_family(family))  # unknown families: the Likert 1..5 scale
         declared = find_family(family)
         if declared is not None and declared.track == CONTINUOUS:
             continuous.add(judge)
@@ -137,7 +137,7 @@ def _spec_scale(spec: Any, family: str) -> ScaleTuple | None:
         return None
     from scijudge.vocab import score_scale_of
 
-    return tuple(float(x) for x in score_scale_of(spec))  # type: ignore[return-value]
+    return ScaleTuple(*(float(x) for x in score_scale_of(spec)))
 
 
 def in_range(values: np.ndarray, sc: ScaleTuple) -> np.ndarray:
