@@ -254,3 +254,64 @@ def test_cost_map_setting_keeps_a_users_choice(monkeypatch):
     monkeypatch.setenv(LOCAL_COST_MAP, "false")
     use_local_cost_map()
     assert os.environ[LOCAL_COST_MAP] == "false"
+
+
+# --- perturbed variants, scales and error classes: one definition each ---------------------------------------
+def test_variant_rules_have_one_copy():
+    from scijudge import perturb, vocab
+    from scijudge.metrics import robustness as metric
+    from scijudge.optimization import _robustness as term
+
+    for module in (perturb, metric, term):
+        assert module.INJECTION is vocab.INJECTION == "injection"
+        assert module.rubric_of_judge is vocab.rubric_of_judge
+    assert perturb.VARIANT_ID is metric.VARIANT_ID is vocab.VARIANT_ID
+    hand = {"yescieval.qa.correctness": "correctness", "yescieval.pairwise.cohesion": "cohesion",
+            "cohesion.pairwise": "cohesion", "likert": "likert", "pairwise": "pairwise"}
+    for judge, rubric in hand.items():
+        assert vocab.rubric_of_judge(judge) == rubric, judge
+    found = vocab.VARIANT_ID.match("a::b::c::injection::extreme")
+    assert found is not None and found.groupdict() == {"base": "a::b::c", "rubric": "injection", "level": "extreme"}
+    assert vocab.VARIANT_ID.match("a::cohesion::medium") is None
+
+
+def test_calibration_scales_are_the_vocab_scale():
+    from scijudge.metrics import calibration
+    from scijudge.metrics.calibration.scales import FAMILY_SCALES, parse_scale
+
+    assert calibration.ScaleTuple is ScaleTuple
+    scale, continuous = parse_scale("0,4,0.5")
+    assert isinstance(scale, ScaleTuple) and scale == (0.0, 4.0, 0.5) and not continuous
+    assert isinstance(FAMILY_SCALES["pairwise"], ScaleTuple) and FAMILY_SCALES["pairwise"] == (-4.0, 4.0, 1.0)
+
+
+def test_every_scijudge_error_class_is_defined_in_errors_py():
+    import ast
+    from pathlib import Path
+
+    import scijudge
+    from scijudge import errors
+
+    src = Path(scijudge.__file__).parent
+    public = set(dir(errors))
+    outside = []
+    for path in src.rglob("*.py"):
+        if path.name == "errors.py" and path.parent == src:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                bases = {getattr(b, "id", getattr(b, "attr", "")) for b in node.bases}
+                if bases & public and any(isinstance(getattr(errors, b, None), type)
+                                          and issubclass(getattr(errors, b), Exception) for b in bases):
+                    outside.append(f"{path.relative_to(src)}:{node.name}")
+    assert outside == []
+    from scijudge.judges.presets._yescieval_source import YESciEvalMissing
+    from scijudge.optimization._retry import FatalModelError
+    from scijudge.run.batch.openai import BatchFault, ResultsUnavailable
+    from scijudge.run.store import StoreWriteError
+
+    assert (FatalModelError, BatchFault, ResultsUnavailable, YESciEvalMissing, StoreWriteError) == (
+        errors.FatalModelError, errors.BatchFault, errors.ResultsUnavailable, errors.YESciEvalMissing,
+        errors.StoreWriteError)
+    assert [c.exit_code for c in (FatalModelError, BatchFault, StoreWriteError)] == [3, 3, 3]
+    assert YESciEvalMissing.exit_code == 2

@@ -113,6 +113,35 @@ class EndpointError(ModelError):
     exit_code = EXIT_STOPPED
 
 
+class FatalModelError(EndpointError):
+    """The model cannot be used at all (unreachable, key rejected, unknown model): no candidate can do better.
+    A run-level fault like ``judge``'s: exit code 3 in every command."""
+
+
+class BatchFault(EndpointError):
+    """A batch provider fault (create, list, poll or download failed): the run stops early (exit 3); every
+    answer collected before is stored and every recorded batch is kept for the re-run."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ResultsUnavailable(BatchFault):
+    """An ended batch whose result file could not be downloaded: the batch stays recorded, a re-run collects it."""
+
+
+class YESciEvalMissing(ModelError):
+    """yescieval is not installed or too old; the message says how to install it (one line)."""
+
+
+class StoreWriteError(ScijudgeError):
+    """The run store cannot be written (disk full, read-only file system): the run stops; every judgment
+    committed before is kept, and a re-run resumes after it."""
+
+    exit_code = EXIT_STOPPED
+
+
 class TransportFailure(ScijudgeError):
     """One judgment got no answer (timeouts, server or connection errors after retries): not a judgment, so
     it is never stored; a re-run tries it again."""

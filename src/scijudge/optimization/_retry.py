@@ -20,16 +20,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from scijudge.errors import EndpointError
+from scijudge.errors import FatalModelError
 
 T = TypeVar("T")
 
 RETRYABLE = frozenset({"rate_limited", "timeout", "server_error", "transport_error"})
-
-
-class FatalModelError(EndpointError):
-    """The model cannot be used at all (unreachable, key rejected, unknown model): no candidate can do better.
-    A run-level fault like ``judge``'s: exit code 3 in every command."""
 
 
 @dataclass(frozen=True)

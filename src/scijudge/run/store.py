@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from scijudge.errors import EXIT_STOPPED, InputError, RunBusyError, ScijudgeError
+from scijudge.errors import InputError, RunBusyError, ScijudgeError, StoreWriteError
 from scijudge.records import COLUMN_SQL, CURRENT_GROUP, JSON_COLUMNS, RUN_COLUMNS, JudgeResult, judgment_key, safe_endpoint
 from scijudge.redaction import redact, redact_data
 
@@ -39,13 +39,6 @@ _V1_CURRENT = ("CASE WHEN rowid IN (SELECT MAX(rowid) FROM judgments GROUP BY it
 _CHUNK = 5000
 _MODEL, _ENDPOINT = CURRENT_GROUP.index("model"), CURRENT_GROUP.index("endpoint")
 _FETCH = 2000
-
-
-class StoreWriteError(ScijudgeError):
-    """The run store cannot be written (disk full, read-only file system): the run stops; every judgment
-    committed before is kept, and a re-run resumes after it."""
-
-    exit_code = EXIT_STOPPED
 
 
 class CurrentRow(NamedTuple):

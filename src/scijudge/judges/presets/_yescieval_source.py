@@ -18,14 +18,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from scijudge.errors import ModelError
+from scijudge.errors import YESciEvalMissing
 
 MIN_VERSION = (0, 10)
 INSTALL_HINT = "pip install 'scijudge[yescieval]'"
-
-
-class YESciEvalMissing(ModelError):
-    """yescieval is not installed or too old; the message says how to install it (one line)."""
 
 
 @dataclass(frozen=True)

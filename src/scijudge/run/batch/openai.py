@@ -16,24 +16,11 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from scijudge.errors import EndpointError, ModelError
+from scijudge.errors import BatchFault, ModelError, ResultsUnavailable
 
 METADATA_KEY = "scijudge_client_id"
 _CREATE_TRIES = 3
 UNANSWERED_CODES = ("batch_expired", "batch_cancelled")
-
-
-class BatchFault(EndpointError):
-    """A batch provider fault (create, list, poll or download failed): the run stops early (exit 3); every
-    answer collected before is stored and every recorded batch is kept for the re-run."""
-
-    def __init__(self, message: str, *, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class ResultsUnavailable(BatchFault):
-    """An ended batch whose result file could not be downloaded: the batch stays recorded, a re-run collects it."""
 
 
 @dataclass
