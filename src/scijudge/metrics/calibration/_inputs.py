@@ -8,13 +8,12 @@ import numpy as np
 import pandas as pd
 
 from scijudge.errors import InputError
-from scijudge.vocab import ScaleTuple
 from scijudge.metrics.calibration.scales import (
     _on_scale,
     _scale_text,
     in_range,
 )
-from scijudge.vocab import norm_verdict
+from scijudge.vocab import ScaleTuple, norm_verdict
 
 
 def _prepare_labels(labels: pd.DataFrame) -> pd.DataFrame:
