@@ -276,10 +276,11 @@ def test_variant_rules_have_one_copy():
 
 
 def test_calibration_scales_are_the_vocab_scale():
+    from scijudge.estimation import _units
     from scijudge.metrics import calibration
     from scijudge.metrics.calibration.scales import FAMILY_SCALES, parse_scale
 
-    assert calibration.ScaleTuple is ScaleTuple
+    assert calibration.ScaleTuple is ScaleTuple and _units.ScaleTuple is ScaleTuple
     scale, continuous = parse_scale("0,4,0.5")
     assert isinstance(scale, ScaleTuple) and scale == (0.0, 4.0, 0.5) and not continuous
     assert isinstance(FAMILY_SCALES["pairwise"], ScaleTuple) and FAMILY_SCALES["pairwise"] == (-4.0, 4.0, 1.0)

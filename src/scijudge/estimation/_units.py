@@ -15,8 +15,8 @@ import pandas as pd
 
 from scijudge.errors import InputError
 from scijudge.metrics.groups import prepare_judgments
+from scijudge.vocab import ScaleTuple
 
-ScaleTuple = tuple[float, float, float]
 ESTIMANDS: dict[str, str] = {"mean": "mean human rating", "median": "median consensus"}
 """What ``human`` is per unit: ``mean`` (default) the mean of its annotators' scores, so the estimate targets the
 mean human rating; ``median`` calibration's consensus (the median snapped to the scale)."""
