@@ -39,21 +39,18 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
+from scijudge.estimation.ppi import Estimate as PlainEstimate
+
 
 @dataclass(frozen=True)
-class Estimate:
-    estimate: float
-    lo: float
-    hi: float
-    se: float
-    n_labeled: int
-    n_unlabeled: int
-    lam: float = math.nan
+class Estimate(PlainEstimate):
+    """scijudge's estimate (``scijudge.estimation.ppi.Estimate``) with the estimator and design that made it."""
+
     method: str = ""
     design: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:  # adds the non-numeric fields
         return asdict(self)
 
 

@@ -404,21 +404,25 @@ class Run:
             return
         where = "" if history else f" WHERE {self._current_is()}"
         json_columns = [c for c in JSON_COLUMNS if c in names] if decode else []
+        for values in self._stream(f"SELECT {self._select(names)} FROM judgments{where} ORDER BY rowid"):
+            row = dict(zip(names, values))
+            for column in json_columns:
+                row[column] = _loads(row[column], column, self.path, row.get("item_id"))
+            if "current" in row:
+                row["current"] = bool(row["current"])
+            yield row
+
+    def _stream(self, sql: str) -> Iterator[tuple[Any, ...]]:
+        """The rows of one query, fetched in chunks under the store's lock (flat memory on large stores)."""
         with self._lock, self._reading():
-            cursor = self._db.execute(f"SELECT {self._select(names)} FROM judgments{where} ORDER BY rowid")
+            cursor = self._db.execute(sql)
         try:
             while True:
                 with self._lock, self._reading():
                     fetched = cursor.fetchmany(_FETCH)
                 if not fetched:
                     return
-                for values in fetched:
-                    row = dict(zip(names, values))
-                    for column in json_columns:
-                        row[column] = _loads(row[column], column, self.path, row.get("item_id"))
-                    if "current" in row:
-                        row["current"] = bool(row["current"])
-                    yield row
+                yield from fetched
         finally:
             cursor.close()
 
@@ -433,25 +437,15 @@ class Run:
         valid = ", ".join(f"({c} IS NULL OR json_valid({c}))" for c in JSON_COLUMNS) if self._has_json() else ""
         select = self._select(names) + (f", {valid}" if valid else "")
         width = len(names)
-        with self._lock, self._reading():
-            cursor = self._db.execute(f"SELECT {select} FROM judgments{where} ORDER BY rowid")
-        try:
-            while True:
-                with self._lock, self._reading():
-                    fetched = cursor.fetchmany(_FETCH)
-                if not fetched:
-                    return
-                for values in fetched:
-                    row = dict(zip(names, values[:width]))
-                    checks = values[width:] or (0,) * len(JSON_COLUMNS)
-                    for column, ok in zip(JSON_COLUMNS, checks):
-                        raw = row[column]
-                        row[column] = RawJSON(raw) if ok and raw is not None else \
-                            _loads(raw, column, self.path, row.get("item_id"))
-                    row["current"] = bool(row["current"])
-                    yield row
-        finally:
-            cursor.close()
+        for values in self._stream(f"SELECT {select} FROM judgments{where} ORDER BY rowid"):
+            row = dict(zip(names, values[:width]))
+            checks = values[width:] or (0,) * len(JSON_COLUMNS)
+            for column, ok in zip(JSON_COLUMNS, checks):
+                raw = row[column]
+                row[column] = RawJSON(raw) if ok and raw is not None else \
+                    _loads(raw, column, self.path, row.get("item_id"))
+            row["current"] = bool(row["current"])
+            yield row
 
     def _has_json(self) -> bool:
         """SQLite was built with its JSON functions (built in since 3.38)."""
