@@ -77,8 +77,6 @@ def test_history_inside_one_store_gives_the_same_drift(two_stores):
     assert row["kappa"] == pytest.approx(cohen_kappa_score(old, new), abs=1e-12)
 
 
-@pytest.mark.xfail(reason="Run(path, create=False) still migrates and writes meta on main; the read-only Run of the "
-                          "store branch (3cb75d7) makes this pass: drop the mark when it lands", strict=False)
 def test_reading_does_not_change_the_stores(two_stores):
     base, _, _ = two_stores
     before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in base.glob("*.sqlite")}
