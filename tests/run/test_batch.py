@@ -12,13 +12,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from scijudge.testing.batch_server import BatchServer
 from scijudge.testing.openai_server import Fault, last_user_text
 
 SPEC_TOML = """
@@ -31,20 +29,6 @@ name = "question"
 [[inputs]]
 name = "answer"
 """
-
-
-@pytest.fixture
-def batch_server() -> Iterator[Callable[..., BatchServer]]:
-    servers: list[BatchServer] = []
-
-    def start(handler: Callable, **options) -> BatchServer:
-        server = BatchServer(handler, **options).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
 
 
 def _files(tmp_path: Path, n: int) -> tuple[Path, Path, Path]:

@@ -7,13 +7,12 @@ import json
 import re
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from scijudge.testing.batch_server import BatchServer
 from scijudge.testing.openai_server import last_user_text
 
 SPEC = """
@@ -27,20 +26,6 @@ name = "question"
 name = "answer"
 """
 MARK = "MARKED-LINE"
-
-
-@pytest.fixture
-def batch_server() -> Iterator[Callable[..., BatchServer]]:
-    servers: list[BatchServer] = []
-
-    def start(handler: Callable, **options) -> BatchServer:
-        server = BatchServer(handler, **options).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
 
 
 def _files(tmp_path: Path, n: int, names: tuple[str, ...] = ("a",)) -> tuple[Path, list[Path], Path]:
