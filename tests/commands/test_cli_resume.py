@@ -6,7 +6,6 @@ import json
 import os
 import re
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from scijudge.testing.openai_server import last_user_text
+from scijudge.testing.cli import stored_ok_items
 
 pytestmark = pytest.mark.slow  # every test here takes seconds (see CONTRIBUTING.md)
 
@@ -45,14 +45,7 @@ def _write_items(path: Path, n: int) -> None:
                             for i in range(n)))
 
 
-def _completed(run: Path) -> set[str]:
-    if not run.exists():
-        return set()
-    try:
-        with sqlite3.connect(run) as db:
-            return {row[0] for row in db.execute("SELECT item_id FROM judgments WHERE status = 'ok'")}
-    except sqlite3.OperationalError:  # the CLI has created the file but not yet its tables
-        return set()
+_completed = stored_ok_items  # what a CLI run has stored so far
 
 
 def test_sigkill_mid_run_loses_nothing_and_resume_never_repeats(loopback, tmp_path):

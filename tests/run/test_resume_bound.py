@@ -12,7 +12,6 @@ import json
 import os
 import re
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from scijudge.testing.openai_server import last_user_text
+from scijudge.testing.cli import stored_ok_items
 
 pytestmark = pytest.mark.slow  # two CLI subprocesses per case
 
@@ -38,14 +38,7 @@ name = "answer"
 """
 
 
-def _stored(run: Path) -> set[str]:
-    if not run.exists():
-        return set()
-    try:
-        with sqlite3.connect(run) as db:
-            return {row[0] for row in db.execute("SELECT item_id FROM judgments WHERE status = 'ok'")}
-    except sqlite3.OperationalError:  # the CLI has created the file but not yet its tables
-        return set()
+_stored = stored_ok_items  # what a CLI run has stored so far
 
 
 @pytest.mark.parametrize("cache", [False, True], ids=["no-cache", "cache-on"])
