@@ -13,7 +13,8 @@ import json
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from collections.abc import Sequence
+from typing import Any, Literal, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, Field
@@ -39,6 +40,39 @@ RUN_COLUMNS: tuple[str, ...] = tuple(COLUMN_SQL)
 JSON_COLUMNS: tuple[str, ...] = ("probs", "result", "attempts")
 CURRENT_GROUP: tuple[str, ...] = ("item_id", "judge", "part", "model", "endpoint")
 """A row is the *current* judgment of its group; a newer judgment of the same group makes it history."""
+
+
+
+class Same(NamedTuple):
+    """One value shared by every row of a ``Columns`` chunk."""
+
+    value: Any
+
+
+@dataclass
+class Columns:
+    """A chunk of record dumps (``JudgeResult.model_dump(mode="json")``'s fields) held column by column, for
+    bulk writers: ``values`` maps each field to a list of ``n`` values or to ``Same(value)``. Building a
+    chunk of columns costs a fraction of building ``n`` dicts, which is most of the cost of a large import."""
+
+    n: int
+    values: dict[str, list[Any] | Same]
+
+    def column(self, name: str) -> list[Any]:
+        value = self.values[name]
+        return [value.value] * self.n if isinstance(value, Same) else value
+
+    def dumps(self) -> list[dict[str, Any]]:
+        """The chunk as record dumps, one per row."""
+        names = list(self.values)
+        return [dict(zip(names, row)) for row in zip(*(self.column(c) for c in names))] if names else []
+
+    @classmethod
+    def of(cls, dumps: Sequence[dict[str, Any]]) -> Columns:
+        """Record dumps as one chunk (their fields: the first dump's)."""
+        if not dumps:
+            return cls(0, {})
+        return cls(len(dumps), {name: [d[name] for d in dumps] for name in dumps[0]})
 
 
 class Attempt(BaseModel):

@@ -142,20 +142,20 @@ def test_ctrl_c_during_an_import_keeps_nothing_says_so_and_exits_130(tmp_path, m
     with Run(store) as run:
         run.record(JudgeResult(item_id="old", judge="j", family="f", spec_hash="imported", model="m", status="ok",
                                score=1))
-    real = importer._record
+    real = importer._plain_chunk
 
-    def interrupted(row, source, sha, line, created_at):
-        if line == 11_000:  # after two chunks of 5,000 went into the transaction
+    def interrupted(lines, rows, source, sha, created_at):
+        if 11_000 in lines:  # after two chunks of 5,000 went into the transaction
             raise KeyboardInterrupt
-        return real(row, source, sha, line, created_at)
+        return real(lines, rows, source, sha, created_at)
 
-    monkeypatch.setattr(importer, "_record", interrupted)
+    monkeypatch.setattr(importer, "_plain_chunk", interrupted)
     done = _cli(path, "--run", store)
     assert done.exit_code == EXIT_INTERRUPTED, done.output
     assert "interrupted: nothing was written" in done.output and "run the same command again" in done.output
     with Run(store, create=False) as run:
         assert len(run) == 1 and "imports" not in run.meta()
-    monkeypatch.setattr(importer, "_record", real)
+    monkeypatch.setattr(importer, "_plain_chunk", real)
     again = _cli(path, "--run", store)
     assert again.exit_code == 0, again.output
     with Run(store, create=False) as run:

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from scijudge.errors import EXIT_STOPPED, InputError
-from scijudge.records import Attempt, JudgeResult
+from scijudge.records import RUN_COLUMNS, Attempt, JudgeResult
 from scijudge.run.store import Run, StoreWriteError
 
 
@@ -97,6 +97,47 @@ def test_record_many_leaves_the_table_record_leaves(tmp_path):
             with run.transaction():
                 run.record_many((r.model_dump(mode="json") for r in results[300:]), chunk=chunk)
         assert table(tmp_path / f"many{chunk}.sqlite") == expected
+        with Run(tmp_path / f"fresh{chunk}.sqlite") as run, run.transaction():  # empty: the group index is deferred
+            run.record_many((r.model_dump(mode="json") for r in results), chunk=chunk)
+        assert table(tmp_path / f"fresh{chunk}.sqlite") == expected
+        indexes = sqlite3.connect(tmp_path / f"fresh{chunk}.sqlite").execute(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'judgments'").fetchall()
+        assert ("judgments_group",) in indexes
+
+    # the same judgments given column by column, in chunks of every kind: listed fields and shared ones
+    from scijudge.records import Columns, Same
+
+    dumps = [r.model_dump(mode="json") for r in results]
+    for size in (1, 7, 600):
+        chunks = []
+        for start in range(0, len(dumps), size):
+            chunk = Columns.of(dumps[start:start + size])
+            chunk.values.update(family=Same("likert"), attempts=Same([]), reason=Same(None))
+            chunks.append(chunk)
+        with Run(tmp_path / f"columns{size}.sqlite") as run:
+            assert run.record_columns(chunks) == len(dumps)
+        assert table(tmp_path / f"columns{size}.sqlite") == expected
+
+
+def test_columns_redact_and_encode_as_record_does(tmp_path, monkeypatch):
+    from scijudge.records import Columns
+
+    monkeypatch.setenv("MY_SERVICE_API_KEY", "sk-abcdefghijklmnop")
+    results = [_result(1, reason="failed: Authorization: Bearer sk-abcdefghijklmnop", status="abstained", score=None,
+                       attempts=[Attempt(strategy="json_schema", temperature=0.0, outcome="timeout",
+                                         error="token=sk-abcdefghijklmnop")]),
+               _result(2, probs={"1": float("nan"), "2": 0.5}, result={"x": "é", "n": None}),
+               _result(3, attempts=[])]
+    with Run(tmp_path / "one.sqlite") as run:
+        for r in results:
+            run.record(r)
+    with Run(tmp_path / "cols.sqlite") as run:
+        run.record_columns([Columns.of([r.model_dump(mode="json") for r in results])])
+    rows = [sqlite3.connect(tmp_path / name).execute("SELECT * FROM judgments ORDER BY rowid").fetchall()
+            for name in ("one.sqlite", "cols.sqlite")]
+    assert rows[0] == rows[1]
+    assert "sk-abcdefghijklmnop" not in repr(rows[1]) and "***" in rows[1][0][RUN_COLUMNS.index("reason")]
+    assert rows[1][1][RUN_COLUMNS.index("probs")] == '{"1": NaN, "2": 0.5}'  # NaN kept, as json writes it
 
 
 def test_a_transaction_is_undone_on_ctrl_c(tmp_path):

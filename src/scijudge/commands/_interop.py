@@ -60,7 +60,7 @@ def import_foreign(
     """Read another tool's results, write the judgments into ``run`` (and human labels to ``labels_out``)."""
     from rich.console import Console
 
-    from scijudge.commands._store import import_records
+    from scijudge.commands._store import chunks_of, import_records
     from scijudge.importers.judgments import IMPORTED_SPEC_HASH
 
     if fmt is not None and fmt not in FROM_CHOICES:
@@ -92,7 +92,7 @@ def import_foreign(
     written = 0
     if imported.results:
         try:
-            counts = import_records(run, (r.model_dump(mode="json") for r in imported.results),
+            counts = import_records(run, chunks_of(r.model_dump(mode="json") for r in imported.results),
                                     imported_spec=IMPORTED_SPEC_HASH, meta=imported.meta, supersede=supersede)
         except KeyboardInterrupt:
             err.print(f"interrupted: nothing was written to {escape(str(run))} (an import is one transaction); "

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scijudge.records import CURRENT_GROUP, JudgeResult
+from scijudge.records import CURRENT_GROUP, Columns, JudgeResult
 
 
 def write_records(path: str | Path, results: Iterable[JudgeResult], imports: dict[str, Any] | None = None) -> int:
@@ -32,47 +32,73 @@ class ImportCounts:
     superseded: int = 0  # judgments made by scijudge that an imported row made history (only with supersede)
 
 
-def import_records(path: str | Path, dumps: Iterable[dict[str, Any]], *, imported_spec: str,
+def import_records(path: str | Path, chunks: Iterable[Columns], *, imported_spec: str,
                    meta: Any = None, supersede: bool = False) -> ImportCounts:
-    """Write record dumps into ``path`` in ONE transaction: whole or not at all (a bad file, Ctrl-C).
+    """Write record chunks (``Columns``; ``chunks_of`` makes them from dumps) into ``path`` in ONE
+    transaction: whole or not at all (a bad file, Ctrl-C).
 
     A row that would make a judgment scijudge made (any spec hash other than ``imported_spec``) history is
     refused with its line, unless ``supersede``. ``meta()`` (called after the rows) is appended to the run's
     ``imports`` meta list.
     """
-    from scijudge.errors import InputError
     from scijudge.run.store import Run
 
     counts = ImportCounts()
-    rows = iter(dumps)
-    first = next(rows, None)  # a file with no good row (or a bad file) creates no store
+    pending = (chunk for chunk in chunks if chunk.n)
+    first = next(pending, None)  # a file with no good row (or a bad file) creates no store
     if first is None:
         return counts
-    rows = itertools.chain([first], rows)
     with Run(path) as run:
         run.claim_writer()  # not while a judging run (or another import) writes this store
         judged = run.model_endpoints(spec_hash_not=imported_spec)
         before = len(run)
 
-        def checked() -> Iterator[dict[str, Any]]:
-            for dump in rows:
-                if (dump["model"], dump["endpoint"]) in judged:
-                    current = run.current_of([dump[c] for c in CURRENT_GROUP])
-                    if current is not None and current.spec_hash != imported_spec:
-                        if not supersede:
-                            line = (dump.get("result") or {}).get("line")
-                            raise InputError(
-                                f"item {dump['item_id']!r}, judge {dump['judge']!r}, model {dump['model']!r} was "
-                                "judged by scijudge in this store: importing would make that judgment history. "
-                                "Import into another --run, or pass --supersede", file=(dump.get("result") or {})
-                                .get("imported_from"), line=line, field="model")
-                        counts.superseded += 1
-                yield dump
+        def checked() -> Iterator[Columns]:
+            for chunk in itertools.chain([first], pending):
+                if judged:
+                    _check_supersede(run, chunk, judged, imported_spec, supersede, counts)
+                yield chunk
 
         with run.transaction():
-            counts.written = run.record_many(checked())
+            counts.written = run.record_columns(checked())
             counts.replaced = counts.written - (len(run) - before)
             if meta is not None:
                 record = meta() if callable(meta) else meta
                 run.set_meta(imports=[*(run.meta().get("imports") or []), record])
     return counts
+
+
+def _check_supersede(run: Any, chunk: Columns, judged: set[tuple[str, str]], imported_spec: str, supersede: bool,
+                     counts: ImportCounts) -> None:
+    """Refuse (or with ``supersede`` count) rows that would make a judgment scijudge made history."""
+    from scijudge.errors import InputError
+
+    groups = zip(*(chunk.column(c) for c in CURRENT_GROUP))
+    for n, group in enumerate(groups):
+        if (group[_MODEL], group[_ENDPOINT]) not in judged:
+            continue
+        current = run.current_of(list(group))
+        if current is None or current.spec_hash == imported_spec:
+            continue
+        if not supersede:
+            result = chunk.column("result")[n] or {}
+            raise InputError(
+                f"item {group[0]!r}, judge {group[1]!r}, model {group[_MODEL]!r} was judged by scijudge in this "
+                "store: importing would make that judgment history. Import into another --run, or pass "
+                "--supersede", file=result.get("imported_from"), line=result.get("line"), field="model")
+        counts.superseded += 1
+
+
+def chunks_of(dumps: Iterable[dict[str, Any]], size: int = 5000) -> Iterator[Columns]:
+    """Record dumps as ``Columns`` chunks of up to ``size``."""
+    batch: list[dict[str, Any]] = []
+    for dump in dumps:
+        batch.append(dump)
+        if len(batch) >= size:
+            yield Columns.of(batch)
+            batch = []
+    if batch:
+        yield Columns.of(batch)
+
+
+_MODEL, _ENDPOINT = CURRENT_GROUP.index("model"), CURRENT_GROUP.index("endpoint")

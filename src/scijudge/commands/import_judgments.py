@@ -61,14 +61,15 @@ def import_judgments_cmd(
 
     from scijudge.commands._store import import_records
     from scijudge.importers.judgments import IMPORTED_SPEC_HASH, JudgmentStream, parse_mapping, read_judgments
+    from scijudge.records import Columns
 
     stream = read_judgments(file, mapping=parse_mapping(map_))
     err = Console(stderr=True, highlight=False, soft_wrap=True)
 
-    def rows(source: JudgmentStream) -> Iterator[dict[str, Any]]:  # --strict: after a bad row, nothing is written
-        for dump in source:
+    def rows(source: JudgmentStream) -> Iterator[Columns]:  # --strict: after a bad row, nothing is written
+        for chunk in source.chunks():
             if not (strict and source.errors):
-                yield dump
+                yield chunk
         source.finish()
         if strict and source.errors:
             _print_bad(err, source)

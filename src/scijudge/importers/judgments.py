@@ -23,11 +23,12 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from operator import itemgetter
 from pathlib import Path
 from typing import IO, Any
 
 from scijudge.errors import InputError
-from scijudge.records import JudgeResult
+from scijudge.records import Columns, JudgeResult, Same
 
 IMPORTED_SPEC_HASH = "imported"
 """spec_hash of imported rows: they come from no scijudge spec, so they never share a key with one."""
@@ -37,6 +38,9 @@ OPTIONAL_FIELDS = ("score", "verdict", "part", "family", "rationale", "confidenc
 ORIGINAL_LEVELS = frozenset({"", "original", "benign", "none"})
 DEFAULT_FAMILY = "imported"
 _GROUP = ("item_id", "judge", "part", "model", "endpoint")
+CHUNK_ROWS = 5000
+"""Rows per ``Columns`` chunk of a stream."""
+_group_of = itemgetter(*_GROUP)
 
 
 @dataclass
@@ -86,23 +90,37 @@ class JudgmentStream:
         self.errors.append(error)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        mapping = self._mapping
-        conflicts = [(s, t) for s, t in mapping.items() if t not in mapping]  # a target also present as is
-        for line, raw in self._rows:
-            self.n_rows += 1
-            if mapping:
-                if self._check_columns:
-                    self._seen_sources.update(s for s in mapping if s in raw)
-                for source, target in conflicts:
-                    if source in raw and target in raw:
-                        raise _conflict(source, target, self.source, line)
-                row = {mapping.get(k, k): v for k, v in raw.items()}
-            else:
-                row = dict(raw)
+        for chunk in self.chunks():
+            yield from chunk.dumps()
+
+    def chunks(self, size: int = CHUNK_ROWS) -> Iterator[Columns]:
+        """The records as ``Columns`` chunks of up to ``size`` rows, in the file's order (what iterating
+        yields, one dump per row). A chunk of common rows (``_plain_chunk``) is built column by column; any
+        other row by row (``_record``), its bad rows gathered."""
+        batch: list[tuple[int, Mapping[str, Any]]] = []
+        for pair in self._rows:
+            batch.append(pair)
+            if len(batch) >= size:
+                yield from self._chunk(batch)
+                batch = []
+        if batch:
+            yield from self._chunk(batch)
+
+    def _chunk(self, batch: list[tuple[int, Mapping[str, Any]]]) -> Iterator[Columns]:
+        self.n_rows += len(batch)
+        lines = [line for line, _ in batch]
+        rows = self._renamed(batch) if self._mapping else [row for _, row in batch]  # read, never changed
+        chunk = _plain_chunk(lines, rows, self.source, self.sha256, self._created_at)
+        if chunk is not None and self._first_of_groups(chunk, lines):
+            self.n_imported += chunk.n
+            self.n_abstained += chunk.n - chunk.column("status").count("ok")
+            yield chunk
+            return
+        dumps = []
+        for line, row in zip(lines, rows):
             try:
                 dump = _record(row, self.source, self.sha256, line, self._created_at)
-                group = tuple(dump[c] for c in _GROUP)
-                first = self._first_line.setdefault(group, line)
+                first = self._first_line.setdefault(_group_of(dump), line)
                 if first != line:
                     raise InputError(f"a second judgment of item {dump['item_id']!r} by judge {dump['judge']!r} "
                                      f"and model {dump['model']!r} (the first is on line {first}); one row per "
@@ -114,7 +132,34 @@ class JudgmentStream:
             self.n_imported += 1
             self.n_abstained += dump["status"] == "abstained"
             self.n_variants += bool(dump["result"].get("variant_of"))
-            yield dump
+            dumps.append(dump)
+        if dumps:
+            yield Columns.of(dumps)
+
+    def _renamed(self, batch: list[tuple[int, Mapping[str, Any]]]) -> list[Mapping[str, Any]]:
+        """The rows with ``--map`` applied (a source column and its target both present: an error)."""
+        mapping = self._mapping
+        conflicts = [(s, t) for s, t in mapping.items() if t not in mapping]  # a target also present as is
+        rows: list[Mapping[str, Any]] = []
+        for line, raw in batch:
+            if self._check_columns:
+                self._seen_sources.update(s for s in mapping if s in raw)
+            for source, target in conflicts:
+                if source in raw and target in raw:
+                    raise _conflict(source, target, self.source, line)
+            rows.append({mapping.get(k, k): v for k, v in raw.items()})
+        return rows
+
+    def _first_of_groups(self, chunk: Columns, lines: list[int]) -> bool:
+        """Record the line of each group of a plain chunk; False (nothing recorded) when a group was seen
+        before or comes twice: the chunk is then read row by row, which names each duplicate."""
+        seen, new = self._first_line, {}
+        for group, line in zip(zip(*(chunk.column(c) for c in _GROUP)), lines):
+            if group in seen or group in new:
+                return False
+            new[group] = line
+        seen.update(new)
+        return True
 
     def finish(self) -> None:
         """Raise when a ``--map`` source column appeared in no row; sort the bad rows by line."""
@@ -158,14 +203,6 @@ def _conflict(source: str, target: str, file: str, line: int | None) -> InputErr
                       f"one, or map {target!r} to another field", file=file, line=line, field=target)
 
 
-def _given(row: Mapping[str, Any], name: str) -> Any:
-    """The row's value of ``name``, None when absent or blank."""
-    value = row.get(name)
-    if value is None or (value.__class__ is str and not value.strip()):
-        return None
-    return value
-
-
 def _text(value: Any, name: str, source: str, line: int) -> str:
     if value.__class__ is str:
         return value.strip()
@@ -201,55 +238,172 @@ def _flag(value: Any, source: str, line: int) -> bool:
 def _record(row: Mapping[str, Any], source: str, sha: str, line: int, created_at: str) -> dict[str, Any]:
     """One row → one record dict in ``JudgeResult.model_dump(mode="json")``'s shape; raises an InputError
     naming the line and field."""
+    given = _present(row)
     values = {}
     for name in REQUIRED_FIELDS:
-        value = _given(row, name)
+        value = given.get(name)
         if value is None:
             raise InputError(f"missing {name}", file=source, line=line, field=name)
-        values[name] = _text(value, name, source, line)
-    text = {}
-    for name in ("level", "variant_of", "endpoint", "verdict", "part", "family"):
-        value = _given(row, name)
-        text[name] = None if value is None else _text(value, name, source, line)
+        values[name] = value.strip() if value.__class__ is str else _text(value, name, source, line)
+    text: dict[str, str | None] = dict.fromkeys(_TEXT_FIELDS)
+    for name in _TEXT_FIELDS:
+        if name in given:
+            value = given[name]
+            text[name] = value.strip() if value.__class__ is str else _text(value, name, source, line)
     item_id = values["item_id"]
     level, variant_of = text["level"] or "", text["variant_of"] or ""
-    if level.lower() in ORIGINAL_LEVELS:
-        if variant_of:
-            raise InputError(f"variant_of {variant_of!r} given for an original (level {level or 'empty'!r}); "
-                             "give the variant's level", file=source, line=line, field="level")
+    if level and level.lower() in ORIGINAL_LEVELS:
         level = ""
+    if not level:
+        if variant_of:
+            raise InputError(f"variant_of {variant_of!r} given for an original (level {text['level'] or 'empty'!r}); "
+                             "give the variant's level", file=source, line=line, field="level")
     elif not variant_of or variant_of == item_id:
         # long format: the original and its variants share an id, told apart by level
         variant_of, item_id = item_id, f"{item_id}::{level}"
     provenance: dict[str, Any] = {"imported_from": source, "sha256": sha, "line": line}
     if variant_of:
         provenance.update(variant_of=variant_of, level=level)
-        changed = _given(row, "changed")
+        changed = given.get("changed")
         if changed is not None:
             provenance["changed"] = _flag(changed, source, line)
-    confidence = _given(row, "confidence")
+    confidence = given.get("confidence")
     if confidence is not None:
         confidence = _number(confidence, "confidence", source, line)
         if not 0.0 <= confidence <= 1.0:
             raise InputError(f"confidence {confidence:g} is outside [0, 1]", file=source, line=line, field="confidence")
-    score = _given(row, "score")
+    score = given.get("score")
     if score is not None:
         score = _number(score, "score", source, line)
     verdict = text["verdict"]
     if score is not None and verdict is not None:
         raise InputError("give a score or a verdict, not both", file=source, line=line, field="verdict")
-    rationale = _given(row, "rationale")
+    rationale = given.get("rationale")
     rationale = None if rationale is None else str(rationale)
     dump = dict(_TEMPLATE, item_id=item_id, judge=values["judge"], model=values["model"], part=text["part"] or "",
                 family=text["family"] or DEFAULT_FAMILY, spec_hash=IMPORTED_SPEC_HASH, endpoint=text["endpoint"] or "",
                 result=provenance, rationale=rationale, created_at=created_at, attempts=[])
     if score is None and verdict is None:
-        reason = _given(row, "reason")
+        reason = given.get("reason")
         reason = None if reason is None else str(reason)
         dump.update(status="abstained", reason=reason or f"no score or verdict in {source} line {line}")
     else:
         dump.update(status="ok", score=score, verdict=verdict, confidence=confidence)
     return dump
+
+
+_TEXT_FIELDS = ("level", "variant_of", "endpoint", "verdict", "part", "family")
+_RARE_FIELDS = frozenset(_TEXT_FIELDS) | {"changed", "reason"}
+
+
+def _plain_chunk(lines: list[int], rows: list[Mapping[str, Any]], source: str, sha: str,
+                 created_at: str) -> Columns | None:
+    """The records of these rows column by column, when every row is a common one: no field of
+    ``_RARE_FIELDS``; item, judge and model non-blank text; score and confidence absent, blank or finite
+    numbers (confidence in [0, 1]). None otherwise: the rows are then read one by one by ``_record``, which
+    gives the same records and names each bad row (``tests/importers/test_import_fast_path.py`` compares
+    the two on every kind of row)."""
+    if not all(_RARE_FIELDS.isdisjoint(row) for row in rows):
+        return None
+    texts: list[list[str]] = []
+    for name in REQUIRED_FIELDS:
+        given = [row.get(name) for row in rows]
+        if not all(v.__class__ is str for v in given):
+            return None
+        stripped = [str(v).strip() for v in given]
+        if not all(stripped):
+            return None
+        texts.append(stripped)
+    scores = _numbers([row.get("score") for row in rows])
+    confidences = _numbers([row.get("confidence") for row in rows])
+    if scores is None or confidences is None or not all(c is None or 0.0 <= c <= 1.0 for c in confidences):
+        return None
+    rationales = [row.get("rationale") for row in rows]
+    rationales = [None if v is None or (v.__class__ is str and (not v or v.isspace())) else str(v) for v in rationales]
+    ok = [score is not None for score in scores]
+    values: dict[str, list[Any] | Same] = {name: Same(default) for name, default in _TEMPLATE.items()}
+    values.update(
+        item_id=texts[0], judge=texts[1], model=texts[2], family=Same(DEFAULT_FAMILY),
+        spec_hash=Same(IMPORTED_SPEC_HASH), rationale=rationales, created_at=Same(created_at), attempts=Same([]),
+        result=[{"imported_from": source, "sha256": sha, "line": line} for line in lines], score=scores,
+        status=["ok" if good else "abstained" for good in ok],
+        confidence=[c if good else None for c, good in zip(confidences, ok)])
+    if not all(ok):
+        values["reason"] = [None if good else f"no score or verdict in {source} line {line}"
+                            for good, line in zip(ok, lines)]
+    return Columns(len(rows), values)
+
+
+def _numbers(values: list[Any]) -> list[float | None] | None:
+    """``_number`` of each given value (absent or blank: None); None when one is not a finite number."""
+    out: list[float | None] = []
+    for value in values:
+        if value is None or (value.__class__ is str and (not value or value.isspace())):
+            out.append(None)
+            continue
+        if value.__class__ is bool:
+            return None
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            return None
+        if not math.isfinite(number):
+            return None
+        out.append(number)
+    return out
+
+
+_FIELDS = frozenset(_TEXT_FIELDS) | {"changed", "reason"}
+
+
+def _plain_record(row: Mapping[str, Any], source: str, sha: str, line: int, created_at: str) -> dict[str, Any] | None:
+    """``_record`` of the common row, in a quarter of its time: no field of ``_RARE_FIELDS``, and item, judge and
+    model given as text. None for any other row (``_record`` reads it); the same record or error otherwise
+    (``tests/importers/test_import_fast_path.py`` compares the two on every kind of row)."""
+    get = row.get
+    item_id, judge, model = get("item_id"), get("judge"), get("model")
+    if item_id.__class__ is not str or judge.__class__ is not str or model.__class__ is not str:
+        return None
+    item_id, judge, model = item_id.strip(), judge.strip(), model.strip()
+    if not (item_id and judge and model):
+        return None
+    confidence = get("confidence")
+    if confidence is not None and not (confidence.__class__ is str and (not confidence or confidence.isspace())):
+        confidence = _number(confidence, "confidence", source, line)
+        if not 0.0 <= confidence <= 1.0:
+            raise InputError(f"confidence {confidence:g} is outside [0, 1]", file=source, line=line, field="confidence")
+    else:
+        confidence = None
+    score = get("score")
+    if score is not None and not (score.__class__ is str and (not score or score.isspace())):
+        score = _number(score, "score", source, line)
+    else:
+        score = None
+    rationale = get("rationale")
+    if rationale is not None and rationale.__class__ is str and (not rationale or rationale.isspace()):
+        rationale = None
+    elif rationale is not None:
+        rationale = str(rationale)
+    dump = {**_TEMPLATE, "item_id": item_id, "judge": judge, "model": model, "family": DEFAULT_FAMILY,
+            "spec_hash": IMPORTED_SPEC_HASH, "result": {"imported_from": source, "sha256": sha, "line": line},
+            "rationale": rationale, "created_at": created_at, "attempts": []}
+    if score is None:
+        dump["status"], dump["reason"] = "abstained", f"no score or verdict in {source} line {line}"
+    else:
+        dump["status"], dump["score"], dump["confidence"] = "ok", score, confidence
+    return dump
+_FIELDS = frozenset((*REQUIRED_FIELDS, *OPTIONAL_FIELDS))
+
+
+def _present(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The row's known fields that hold a value: absent, None and blank text are missing. One pass over the
+    row (a CSV row has one cell per column) costs less than looking up each of the 14 fields in it."""
+    out = {}
+    for name, value in row.items():
+        if value is None or name not in _FIELDS or (value.__class__ is str and (not value or value.isspace())):
+            continue
+        out[name] = value
+    return out
 
 
 # Every field of a JudgeResult dump at its default; _record fills in what a row gives.
@@ -421,9 +575,11 @@ def _csv_rows(handle: IO[str], reader: Any, header: list[str], path: Path,
             except UnicodeDecodeError as exc:
                 raise InputError(f"not UTF-8 (byte {exc.start} of a block near line {start})", file=path) from None
             end = reader.line_num
-            if not any(value.strip() for value in record):
+            if not "".join(record).strip():
                 continue
-            if len(record) > width:
-                stream.bad(InputError(f"{len(record)} fields, the header has {width}", file=path, line=start))
-                continue
-            yield start, dict(zip(header, record + [""] * (width - len(record))))
+            if len(record) != width:
+                if len(record) > width:
+                    stream.bad(InputError(f"{len(record)} fields, the header has {width}", file=path, line=start))
+                    continue
+                record += [""] * (width - len(record))
+            yield start, dict(zip(header, record))

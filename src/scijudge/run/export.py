@@ -12,6 +12,7 @@ import csv
 import json
 import uuid
 from collections.abc import Callable, Iterable
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -39,29 +40,86 @@ def write_rows(rows: Iterable[dict[str, Any]], out: str | Path, fmt: str) -> int
     """Write ``rows`` (``Run.rows()`` or ``Run.raw_rows()`` dicts) as JSONL (compact, UTF-8) or CSV; returns
     how many. JSONL is encoded by orjson where it is installed (a dependency of DSPy), else by ``json``: the
     same bytes either way."""
-    count = 0
-    one = redactor()  # the secrets known now, computed once for the whole export
-    if fmt == "jsonl":
-        encode = _json_line()
-        try:
-            import orjson
-
-            encode = _orjson_line(orjson)
-        except ImportError:  # pragma: no cover - orjson comes with DSPy
-            pass
-        with Path(out).open("wb") as binary:
-            for row in rows:
-                binary.write(encode(row, _redact_row(row, one)))
-                count += 1
-        return count
-    with Path(out).open("w", encoding="utf-8", newline="") as handle:
-        writer = csv.writer(handle, lineterminator="\n")
-        writer.writerow(RUN_COLUMNS)
+    with _Writer(out, fmt) as writer:
         for row in rows:
-            raw = _redact_row(row, one)
-            writer.writerow([raw[c] if c in raw else _cell(row.get(c), c) for c in RUN_COLUMNS])
-            count += 1
-    return count
+            writer.row(row)
+        return writer.count
+
+
+def write_tuples(tuples: Iterable[tuple[Any, ...]], out: str | Path, fmt: str,
+                 to_row: Callable[[tuple[Any, ...]], dict[str, Any]]) -> int:
+    """``write_rows`` of ``Run.raw_tuples()``, the same bytes in a fraction of the time: a row whose JSON
+    SQLite found well-formed and whose text holds nothing redaction could change (nearly every row) is written
+    from its tuple as stored; any other becomes a dict (``to_row``: ``Run.raw_row``) and is redacted."""
+    with _Writer(out, fmt) as writer:
+        may_change, texts_of = writer.redact.may_change_json, itemgetter(*_TEXT_AT)
+        for values in tuples:
+            if values[_OK] and not may_change("\n".join([t for t in texts_of(values) if t.__class__ is str])):
+                writer.stored(values)
+            else:
+                writer.row(to_row(values))
+        return writer.count
+
+
+_TEXT_AT = tuple(RUN_COLUMNS.index(c) for c in (*JSON_COLUMNS, *FREE_TEXT_COLUMNS))
+_OK = len(RUN_COLUMNS)  # Run.raw_tuples: after the columns, the row's "all JSON well-formed" flag
+_CURRENT = RUN_COLUMNS.index("current")
+assert _CURRENT == len(RUN_COLUMNS) - 1
+
+
+class _Writer:
+    """One export file: rows written as dicts (redacted on the way) or as stored tuples (nothing to redact)."""
+
+    def __init__(self, out: str | Path, fmt: str) -> None:
+        self.count = 0
+        self.redact = redactor()  # the secrets known now, computed once for the whole export
+        self._jsonl = fmt == "jsonl"
+        if self._jsonl:
+            self._binary = Path(out).open("wb")
+            self._encode = _json_line()
+            self._fragment: Any = None
+            try:
+                import orjson
+
+                self._encode = _orjson_line(orjson)
+                self._fragment, self._dumps = orjson.Fragment, orjson.dumps
+            except ImportError:  # pragma: no cover - orjson comes with DSPy
+                pass
+        else:
+            self._text = Path(out).open("w", encoding="utf-8", newline="")
+            self._csv = csv.writer(self._text, lineterminator="\n")
+            self._csv.writerow(RUN_COLUMNS)
+
+    def __enter__(self) -> _Writer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        (self._binary if self._jsonl else self._text).close()
+
+    def row(self, row: dict[str, Any]) -> None:
+        raw = _redact_row(row, self.redact)
+        if self._jsonl:
+            self._binary.write(self._encode(row, raw))
+        else:
+            self._csv.writerow([raw[c] if c in raw else _cell(row.get(c), c) for c in RUN_COLUMNS])
+        self.count += 1
+
+    def stored(self, values: tuple[Any, ...]) -> None:
+        """A ``Run.raw_tuples()`` row with nothing to redact and well-formed JSON, written as stored."""
+        if not self._jsonl:  # csv writes None as an empty cell, as _cell does
+            self._csv.writerow([*values[:_CURRENT], bool(values[_CURRENT])])
+        elif self._fragment is None:  # pragma: no cover - without orjson
+            self.row({**dict(zip(RUN_COLUMNS, values)), "current": bool(values[_CURRENT])})
+            return
+        else:
+            row = dict(zip(RUN_COLUMNS, values))  # the flag after the columns is left out
+            fragment = self._fragment
+            for column in JSON_COLUMNS:
+                if row[column] is not None:
+                    row[column] = fragment(row[column])
+            row["current"] = bool(values[_CURRENT])
+            self._binary.write(self._dumps(row) + b"\n")
+        self.count += 1
 
 
 def _orjson_line(orjson: Any) -> Callable[[dict[str, Any], dict[str, str]], bytes]:
