@@ -10,10 +10,12 @@ alternate for ``--rounds`` rounds and the medians are compared. CPU is user + sy
   once torch and transformers' generation code are loaded (the import the engine no longer makes; its
   module-level ``torch.compile`` pulls in ``torch._inductor``).
 * ``scijudge --help`` against a bare ``import typer`` (the issue's reference) and against ``--help`` of a
-  two-command Typer app (typer's own rich help renderer, the fair floor).
+  two-command Typer app ("Typer app": typer's own rich help renderer, the fair floor); ``scijudge COMMAND --help``
+  (``judge`` by default, the command with the most options) against the same and the app's ``hello --help``.
 
     python benchmarks/bench_startup.py             # 3 rounds
     python benchmarks/bench_startup.py --rounds 1 --skip-hf
+    python benchmarks/bench_startup.py --skip-hf --command calibrate
 """
 
 from __future__ import annotations
@@ -92,13 +94,13 @@ def _timed(args: list[str], env: dict[str, str]) -> tuple[float, float, str]:
 
 def _report(title: str, rows: dict[str, list[tuple[float, float]]], ours: str, reference: str) -> None:
     print(f"\n{title}")
-    print(f"{'arm':>44} {'wall s (median)':>15} {'CPU s (median)':>14}")
+    print(f"{'arm':>56} {'wall s (median)':>15} {'CPU s (median)':>14}")
     medians = {}
     for name, runs in rows.items():
         medians[name] = (statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs))
-        print(f"{name:>44} {medians[name][0]:>15.2f} {medians[name][1]:>14.2f}")
+        print(f"{name:>56} {medians[name][0]:>15.2f} {medians[name][1]:>14.2f}")
     (w1, c1), (w0, c0) = medians[ours], medians[reference]
-    print(f"{'ratio ' + ours + ' / ' + reference:>44} {w1 / w0:>15.2f} {c1 / c0:>14.2f}")
+    print(f"{'ratio ' + ours + ' / ' + reference:>56} {w1 / w0:>15.2f} {c1 / c0:>14.2f}")
 
 
 def main() -> None:
@@ -106,6 +108,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tokens", type=int, default=40, help="tokens the reference generates (the judge's cap)")
     parser.add_argument("--skip-hf", action="store_true", help="only the --help part (no torch needed)")
+    parser.add_argument("--command", default="judge", help="the command whose --help is timed too")
     args = parser.parse_args()
     env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="true", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                TOKENIZERS_PARALLELISM="false")
@@ -136,18 +139,26 @@ def main() -> None:
                   "no longer imports): "
                   f"median {statistics.median(costs):.2f} s wall")
 
-    help_rows: dict[str, list[tuple[float, float]]] = {"scijudge --help": [], "import typer": [],
-                                                       "two-command Typer app --help": []}
+    ours_cmd = f"scijudge {args.command} --help"
+    arms = {"scijudge --help": [py, "-m", "scijudge", "--help"],
+            ours_cmd: [py, "-m", "scijudge", args.command, "--help"],
+            "import typer": [py, "-c", "import typer"],
+            "Typer app --help": [py, "-c", TYPER_APP, "--help"],
+            "Typer app hello --help": [py, "-c", TYPER_APP, "hello", "--help"]}
+    help_rows: dict[str, list[tuple[float, float]]] = {name: [] for name in arms}
     for _ in range(args.rounds):
-        help_rows["scijudge --help"].append(_timed([py, "-m", "scijudge", "--help"], env)[:2])
-        help_rows["import typer"].append(_timed([py, "-c", "import typer"], env)[:2])
-        help_rows["two-command Typer app --help"].append(_timed([py, "-c", TYPER_APP, "--help"], env)[:2])
-    _report("scijudge --help", help_rows, "scijudge --help", "import typer")
-    (w_app, c_app) = (statistics.median(r[0] for r in help_rows["two-command Typer app --help"]),
-                      statistics.median(r[1] for r in help_rows["two-command Typer app --help"]))
-    w_ours = statistics.median(r[0] for r in help_rows["scijudge --help"])
-    c_ours = statistics.median(r[1] for r in help_rows["scijudge --help"])
-    print(f"{'ratio scijudge --help / Typer app --help':>44} {w_ours / w_app:>15.2f} {c_ours / c_app:>14.2f}")
+        for name, command in arms.items():
+            help_rows[name].append(_timed(command, env)[:2])
+    _report("scijudge --help and scijudge COMMAND --help", help_rows, "scijudge --help", "import typer")
+
+    def ratio(ours: str, reference: str) -> None:
+        (w1, c1), (w0, c0) = ((statistics.median(r[0] for r in help_rows[name]),
+                               statistics.median(r[1] for r in help_rows[name])) for name in (ours, reference))
+        print(f"{'ratio ' + ours + ' / ' + reference:>56} {w1 / w0:>15.2f} {c1 / c0:>14.2f}")
+
+    ratio("scijudge --help", "Typer app --help")
+    ratio(ours_cmd, "import typer")
+    ratio(ours_cmd, "Typer app hello --help")
 
 
 if __name__ == "__main__":

@@ -1,21 +1,149 @@
-"""The ``scijudge`` command line: the app, the wrapper that prints errors as one line, and the registration.
+"""The ``scijudge`` command line: the app, its commands (each loaded when used), and the wrapper that prints
+errors as one line.
 
-Each command lives in its own module under ``scijudge.commands``; those modules import only typer and the
-standard library at module level, so ``scijudge --help`` loads no DSPy, pandas or scipy."""
+Each command lives in its own module under ``scijudge.commands``, imported only when that command runs or prints
+its own help: ``scijudge --help`` lists every command from the table below (``COMMANDS``) without importing any of
+them, and the command modules import only typer and the standard library at module level, so no path through
+``--help`` loads DSPy, pandas or scipy."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Iterator, MutableMapping
+from importlib import import_module
+from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
+from typer.core import TyperCommand, TyperGroup
+from typer.main import get_command_from_info
+from typer.models import CommandInfo
 
-from scijudge.commands._console import console
 from scijudge.errors import ScijudgeError
-from scijudge.redaction import redact
+
+# Every command, in the order ``scijudge --help`` lists them: name -> (its module under scijudge.commands, its
+# function, the first paragraph of its docstring: what the command list shows). tests/commands/test_cli_help.py
+# checks the table against the modules (every command function is here, each summary is its docstring's).
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "judges": ("judges", "judges_cmd",
+               "List the shipped judges: name, family, inputs and a one-line description."),
+    "judge": ("judge", "judge_cmd",
+              "Judge every item with every judge; each judgment is saved to the run store as it completes."),
+    "export": ("export", "export_cmd",
+               "Export the current judgment of every (item, judge, part, model, endpoint) of a run store to JSONL "
+               "or CSV."),
+    "schema": ("schema", "schema_cmd", "Print the JSON Schema of one line of the canonical item format."),
+    "demo": ("demo", "demo_cmd",
+             "The offline main job: judge the bundled example dataset end to end and print a summary."),
+    "import-lematerial": ("import_lematerial", "import_lematerial_cmd",
+                          "Import LeMaterial's LLM-judge and human evaluations as a run store plus human labels."),
+    "calibrate": ("calibrate", "calibrate_cmd",
+                  "Compare judges with human labels: agreement, bias, intervals, paired tests, robustness and a "
+                  "report."),
+    "perturb": ("calibrate", "perturb_cmd",
+                "Write adversarial answer variants per rubric (YESciEval recipe) plus a prompt-injection probe."),
+    "compliance": ("compliance", "compliance_cmd",
+                   "Print checklist compliance per report and per axis, with coverage, tokens and cost."),
+    "import-judgments": ("import_judgments", "import_judgments_cmd",
+                         "Import judgments made by any tool (released rating files, logs) so they can be calibrated "
+                         "and stress-tested."),
+    "robustness": ("robustness", "robustness_cmd",
+                   "Robustness to perturbed answers per model and judge (and pooled per model): drop, "
+                   "P(original > variant), AUC."),
+    "optimize": ("optimize", "optimize_cmd",
+                 "Optimize a judge's instructions and demos against human labels; report held-out agreement "
+                 "before/after."),
+    "figure-metric": ("figure_metric", "figure_metric_command",
+                      "Compare extracted plot series with ground truth and print the per-series RMSE/MAE table."),
+    "estimate": ("estimate", "estimate_cmd",
+                 "Mean human score per (judge, model, group): PPI++ from judge scores plus a random subset of human "
+                 "labels,\nbeside human-only and judge-only estimates; conformal sets of human scores per judgment; "
+                 "labels needed."),
+    "batches": ("batches", "batches_cmd",
+                "List the provider batches a run created: status, counts, strategy, price basis."),
+    "select-labels": ("select_labels", "select_labels_cmd",
+                      "Choose the items to label so that `estimate --picks` gets the most certainty per label."),
+    "jury": ("jury", "jury_cmd",
+             "Aggregate several judges into a jury, stored as a run (model jury:NAME) that calibrate, estimate and "
+             "export read."),
+    "drift": ("drift", "drift_cmd",
+              "Judge drift per judge and model: n, flip rate (exact and beyond +-1), kappa between runs, mean shift "
+              "with a\n95% paired-t interval."),
+    "distill": ("distill", "distill_cmd",
+                "Distil a judge into a small local LoRA judge, from human labels or a teacher's stored judgments."),
+}
+
+
+class _Commands(MutableMapping[str, Any]):
+    """A group's commands by name. Every name in ``COMMANDS`` is there from the start; its module is imported,
+    and its click command built, when it is first looked up. While the group prints its own help (``listing``),
+    a command not built yet is looked up as a stand-in holding only its name and summary: all the list shows."""
+
+    def __init__(self, built: MutableMapping[str, Any], markup_mode: Any) -> None:
+        self._names = list(COMMANDS)
+        self._built = dict(built)
+        self._markup_mode = markup_mode
+        self.listing = False
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._built:
+            if name not in self._names:
+                raise KeyError(name)
+            if self.listing:
+                return TyperCommand(name, help=COMMANDS[name][2], rich_markup_mode=self._markup_mode)
+            self._built[name] = _build_command(name, self._markup_mode)
+        return self._built[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._built or name in self._names
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([*self._names, *(name for name in self._built if name not in self._names)])
+
+    def __len__(self) -> int:
+        return len(list(iter(self)))
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self._built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        if name not in self:
+            raise KeyError(name)
+        self._built.pop(name, None)
+        if name in self._names:
+            self._names.remove(name)
+
+
+class LazyGroup(TyperGroup):
+    """The top-level group: lists every command of ``COMMANDS`` and imports a command's module only when that
+    command is resolved (to run, or to print its own help)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._lazy = _Commands(self.commands, self.rich_markup_mode)
+        self.commands = self._lazy
+
+    def get_help_option(self, ctx: Any) -> Any:
+        """typer's ``--help``, defaulting to False instead of None: typer (0.29) builds a pydantic adapter to
+        coerce a missing flag's None before it checks for None (it then returns None unchanged), and that
+        import is most of what ``scijudge COMMAND --help`` would cost; a False flag is not coerced."""
+        option = super().get_help_option(ctx)
+        if option is not None and option.default is None:
+            option.default = False
+        return option
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(self.commands)  # the names only: TyperGroup's reads every command
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self._lazy.listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._lazy.listing = False
+
 
 app = typer.Typer(
     name="scijudge",
+    cls=LazyGroup,
     help="Optimizable LLM-as-a-judge modules for scientific text.\n\n"
          "Example: scijudge judge items.jsonl --judge 'yescieval.qa.*' --model openai/gpt-4o-mini",
     no_args_is_help=True,
@@ -46,6 +174,11 @@ def _main_options(
 
 def _fail(exc: BaseException) -> None:
     """One line, no traceback: credentials redacted, and text from data never read as terminal markup."""
+    from rich.markup import escape
+
+    from scijudge.commands._console import console
+    from scijudge.redaction import redact
+
     console.print(f"[bold red]error:[/] {escape(redact(str(exc)))}", highlight=False, soft_wrap=True)
     raise typer.Exit(getattr(exc, "exit_code", 2))
 
@@ -113,8 +246,9 @@ def _with_trust_option(fn, wrapper):
     return wrapper
 
 
-def command(*args, **kwargs):
-    """Register a CLI command whose ScijudgeErrors are printed as one clear line, not a traceback."""
+def command(*args, on: typer.Typer | None = None, **kwargs):
+    """Register a CLI command whose ScijudgeErrors are printed as one clear line, not a traceback (on ``app``
+    unless ``on`` names another Typer)."""
     import functools
 
     name = args[0] if args else kwargs.get("name")
@@ -138,53 +272,25 @@ def command(*args, **kwargs):
 
         if trust_option:
             _with_trust_option(fn, wrapper)
-        return app.command(*args, **kwargs)(wrapper)
+        return (on or app).command(*args, **kwargs)(wrapper)
 
     return decorate
 
-def _register_commands() -> None:
-    """Every command, in the order ``scijudge --help`` lists them; each module holds one command's code."""
-    from scijudge.commands.batches import batches_cmd
-    from scijudge.commands.calibrate import calibrate_cmd, perturb_cmd
-    from scijudge.commands.compliance import compliance_cmd
-    from scijudge.commands.demo import demo_cmd
-    from scijudge.commands.distill import distill_cmd
-    from scijudge.commands.drift import drift_cmd
-    from scijudge.commands.estimate import estimate_cmd
-    from scijudge.commands.export import export_cmd
-    from scijudge.commands.figure_metric import figure_metric_command
-    from scijudge.commands.import_judgments import import_judgments_cmd
-    from scijudge.commands.import_lematerial import import_lematerial_cmd
-    from scijudge.commands.judge import judge_cmd
-    from scijudge.commands.judges import judges_cmd
-    from scijudge.commands.jury import jury_cmd
-    from scijudge.commands.optimize import optimize_cmd
-    from scijudge.commands.robustness import robustness_cmd
-    from scijudge.commands.select_labels import select_labels_cmd
-    from scijudge.commands.schema import schema_cmd
 
-    command("judges")(judges_cmd)
-    command("judge")(judge_cmd)
-    command("export")(export_cmd)
-    command("schema")(schema_cmd)
-    command("demo")(demo_cmd)
-    command("import-lematerial")(import_lematerial_cmd)
-    command("calibrate")(calibrate_cmd)
-    command("perturb")(perturb_cmd)
-    command("compliance")(compliance_cmd)
-    command("import-judgments")(import_judgments_cmd)
-    command("robustness")(robustness_cmd)
-    command("optimize")(optimize_cmd)
-    command("figure-metric")(figure_metric_command)
-    command("estimate")(estimate_cmd)
-    command("batches")(batches_cmd)
-    command("select-labels")(select_labels_cmd)
-    command("jury")(jury_cmd)
-    command("drift")(drift_cmd)
-    command("distill")(distill_cmd)
+def _build_command(name: str, markup_mode: Any) -> Any:
+    """The click command of one command of ``COMMANDS``: its module imported, its function wrapped by
+    ``command`` and registered on a Typer of its own (once per process), then built as typer builds ``app``'s."""
+    info = _INFOS.get(name)
+    if info is None:
+        module, function, _ = COMMANDS[name]
+        registry = typer.Typer()
+        command(name, on=registry)(getattr(import_module(f"scijudge.commands.{module}"), function))
+        info = _INFOS[name] = registry.registered_commands[0]
+    return get_command_from_info(info, pretty_exceptions_short=app.pretty_exceptions_short,
+                                 rich_markup_mode=markup_mode)
 
 
-_register_commands()
+_INFOS: dict[str, CommandInfo] = {}
 
 
 def main() -> None:  # pragma: no cover - console script entry point

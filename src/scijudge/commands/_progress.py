@@ -11,7 +11,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from scijudge.commands._console import console, out
-from scijudge.redaction import redact
 
 
 @contextmanager
@@ -36,6 +35,8 @@ def progress_bar(show: bool) -> Iterator[Callable[[Any, Any], None]]:
 
 def print_summary(summary, run_path: Path) -> None:
     """The run summary table on stdout: counts, tokens, cost, time and abstention reasons."""
+    from scijudge.redaction import redact
+
     table = Table(title=f"run store: {escape(str(run_path))}", show_header=False)
     for label, value in [
         ("judged now", summary.judged), ("ok", summary.ok), ("abstained", summary.abstained),

@@ -9,7 +9,6 @@ import typer
 
 from scijudge.commands._console import console
 from scijudge.errors import EXIT_INTERRUPTED
-from scijudge.redaction import redact_argv
 
 
 def exit_run(store, code: int) -> None:
@@ -69,4 +68,6 @@ class StopOnSignal:
 
 def safe_argv() -> list[str]:
     """The command line with every credential removed (values of --*key*/--*token* options, URL userinfo, ...)."""
+    from scijudge.redaction import redact_argv
+
     return redact_argv(sys.argv[1:])

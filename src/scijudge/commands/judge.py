@@ -12,7 +12,6 @@ from scijudge.commands._console import console
 from scijudge.commands._progress import print_summary, progress_bar
 from scijudge.commands._run_control import StopOnSignal, exit_run, resume_command, safe_argv
 from scijudge.errors import EXIT_INCOMPLETE, EXIT_INTERRUPTED, InputError, ScijudgeError
-from scijudge.redaction import redact
 
 
 def judge_cmd(
@@ -98,6 +97,7 @@ def judge_cmd(
     from scijudge.judges.build import judges_for_run
     from scijudge.judges.presets import apply_blocks_and_preset
     from scijudge.records import safe_endpoint
+    from scijudge.redaction import redact
     from scijudge.run.api import judge_items, make_executor
     from scijudge.run.plan import valid_items
     from scijudge.run.store import Run
