@@ -12,6 +12,7 @@ import csv
 import json
 import uuid
 from collections.abc import Callable, Iterable
+from itertools import islice
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -53,15 +54,23 @@ def write_tuples(tuples: Iterable[tuple[Any, ...]], out: str | Path, fmt: str,
     from its tuple as stored; any other becomes a dict (``to_row``: ``Run.raw_row``) and is redacted."""
     with _Writer(out, fmt) as writer:
         may_change, texts_of = writer.redact.may_change_json, itemgetter(*_TEXT_AT)
-        for values in tuples:
-            if values[_OK] and not may_change("\n".join([t for t in texts_of(values) if t.__class__ is str])):
-                writer.stored(values)
-            else:
-                writer.row(to_row(values))
+        pending = iter(tuples)
+        while batch := list(islice(pending, _BATCH)):
+            # one look at the text of many rows: nothing redaction could change in any (nearly always)
+            if all(values[_OK] for values in batch) and not may_change(
+                    "\n".join([t for values in batch for t in texts_of(values) if t.__class__ is str])):
+                writer.stored(batch)
+                continue
+            for values in batch:
+                if values[_OK] and not may_change("\n".join([t for t in texts_of(values) if t.__class__ is str])):
+                    writer.stored([values])
+                else:
+                    writer.row(to_row(values))
         return writer.count
 
 
 _TEXT_AT = tuple(RUN_COLUMNS.index(c) for c in (*JSON_COLUMNS, *FREE_TEXT_COLUMNS))
+_BATCH = 256  # rows looked at (and written) at once
 _OK = len(RUN_COLUMNS)  # Run.raw_tuples: after the columns, the row's "all JSON well-formed" flag
 _CURRENT = RUN_COLUMNS.index("current")
 assert _CURRENT == len(RUN_COLUMNS) - 1
@@ -104,22 +113,26 @@ class _Writer:
             self._csv.writerow([raw[c] if c in raw else _cell(row.get(c), c) for c in RUN_COLUMNS])
         self.count += 1
 
-    def stored(self, values: tuple[Any, ...]) -> None:
-        """A ``Run.raw_tuples()`` row with nothing to redact and well-formed JSON, written as stored."""
+    def stored(self, batch: list[tuple[Any, ...]]) -> None:
+        """``Run.raw_tuples()`` rows with nothing to redact and well-formed JSON, written as stored."""
         if not self._jsonl:  # csv writes None as an empty cell, as _cell does
-            self._csv.writerow([*values[:_CURRENT], bool(values[_CURRENT])])
+            self._csv.writerows([[*values[:_CURRENT], bool(values[_CURRENT])] for values in batch])
         elif self._fragment is None:  # pragma: no cover - without orjson
-            self.row({**dict(zip(RUN_COLUMNS, values)), "current": bool(values[_CURRENT])})
+            for values in batch:
+                self.row({**dict(zip(RUN_COLUMNS, values)), "current": bool(values[_CURRENT])})
             return
         else:
-            row = dict(zip(RUN_COLUMNS, values))  # the flag after the columns is left out
-            fragment = self._fragment
-            for column in JSON_COLUMNS:
-                if row[column] is not None:
-                    row[column] = fragment(row[column])
-            row["current"] = bool(values[_CURRENT])
-            self._binary.write(self._dumps(row) + b"\n")
-        self.count += 1
+            fragment, dumps, lines = self._fragment, self._dumps, []
+            for values in batch:
+                row = dict(zip(RUN_COLUMNS, values))  # the flag after the columns is left out
+                for column in JSON_COLUMNS:
+                    if row[column] is not None:
+                        row[column] = fragment(row[column])
+                row["current"] = bool(values[_CURRENT])
+                lines.append(dumps(row))
+            lines.append(b"")
+            self._binary.write(b"\n".join(lines))
+        self.count += len(batch)
 
 
 def _orjson_line(orjson: Any) -> Callable[[dict[str, Any], dict[str, str]], bytes]:
