@@ -278,3 +278,15 @@ def test_jsonl_lines_are_the_same_bytes_with_or_without_orjson(tmp_path, monkeyp
     decoded = [json.loads(line) for line in fast]
     assert decoded[0]["rationale"] == 'é "quoted" ***' and decoded[0]["result"] == {"x": 0.1 + 0.2, "big": 1e20}
     assert decoded[1]["probs"] == {"1": 0.25, "2": 0.75} and decoded[1]["current"] is True
+
+
+def test_dumps_each_gives_each_value_what_orjson_gives_it_alone():
+    import orjson
+
+    from scijudge.run._orjson import dumps_each
+
+    values = [{"a": 1, "b": "x,\n,y"}, [1, 2.5, None], "é\t\"", 0.1 + 0.2, {"f": orjson.Fragment(b'{"z":1}')},
+              {"g": orjson.Fragment(b'[1,\n,2]')}, True, {}]  # the last but two holds the separator itself
+    assert dumps_each(values) == [orjson.dumps(v) for v in values]
+    assert dumps_each(values[:1]) == [orjson.dumps(values[0])] and dumps_each([]) == []
+    assert dumps_each([{1: "non-str key"}, object()]) is None  # what orjson refuses: the caller encodes as before

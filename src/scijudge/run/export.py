@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from scijudge.records import JSON_COLUMNS, RUN_COLUMNS
+from scijudge.run._orjson import dumps_each
 from scijudge.redaction import Redactor, redact_data, redactor
 
 FREE_TEXT_COLUMNS = ("verdict", "rationale", "reason")
@@ -122,14 +123,15 @@ class _Writer:
                 self.row({**dict(zip(RUN_COLUMNS, values)), "current": bool(values[_CURRENT])})
             return
         else:
-            fragment, dumps, lines = self._fragment, self._dumps, []
+            fragment, rows = self._fragment, []
             for values in batch:
                 row = dict(zip(RUN_COLUMNS, values))  # the flag after the columns is left out
                 for column in JSON_COLUMNS:
                     if row[column] is not None:
                         row[column] = fragment(row[column])
                 row["current"] = bool(values[_CURRENT])
-                lines.append(dumps(row))
+                rows.append(row)
+            lines = dumps_each(rows) or [self._dumps(row) for row in rows]
             lines.append(b"")
             self._binary.write(b"\n".join(lines))
         self.count += len(batch)

@@ -618,7 +618,7 @@ def _rows_of(chunk: Columns) -> list[list[Any]]:
             if isinstance(value, Same):
                 value = Same(_json_column(value.value))
             else:
-                value = [_json_column(v) for v in value]
+                value = _json_texts(value)
         columns.append(_column(value, n))
     keys = [judgment_key(*fields) for fields in zip(*(_column(given[name], n) for name in _KEY_FIELDS))]
     return [[key, *values, 1] for key, values in zip(keys, zip(*columns))]
@@ -626,6 +626,24 @@ def _rows_of(chunk: Columns) -> list[list[Any]]:
 
 def _column(value: list[Any] | Same, n: int) -> Iterable[Any]:
     return repeat(value.value, n) if isinstance(value, Same) else value
+
+
+def _json_texts(values: list[Any]) -> list[str | None]:
+    """``[_json_column(v) for v in values]``, the values encoded by one orjson call (``dumps_each``)."""
+    from scijudge.run._orjson import dumps_each
+
+    given = [v for v in values if v is not None and v != []]
+    encoded = dumps_each(given)
+    if encoded is None:
+        return [_json_column(v) for v in values]
+    texts, next_text = [], iter(encoded).__next__
+    for value in values:
+        if value is None or value == []:
+            texts.append(None if value is None else "[]")
+            continue
+        text = next_text()
+        texts.append(json.dumps(value) if b"null" in text else text.decode())  # json keeps NaN (see _json_text)
+    return texts
 
 
 def _json_column(value: Any) -> str | None:
