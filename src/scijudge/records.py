@@ -13,7 +13,7 @@ import json
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Literal, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
@@ -172,6 +172,14 @@ def judgment_key(item_id: str, judge: str, part: str, spec_hash: str, model: str
     if endpoint or input_hash or decoding:
         fields += [endpoint, input_hash, decoding]
     return hashlib.sha256("\x1f".join(fields).encode()).hexdigest()[:32]
+
+
+def judgment_keys(*fields: Iterable[str]) -> list[str]:
+    """``judgment_key`` of many judgments at once, given field by field (eight iterables, in
+    ``judgment_key``'s order): the same keys, without a function call per key (bulk imports)."""
+    sha256, sep = hashlib.sha256, "\x1f"
+    return [sha256((sep.join(row) if row[5] or row[6] or row[7] else sep.join(row[:5])).encode()).hexdigest()[:32]
+            for row in zip(*fields)]
 
 
 def input_hash(inputs: dict[str, Any]) -> str:

@@ -89,11 +89,33 @@ def test_chunks_give_the_records_and_errors_that_reading_each_row_gives(case):
     assert stream.n_abstained == sum(r["status"] == "abstained" for r in records)
 
 
+@pytest.mark.parametrize("case", range(6))
+def test_csv_chunks_give_the_records_and_errors_that_reading_each_row_gives(case):
+    """CSV rows come as lists under one header: every cell text, an absent one blank."""
+    rows, size = list(_cases())[case]
+    header = list(dict.fromkeys(name for row in rows for name in row))
+    cells = [["" if row.get(name) is None else str(row[name]) for name in header] for row in rows]
+    pairs = list(enumerate(cells, 2))
+    stream = J.JudgmentStream(pairs, source="file.csv", sha256="abc")
+    stream._header = header
+    got = [dump for chunk in stream.chunks(size) for dump in chunk.dumps()]
+    records, errors = _reference([(line, dict(zip(header, c))) for line, c in pairs], stream)
+    assert len(got) == len(records) and all(_same(a, b) for a, b in zip(got, records)), (got, records)
+    assert [str(e) for e in stream.errors if "second judgment" not in str(e)] == [
+        e for e in errors if not e.startswith("second:")]
+
+
 def test_plain_chunks_are_built_column_by_column():
     rows = [{"item_id": f"q{n}", "judge": "j", "model": "m", "score": "3"} for n in range(10)]
-    assert J._plain_chunk(list(range(2, 12)), rows, "f", "s", "t") is not None
-    assert J._plain_chunk([2], [{"item_id": "q", "judge": "j", "model": "m", "part": "p"}], "f", "s", "t") is None
-    assert J._plain_chunk([2], [{"item_id": "q", "judge": "j", "model": "m", "score": True}], "f", "s", "t") is None
+
+    def column(rows):
+        return lambda name: [row.get(name) for row in rows]
+
+    assert J._plain_chunk(list(range(2, 12)), column(rows), "f", "s", "t") is not None
+    assert J._plain_chunk([2], column([{"item_id": "q", "judge": "j", "model": "m", "score": True}]), "f", "s",
+                          "t") is None
+    assert J._numbers(["1", 2, 3.5]) == [1.0, 2.0, 3.5] and J._numbers(["1", ""]) == [1.0, None]
+    assert J._numbers(["1", "nan"]) is None and J._numbers([1, True]) is None and J._numbers(["x"]) is None
 
 
 def test_a_variant_row_keeps_its_level_and_original():

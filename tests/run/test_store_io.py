@@ -290,3 +290,12 @@ def test_dumps_each_gives_each_value_what_orjson_gives_it_alone():
     assert dumps_each(values) == [orjson.dumps(v) for v in values]
     assert dumps_each(values[:1]) == [orjson.dumps(values[0])] and dumps_each([]) == []
     assert dumps_each([{1: "non-str key"}, object()]) is None  # what orjson refuses: the caller encodes as before
+
+
+def test_judgment_keys_are_judgment_key_of_each():
+    from scijudge.records import judgment_key, judgment_keys
+
+    rows = [("q1", "j", "", "h", "m", "", "", ""), ("q2", "j", "p", "h", "m", "http://e", "", ""),
+            ("q3", "j", "", "h", "m", "", "in", ""), ("q4", "j", "", "h", "m", "", "", '{"t":0}'), ("é", "j", "", "", "m", "", "", "")]
+    assert judgment_keys(*zip(*rows)) == [judgment_key(*row) for row in rows]
+    assert judgment_key("q1", "j", "", "h", "m") == hashlib.sha256(b"q1\x1fj\x1f\x1fh\x1fm").hexdigest()[:32]

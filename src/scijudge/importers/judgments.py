@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from operator import itemgetter
@@ -83,6 +83,7 @@ class JudgmentStream:
         self._seen_sources: set[str] = set()
         self._first_line: dict[tuple[str, ...], int] = {}
         self._created_at = datetime.now(UTC).isoformat(timespec="seconds")
+        self._header: list[str] | None = None  # set: rows are lists of values under this header (CSV)
 
     def bad(self, error: InputError) -> None:
         """Count a row that could not be read at all (not JSON, not UTF-8)."""
@@ -109,13 +110,24 @@ class JudgmentStream:
     def _chunk(self, batch: list[tuple[int, Mapping[str, Any]]]) -> Iterator[Columns]:
         self.n_rows += len(batch)
         lines = [line for line, _ in batch]
-        rows = self._renamed(batch) if self._mapping else [row for _, row in batch]  # read, never changed
-        chunk = _plain_chunk(lines, rows, self.source, self.sha256, self._created_at)
+        if self._header is not None:  # CSV records: lists under one header (already renamed)
+            header, records = self._header, [record for _, record in batch]
+            by_name = dict(zip(header, zip(*records)))  # a name given twice: its last column, as a dict keeps
+            empty = (None,) * len(records)
+            chunk = None if not _RARE_FIELDS.isdisjoint(by_name) else _plain_chunk(
+                lines, lambda name: by_name.get(name, empty), self.source, self.sha256, self._created_at)
+            rows: list[Mapping[str, Any]] = [] if chunk is not None else [dict(zip(header, r)) for r in records]
+        else:
+            rows = self._renamed(batch) if self._mapping else [row for _, row in batch]  # read, never changed
+            chunk = None if not all(_RARE_FIELDS.isdisjoint(row) for row in rows) else _plain_chunk(
+                lines, lambda name: [row.get(name) for row in rows], self.source, self.sha256, self._created_at)
         if chunk is not None and self._first_of_groups(chunk, lines):
             self.n_imported += chunk.n
             self.n_abstained += chunk.n - chunk.column("status").count("ok")
             yield chunk
             return
+        if not rows and self._header is not None:
+            rows = [dict(zip(self._header, record)) for _, record in batch]
         dumps = []
         for line, row in zip(lines, rows):
             try:
@@ -153,12 +165,10 @@ class JudgmentStream:
     def _first_of_groups(self, chunk: Columns, lines: list[int]) -> bool:
         """Record the line of each group of a plain chunk; False (nothing recorded) when a group was seen
         before or comes twice: the chunk is then read row by row, which names each duplicate."""
-        seen, new = self._first_line, {}
-        for group, line in zip(zip(*(chunk.column(c) for c in _GROUP)), lines):
-            if group in seen or group in new:
-                return False
-            new[group] = line
-        seen.update(new)
+        new = dict(zip(zip(*(chunk.column(c) for c in _GROUP)), lines))
+        if len(new) < chunk.n or not self._first_line.keys().isdisjoint(new):
+            return False
+        self._first_line.update(new)
         return True
 
     def finish(self) -> None:
@@ -294,32 +304,31 @@ def _record(row: Mapping[str, Any], source: str, sha: str, line: int, created_at
 
 _TEXT_FIELDS = ("level", "variant_of", "endpoint", "verdict", "part", "family")
 _RARE_FIELDS = frozenset(_TEXT_FIELDS) | {"changed", "reason"}
+_NUMBER_KINDS = frozenset({str, int, float})
 
 
-def _plain_chunk(lines: list[int], rows: list[Mapping[str, Any]], source: str, sha: str,
+def _plain_chunk(lines: list[int], column: Callable[[str], Sequence[Any]], source: str, sha: str,
                  created_at: str) -> Columns | None:
-    """The records of these rows column by column, when every row is a common one: no field of
-    ``_RARE_FIELDS``; item, judge and model non-blank text; score and confidence absent, blank or finite
-    numbers (confidence in [0, 1]). None otherwise: the rows are then read one by one by ``_record``, which
-    gives the same records and names each bad row (``tests/importers/test_import_fast_path.py`` compares
-    the two on every kind of row)."""
-    if not all(_RARE_FIELDS.isdisjoint(row) for row in rows):
-        return None
+    """The records of these rows column by column (``column(name)``: the rows' values of a field, None where
+    absent), when every row is a common one (the caller checked that no row has a field of ``_RARE_FIELDS``):
+    item, judge and model non-blank text; score and confidence absent, blank or finite numbers (confidence in
+    [0, 1]). None otherwise: the rows are then read one by one by ``_record``, which gives the same records and
+    names each bad row (``tests/importers/test_import_fast_path.py`` compares the two on every kind of row)."""
     texts: list[list[str]] = []
     for name in REQUIRED_FIELDS:
-        given = [row.get(name) for row in rows]
+        given = column(name)
         if not all(v.__class__ is str for v in given):
             return None
         stripped = [str(v).strip() for v in given]
         if not all(stripped):
             return None
         texts.append(stripped)
-    scores = _numbers([row.get("score") for row in rows])
-    confidences = _numbers([row.get("confidence") for row in rows])
+    scores = _numbers(column("score"))
+    confidences = _numbers(column("confidence"))
     if scores is None or confidences is None or not all(c is None or 0.0 <= c <= 1.0 for c in confidences):
         return None
-    rationales = [row.get("rationale") for row in rows]
-    rationales = [None if v is None or (v.__class__ is str and (not v or v.isspace())) else str(v) for v in rationales]
+    rationales = [None if v is None or (v.__class__ is str and (not v or v.isspace())) else str(v)
+                  for v in column("rationale")]
     ok = [score is not None for score in scores]
     values: dict[str, list[Any] | Same] = {name: Same(default) for name, default in _TEMPLATE.items()}
     values.update(
@@ -331,11 +340,19 @@ def _plain_chunk(lines: list[int], rows: list[Mapping[str, Any]], source: str, s
     if not all(ok):
         values["reason"] = [None if good else f"no score or verdict in {source} line {line}"
                             for good, line in zip(ok, lines)]
-    return Columns(len(rows), values)
+    return Columns(len(lines), values)
 
 
-def _numbers(values: list[Any]) -> list[float | None] | None:
+def _numbers(values: Sequence[Any]) -> list[float | None] | None:
     """``_number`` of each given value (absent or blank: None); None when one is not a finite number."""
+    kinds = set(map(type, values))
+    if kinds <= _NUMBER_KINDS:  # nothing blank, no bool: all at once (a blank or bad text raises, read below)
+        try:
+            numbers: list[float | None] = list(map(float, values))
+        except ValueError:
+            pass
+        else:
+            return numbers if all(map(math.isfinite, numbers)) else None  # type: ignore[arg-type]
     out: list[float | None] = []
     for value in values:
         if value is None or (value.__class__ is str and (not value or value.isspace())):
@@ -552,13 +569,14 @@ def _csv_stream(path: Path, sha: str, mapping: Mapping[str, str] | None, sep: st
     except InputError:
         handle.close()
         raise
-    stream = JudgmentStream((), source=str(path), sha256=sha, mapping=mapping)
-    stream._rows = _csv_rows(handle, reader, header, path, stream)
+    stream = JudgmentStream((), source=str(path), sha256=sha)  # renamed once, in the header
+    stream._header = [(mapping or {}).get(name, name) for name in header]
+    stream._rows = _csv_rows(handle, reader, header, path, stream)  # type: ignore[assignment]
     return stream
 
 
 def _csv_rows(handle: IO[str], reader: Any, header: list[str], path: Path,
-              stream: JudgmentStream) -> Iterator[tuple[int, Mapping[str, Any]]]:
+              stream: JudgmentStream) -> Iterator[tuple[int, list[str]]]:
     import csv
 
     width = len(header)
@@ -582,4 +600,4 @@ def _csv_rows(handle: IO[str], reader: Any, header: list[str], path: Path,
                     stream.bad(InputError(f"{len(record)} fields, the header has {width}", file=path, line=start))
                     continue
                 record += [""] * (width - len(record))
-            yield start, dict(zip(header, record))
+            yield start, record

@@ -26,7 +26,8 @@ from typing import Any, NamedTuple
 
 from scijudge.errors import InputError, RunBusyError, ScijudgeError, StoreWriteError
 from scijudge.records import (
-    COLUMN_SQL, CURRENT_GROUP, JSON_COLUMNS, RUN_COLUMNS, Columns, JudgeResult, Same, judgment_key, safe_endpoint,
+    COLUMN_SQL, CURRENT_GROUP, JSON_COLUMNS, RUN_COLUMNS, Columns, JudgeResult, Same, judgment_key, judgment_keys,
+    safe_endpoint,
 )
 from scijudge.redaction import redact, redact_data
 
@@ -315,7 +316,7 @@ class Run:
         inside ``transaction()``): the same rows, built column by column (bulk imports)."""
         return self._write_batches(_rows_of(c) for c in chunks if c.n)
 
-    def _write_batches(self, batches: Iterable[list[list[Any]]]) -> int:
+    def _write_batches(self, batches: Iterable[list[Sequence[Any]]]) -> int:
         written = 0
         # A group can have a current row only if its (model, endpoint) had one before this call, or this call
         # wrote it: the UPDATE (a quarter of the cost of a fresh import) is skipped for the others.
@@ -329,9 +330,7 @@ class Run:
                     last[_group_of(values)] = n
                 if len(last) < len(rows):  # a group twice in this chunk: only its last row is current
                     current = set(last.values())
-                    for n, values in enumerate(rows):
-                        if n not in current:
-                            values[_CURRENT] = 0
+                    rows = [values if n in current else [*values[:_CURRENT], 0] for n, values in enumerate(rows)]
                 with self._writing():
                     if before is None:
                         before = self.model_endpoints()
@@ -597,7 +596,7 @@ def _values(dump: dict[str, Any]) -> list[Any]:
     return values
 
 
-def _rows_of(chunk: Columns) -> list[list[Any]]:
+def _rows_of(chunk: Columns) -> list[Sequence[Any]]:
     """``[_values(d) for d in chunk.dumps()]``, column by column: a field given once (``Same``) is encoded,
     redacted and hashed once; the key and JSON columns of a listed field row by row."""
     n, given = chunk.n, dict(chunk.values)
@@ -620,8 +619,8 @@ def _rows_of(chunk: Columns) -> list[list[Any]]:
             else:
                 value = _json_texts(value)
         columns.append(_column(value, n))
-    keys = [judgment_key(*fields) for fields in zip(*(_column(given[name], n) for name in _KEY_FIELDS))]
-    return [[key, *values, 1] for key, values in zip(keys, zip(*columns))]
+    keys = judgment_keys(*(_column(given[name], n) for name in _KEY_FIELDS))
+    return list(zip(keys, *columns, repeat(1)))
 
 
 def _column(value: list[Any] | Same, n: int) -> Iterable[Any]:
