@@ -91,14 +91,9 @@ def _check_supersede(run: Any, chunk: Columns, judged: set[tuple[str, str]], imp
 
 def chunks_of(dumps: Iterable[dict[str, Any]], size: int = 5000) -> Iterator[Columns]:
     """Record dumps as ``Columns`` chunks of up to ``size``."""
-    batch: list[dict[str, Any]] = []
-    for dump in dumps:
-        batch.append(dump)
-        if len(batch) >= size:
-            yield Columns.of(batch)
-            batch = []
-    if batch:
-        yield Columns.of(batch)
+    from scijudge.run.rows import chunks
+
+    return (Columns.of(batch) for batch in chunks(dumps, size))
 
 
 _MODEL, _ENDPOINT = CURRENT_GROUP.index("model"), CURRENT_GROUP.index("endpoint")

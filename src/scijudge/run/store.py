@@ -17,19 +17,17 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from itertools import repeat
-from operator import itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from scijudge.errors import InputError, RunBusyError, ScijudgeError, StoreWriteError
 from scijudge.records import (
-    COLUMN_SQL, CURRENT_GROUP, JSON_COLUMNS, RUN_COLUMNS, Columns, JudgeResult, Same, judgment_key, judgment_keys,
-    safe_endpoint,
+    COLUMN_SQL, CURRENT_GROUP, JSON_COLUMNS, RUN_COLUMNS, Columns, JudgeResult, safe_endpoint,
 )
-from scijudge.redaction import redact, redact_data
+from scijudge.redaction import redact_data
+from scijudge.run.rows import CURRENT_AT, chunks, group_of, row_of, rows_of
 
 SCHEMA_VERSION = 2
 _GROUP_INDEX = "CREATE INDEX IF NOT EXISTS judgments_group ON judgments(item_id, judge, part, model, endpoint, current)"
@@ -297,9 +295,9 @@ class Run:
 
     def record_dump(self, data: dict[str, Any]) -> None:
         """Persist a judgment given as ``JudgeResult.model_dump(mode="json")`` (from a worker process)."""
-        values = _values(data)
+        values = row_of(data)
         with self._writing():
-            self._db.execute(_UPDATE_CURRENT, _group_of(values))
+            self._db.execute(_UPDATE_CURRENT, group_of(values))
             self._db.execute(_INSERT, values)
 
     def record_many(self, dumps: Iterable[dict[str, Any]], *, chunk: int = _CHUNK) -> int:
@@ -309,12 +307,12 @@ class Run:
         The outcome equals ``record_dump`` on each in order: within a chunk only the last row of a group
         becomes current, and the group's current row before the chunk becomes history.
         """
-        return self._write_batches([_values(d) for d in batch] for batch in _chunks(dumps, max(1, chunk)))
+        return self._write_batches([row_of(d) for d in batch] for batch in chunks(dumps, max(1, chunk)))
 
     def record_columns(self, chunks: Iterable[Columns]) -> int:
         """``record_many`` of judgments given as ``Columns`` chunks (one transaction per chunk, or all in one
         inside ``transaction()``): the same rows, built column by column (bulk imports)."""
-        return self._write_batches(_rows_of(c) for c in chunks if c.n)
+        return self._write_batches(rows_of(c) for c in chunks if c.n)
 
     def _write_batches(self, batches: Iterable[list[Sequence[Any]]]) -> int:
         written = 0
@@ -327,10 +325,10 @@ class Run:
             for rows in batches:
                 last: dict[tuple[Any, ...], int] = {}
                 for n, values in enumerate(rows):
-                    last[_group_of(values)] = n
+                    last[group_of(values)] = n
                 if len(last) < len(rows):  # a group twice in this chunk: only its last row is current
                     current = set(last.values())
-                    rows = [values if n in current else [*values[:_CURRENT], 0] for n, values in enumerate(rows)]
+                    rows = [values if n in current else [*values[:CURRENT_AT], 0] for n, values in enumerate(rows)]
                 with self._writing():
                     if before is None:
                         before = self.model_endpoints()
@@ -560,122 +558,7 @@ def _loads(value: Any, column: str, path: Path, item_id: Any) -> Any:
         raise InputError(f"corrupt run store: unreadable {column}{where}", file=path, field=column) from None
 
 
-def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
-    batch: list[Any] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) >= size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
-def _redacted(data: dict[str, Any]) -> dict[str, Any]:
-    """Errors a provider returned may echo credentials: redact the reason and each attempt's error."""
-    attempts = data.get("attempts")
-    if data.get("reason") is None and (not attempts or not any(a.get("error") for a in attempts)):
-        return data
-    data = dict(data, reason=redact(data.get("reason")))
-    data["attempts"] = [dict(a, error=redact(a.get("error"))) for a in data.get("attempts") or ()]
-    return data
-
-
-def _values(dump: dict[str, Any]) -> list[Any]:
-    """A record dump (``JudgeResult.model_dump(mode="json")``) as the row to insert: values in ``RUN_COLUMNS``
-    order, credentials redacted, the key computed, JSON columns encoded, current = 1."""
-    data = _redacted(dump)
-    if "endpoint" not in data or "input_hash" not in data or "decoding" not in data:  # a dump of an older worker
-        data = {"endpoint": "", "input_hash": "", "decoding": "", **data}
-    values = [None, *_STORED_AT(data), 1]
-    values[0] = judgment_key(*_KEY_AT(data))
-    for at in _JSON_AT:
-        value = values[at]
-        if value is not None:
-            values[at] = "[]" if value == [] else _json_text(value)
-    return values
-
-
-def _rows_of(chunk: Columns) -> list[Sequence[Any]]:
-    """``[_values(d) for d in chunk.dumps()]``, column by column: a field given once (``Same``) is encoded,
-    redacted and hashed once; the key and JSON columns of a listed field row by row."""
-    n, given = chunk.n, dict(chunk.values)
-    for name, default in (("endpoint", ""), ("input_hash", ""), ("decoding", "")):
-        given.setdefault(name, Same(default))
-    reason, attempts = given["reason"], given["attempts"]
-    if not (isinstance(attempts, Same) and not attempts.value):  # attempts that may hold errors: row by row
-        pairs = [_redacted({"reason": r, "attempts": a}) for r, a in zip(chunk.column("reason"), chunk.column("attempts"))]
-        given["reason"], given["attempts"] = [p["reason"] for p in pairs], [p["attempts"] for p in pairs]
-    elif isinstance(reason, Same):
-        given["reason"] = Same(redact(reason.value))
-    else:
-        given["reason"] = [redact(r) for r in reason]
-    columns: list[Any] = []
-    for name in RUN_COLUMNS[1:-1]:
-        value = given[name]
-        if name in JSON_COLUMNS:
-            if isinstance(value, Same):
-                value = Same(_json_column(value.value))
-            else:
-                value = _json_texts(value)
-        columns.append(_column(value, n))
-    keys = judgment_keys(*(_column(given[name], n) for name in _KEY_FIELDS))
-    return list(zip(keys, *columns, repeat(1)))
-
-
-def _column(value: list[Any] | Same, n: int) -> Iterable[Any]:
-    return repeat(value.value, n) if isinstance(value, Same) else value
-
-
-def _json_texts(values: list[Any]) -> list[str | None]:
-    """``[_json_column(v) for v in values]``, the values encoded by one orjson call (``dumps_each``)."""
-    from scijudge.run._orjson import dumps_each
-
-    given = [v for v in values if v is not None and v != []]
-    encoded = dumps_each(given)
-    if encoded is None:
-        return [_json_column(v) for v in values]
-    texts, next_text = [], iter(encoded).__next__
-    for value in values:
-        if value is None or value == []:
-            texts.append(None if value is None else "[]")
-            continue
-        text = next_text()
-        texts.append(json.dumps(value) if b"null" in text else text.decode())  # json keeps NaN (see _json_text)
-    return texts
-
-
-def _json_column(value: Any) -> str | None:
-    return None if value is None else "[]" if value == [] else _json_text(value)
-
-
-def _json_text(value: Any) -> str:
-    """JSON text of a stored column. orjson is several times faster than ``json``; it writes ``null`` for NaN
-    and infinities, though, which ``json`` keeps (and reads back): text with a ``null`` is written by ``json``."""
-    if _orjson_dumps is not None:
-        try:
-            text: str = _orjson_dumps(value).decode()
-        except TypeError:  # orjson.JSONEncodeError: a value orjson does not take (a huge int, a non-str key)
-            return json.dumps(value)
-        if "null" not in text:
-            return text
-    return json.dumps(value)
-
-
-_orjson_dumps: Callable[[Any], bytes] | None
-try:
-    from orjson import dumps as _orjson_dumps
-except ImportError:  # pragma: no cover - orjson comes with DSPy
-    _orjson_dumps = None
-
-_STORED_AT = itemgetter(*RUN_COLUMNS[1:-1])
-_KEY_FIELDS = ("item_id", "judge", "part", "spec_hash", "model", "endpoint", "input_hash", "decoding")
-_KEY_AT = itemgetter(*_KEY_FIELDS)
-_JSON_AT = tuple(RUN_COLUMNS.index(c) for c in JSON_COLUMNS)
-_group_of = itemgetter(*(RUN_COLUMNS.index(c) for c in CURRENT_GROUP))
-_CURRENT = RUN_COLUMNS.index("current")
 _WRITE_CACHE_KIB = -65536  # at most 64 MiB of page cache for a writer (SQLite's default is 2 MiB)
-assert RUN_COLUMNS[0] == "key" and RUN_COLUMNS[-1] == "current"
 
 
 class _WriterLock:
