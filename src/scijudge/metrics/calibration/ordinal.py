@@ -83,7 +83,7 @@ def _calibration(group: pd.DataFrame, track: str, values: np.ndarray | None, n_b
     if track == "ordinal":
         with_probs = group[group["probs"].map(lambda p: isinstance(p, dict) and len(p) > 0)]
         if len(with_probs) and values is not None:
-            probs = np.array([_prob_row(p, values, r) for p, (_, r) in zip(with_probs["probs"], with_probs.iterrows())])
+            probs = _prob_matrix(with_probs, values)
             h = with_probs["h_score"].to_numpy(float)
             top = probs.argmax(axis=1)
             correct = np.isclose(values[top], h)
@@ -114,6 +114,58 @@ def _calibration(group: pd.DataFrame, track: str, values: np.ndarray | None, n_b
                          "count": int(b["count"][i]), "confidence": float(b["confidence"][i]),
                          "accuracy": float(b["accuracy"][i])})
     return out, bins
+
+
+def _prob_matrix(frame: pd.DataFrame, values: np.ndarray) -> np.ndarray:
+    """Every row's ``probs`` as a renormalised vector on the scale points: ``_prob_row`` for each row, computed per
+    distinct key set (the keys are parsed once, the values in one array), with the same arithmetic in the same
+    order so every bit matches. Rows the fast path cannot vouch for (unusual keys or values, a bad probability,
+    a zero sum) go through ``_prob_row`` itself, in row order, so the first bad row raises the same error."""
+    dicts = frame["probs"].tolist()
+    out = np.zeros((len(dicts), values.size))
+    by_keys: dict[tuple[Any, ...], list[int]] = {}
+    for i, p in enumerate(dicts):
+        by_keys.setdefault(tuple(p), []).append(i)
+    slow: list[int] = []
+    for keys, rows in by_keys.items():
+        idx = _key_indices(keys, values)
+        flat = [v for i in rows for v in dicts[i].values()]
+        try:
+            given = np.array(flat, dtype=float).reshape(len(rows), len(keys))
+        except (TypeError, ValueError, OverflowError):
+            idx = None
+        if idx is None or not set(map(type, flat)) <= {float, int}:
+            slow += rows
+            continue
+        vec = np.zeros((len(rows), values.size))
+        for col, at in enumerate(idx):  # += in key order, as _prob_row adds them (keys may share a point)
+            vec[:, at] += given[:, col]
+        total = vec.sum(axis=1)  # the same pairwise order as one row's vec.sum()
+        good = np.isfinite(given).all(axis=1) & (given >= 0).all(axis=1) & (total > 0)
+        at_rows = np.asarray(rows)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[at_rows[good]] = vec[good] / total[good, None]
+        slow += at_rows[~good].tolist()
+    for i in sorted(slow):
+        out[i] = _prob_row(dicts[i], values, frame.iloc[i])
+    return out
+
+
+def _key_indices(keys: tuple[Any, ...], values: np.ndarray) -> list[int] | None:
+    """The scale point of each probability key, as ``_prob_row`` finds it; None if any key is not one."""
+    found = []
+    for key in keys:
+        if not isinstance(key, str):
+            return None
+        try:
+            v = float(key)
+        except ValueError:
+            return None
+        idx = int(np.argmin(np.abs(values - v)))
+        if not abs(values[idx] - v) < 1e-6:
+            return None
+        found.append(idx)
+    return found
 
 
 def _prob_row(probs: dict[str, Any], values: np.ndarray, row: pd.Series) -> np.ndarray:
