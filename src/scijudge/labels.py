@@ -217,12 +217,13 @@ def _dumped(label: HumanLabel) -> tuple[Any, ...]:
     return tuple(row[c] for c in LABEL_COLUMNS)
 
 
-def _frame(rows: list[tuple[Any, ...]]) -> Any:
-    """The labels frame from rows of the ``LABEL_COLUMNS`` values, then source file and line."""
+def _frame(rows: list[Any], by_column: bool = False) -> Any:
+    """The labels frame from rows of the ``LABEL_COLUMNS`` values, then source file and line (or from those
+    columns, ``by_column``: no 2-D array of objects on the way)."""
     import pandas as pd
 
-    columns = [c if c != "source" else "label_source" for c in LABEL_COLUMNS]
-    frame = pd.DataFrame(rows, columns=[*columns, "source_file", "source_line"])
+    names = [*(c if c != "source" else "label_source" for c in LABEL_COLUMNS), "source_file", "source_line"]
+    frame = pd.DataFrame(dict(zip(names, rows)) if by_column else rows, columns=names)
     frame["score"] = frame["score"].astype(float)
     frame["source_line"] = frame["source_line"].astype("Int64")
     return frame
@@ -238,26 +239,32 @@ def load_labels_frame(path: str | Path) -> Any:
     """
     path = Path(path)
     name = str(path)
-    rows: list[tuple[Any, ...]] = []
+    columns: list[list[Any]] = [[] for _ in range(len(LABEL_COLUMNS) + 2)]
+    appends = [c.append for c in columns]
+    same: dict[Any, Any] = {}  # one string object per distinct judge, part and annotator, not one per row
     for line, obj in _label_objects(path):
         values = _plain_values(obj)
         if values is None:
             values = _dumped(_validate(obj, path=path, line=line))
-        rows.append((*values, name, line))
-    if not rows:
+        for append, value in zip(appends, values):
+            append(same.setdefault(value, value) if type(value) is str and len(value) < 64 else value)
+        appends[-2](name)
+        appends[-1](line)
+    if not columns[0]:
         raise InputError("no labels in file", file=path)
     seen: dict[tuple[str, str, str, str], int] = {}
-    for row in rows:  # the check of _check_duplicates, on tuples
-        key = (row[0], row[1], row[2], row[5] or "")
+    for key_line in zip(columns[0], columns[1], columns[2], columns[5], columns[-1]):  # _check_duplicates' check
+        key, line = (*key_line[:3], key_line[3] or ""), key_line[4]
         if key in seen:
-            who = f"annotator {row[5]!r}" if row[5] else "an unnamed annotator"
+            item, judge, part, annotator = key
+            who = f"annotator {annotator!r}" if annotator else "an unnamed annotator"
             raise InputError(
-                f"duplicate label: {who} already labelled item {row[0]!r}, judge {row[1]!r}"
-                + (f", part {row[2]!r}" if row[2] else "") + f" (first at line {seen[key]})",
-                file=name, line=row[-1], field="annotator",
+                f"duplicate label: {who} already labelled item {item!r}, judge {judge!r}"
+                + (f", part {part!r}" if part else "") + f" (first at line {seen[key]})",
+                file=name, line=line, field="annotator",
             )
-        seen[key] = row[-1]
-    return _frame(rows)
+        seen[key] = line
+    return _frame(columns, by_column=True)
 
 
 _TEXT_OR_NONE = (str, type(None))

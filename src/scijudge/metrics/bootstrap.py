@@ -31,8 +31,11 @@ def resample_counts(n_items: int, n_boot: int, seed: int) -> Iterator[np.ndarray
     while done < n_boot:
         size = min(chunk, n_boot - done)
         draws = rng.integers(0, n_items, size=(size, n_items), dtype=np.int64)
-        draws += (np.arange(size, dtype=np.int64) * n_items)[:, None]
-        yield np.bincount(draws.ravel(), minlength=size * n_items).reshape(size, n_items)
+        counts = np.empty((size, n_items), dtype=np.int64)
+        for b in range(size):  # one bincount per resample: its counts fit in cache, one over the chunk does not
+            counts[b] = np.bincount(draws[b], minlength=n_items)
+        del draws
+        yield counts
         done += size
 
 
@@ -47,10 +50,22 @@ def bootstrap_sums(per_item: np.ndarray | sparse.spmatrix, n_boot: int, seed: in
     row = 0
     transposed = mat.T.tocsr() if sparse.issparse(mat) else mat.T
     for counts in resample_counts(n_items, n_boot, seed):
-        block = transposed @ counts.T.astype(float)  # (m × chunk)
-        out[row : row + counts.shape[0]] = np.asarray(block).T
-        row += counts.shape[0]
+        if not sparse.issparse(mat):
+            block = transposed @ counts.T.astype(float)  # (m × chunk)
+            out[row : row + counts.shape[0]] = np.asarray(block).T
+            row += counts.shape[0]
+            continue
+        # sparse: each resample's column of the product is computed on its own, so a few resamples at a time
+        # give the same numbers; scipy wants the dense side C-ordered, so convert and order in one copy
+        for start in range(0, counts.shape[0], _SUB):
+            part = counts[start : start + _SUB]
+            block = transposed @ np.ascontiguousarray(part.T, dtype=float)
+            out[row : row + part.shape[0]] = np.asarray(block).T
+            row += part.shape[0]
     return out
+
+
+_SUB = 16  # resamples per sparse product: a (n_items × 16) float copy instead of one for the whole chunk
 
 
 def percentile_interval(replicates: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:

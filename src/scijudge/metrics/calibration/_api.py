@@ -34,9 +34,9 @@ from scijudge.metrics.calibration.verdict import _verdict_frames, _verdict_group
 from scijudge.metrics.calibration.scales import (
     _consensus,
     _resolve_scales,
+    norm_verdicts,
 )
 from scijudge.metrics.groups import prepare_judgments
-from scijudge.vocab import norm_verdict
 
 
 def calibrate(
@@ -80,11 +80,11 @@ def calibrate(
     lab = _resolve_checklist_parts(lab, df, tasks)
     if not allow_extra_labels:
         _check_unknown_items(df, lab)
-    df["verdict"] = df["verdict"].map(norm_verdict)
+    df["verdict"] = norm_verdicts(df["verdict"])
 
-    label_keys = set(zip(lab["item_id"].to_numpy(object), lab["judge"].to_numpy(object)))  # numpy: 6x faster to
-    judged_keys = set(zip(df["item_id"].to_numpy(object), df["judge"].to_numpy(object)))  # walk than pyarrow strings
-    overlap_judges = sorted({j for (_, j) in label_keys & judged_keys})
+    keys = ["item_id", "judge"]  # judges with an (item, judge) in both, by hash join, not a set of Python tuples
+    labelled_and_judged = pd.MultiIndex.from_frame(lab[keys]).isin(pd.MultiIndex.from_frame(df[keys]))
+    overlap_judges = sorted(set(lab.loc[labelled_and_judged, "judge"].unique().tolist()))
     if not overlap_judges:
         raise InputError(
             "no judgment matches a label on (item_id, judge): the runs judged "

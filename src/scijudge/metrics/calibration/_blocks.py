@@ -104,6 +104,7 @@ class _Group:
     pairs: pd.DataFrame  # ok judgments with a usable value, joined to the consensus
     counts: dict[str, int]
     block: Any = None
+    cache: dict[str, Any] = field(default_factory=dict)  # per-group results a pooled row reuses
 
 
 def _intervals(row: dict[str, Any], reps: dict[str, np.ndarray] | None, names: tuple[str, ...], level: float) -> None:

@@ -74,16 +74,21 @@ def _ordinal_point(j: np.ndarray, h: np.ndarray, values: np.ndarray, tol: float)
     return out, notes
 
 
-def _calibration(group: pd.DataFrame, track: str, values: np.ndarray | None, n_bins: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Brier score and ECE (equal-width and equal-mass) from rating probabilities or a confidence."""
+def _calibration(group: pd.DataFrame, track: str, values: np.ndarray | None, n_bins: int,
+                 prob_rows: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Brier score and ECE (equal-width and equal-mass) from rating probabilities or a confidence.
+
+    ``prob_rows``: (which rows have probabilities, their ``_prob_matrix``) when already known (pooled rows reuse
+    their rubrics' matrices)."""
     out: dict[str, Any] = {"calibration_source": None, "n_calibration": 0, "brier": float("nan"),
                            "ece": float("nan"), "ece_mass": float("nan")}
     bins: list[dict[str, Any]] = []
     correct: np.ndarray
     if track == "ordinal":
-        with_probs = group[group["probs"].map(lambda p: isinstance(p, dict) and len(p) > 0)]
+        has = _has_probs(group) if prob_rows is None else prob_rows[0]
+        with_probs = group[has]
         if len(with_probs) and values is not None:
-            probs = _prob_matrix(with_probs, values)
+            probs = _prob_matrix(with_probs, values) if prob_rows is None else prob_rows[1]
             h = with_probs["h_score"].to_numpy(float)
             top = probs.argmax(axis=1)
             correct = np.isclose(values[top], h)
@@ -114,6 +119,23 @@ def _calibration(group: pd.DataFrame, track: str, values: np.ndarray | None, n_b
                          "count": int(b["count"][i]), "confidence": float(b["confidence"][i]),
                          "accuracy": float(b["accuracy"][i])})
     return out, bins
+
+
+def _has_probs(frame: pd.DataFrame) -> np.ndarray:
+    """Which rows carry rating probabilities (a non-empty dict)."""
+    return np.array([isinstance(p, dict) and len(p) > 0 for p in frame["probs"].tolist()], dtype=bool)
+
+
+def _group_probs(groups: list[_Group], values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``_has_probs`` and ``_prob_matrix`` of the groups' pairs concatenated, each group's computed once (the
+    rubric's row, then its pooled row): rows are independent, so the pieces stack to the whole."""
+    parts = []
+    for g in groups:
+        if "probs" not in g.cache:
+            has = _has_probs(g.pairs)
+            g.cache["probs"] = (has, _prob_matrix(g.pairs[has], values))
+        parts.append(g.cache["probs"])
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
 def _prob_matrix(frame: pd.DataFrame, values: np.ndarray) -> np.ndarray:
@@ -253,7 +275,7 @@ def _ordinal_row(groups: list[_Group], ctx: _Context, judge_name: str) -> tuple[
             reps.update(cont.rank_replicates(draws, *cont.split_raw(pairs)))
         notes.append(cont.rounding_note(tol))
     _intervals(row, reps, ORDINAL_STATS, ctx.level)
-    cal, bins = _calibration(pairs, "ordinal", values, ctx.n_bins)
+    cal, bins = _calibration(pairs, "ordinal", values, ctx.n_bins, _group_probs(groups, values))
     row.update(cal)
     row["notes"] = "; ".join(notes)
     cm = ag.confusion(j, h, values)
