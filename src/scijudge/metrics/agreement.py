@@ -216,7 +216,9 @@ def coincidence_matrix(ratings: np.ndarray, values: ArrayLike) -> np.ndarray:
     m = counts.sum(axis=1)
     keep = m >= 2
     c = counts[keep]
-    per_unit = c[:, :, None] * c[:, None, :] - np.einsum("uk,kl->ukl", c, np.eye(v.size))
+    per_unit = c[:, :, None] * c[:, None, :]
+    diagonal = np.arange(v.size)
+    per_unit[:, diagonal, diagonal] -= c  # n_uc·(n_uc − 1) on the diagonal, in place: no two more (units × K × K) arrays
     return np.einsum("ukl,u->kl", per_unit, 1.0 / (m[keep] - 1))
 
 
