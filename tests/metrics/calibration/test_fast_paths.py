@@ -138,3 +138,16 @@ def test_rank_replicates_from_chunks_equal_those_from_the_whole_array() -> None:
     for name in ("spearman", "kendall"):
         assert np.array_equal(whole[name], chunked[name], equal_nan=True)
         assert np.isnan(whole[name][3]) and whole[name].shape == (12,)
+
+
+def test_ordinal_reliability_equals_alpha_and_ac2_one_by_one() -> None:
+    from scijudge.metrics import agreement as ag
+
+    rng = np.random.default_rng(9)
+    for values in (scale_values(1, 5, 1), scale_values(1, 5, 0.5)):
+        ratings = rng.choice(values, size=(300, 3))
+        ratings[rng.random(ratings.shape) < 0.2] = np.nan
+        got = ag.ordinal_reliability(ratings, values)
+        assert got == {"alpha_ordinal": ag.krippendorff_alpha(ratings, values, "ordinal"),
+                       "alpha_interval": ag.krippendorff_alpha(ratings, values, "interval"),
+                       "ac2": ag.gwet_ac2(ratings, values, "quadratic")}
