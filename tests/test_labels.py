@@ -196,3 +196,20 @@ def test_jsonl_lines_that_could_be_invalid_text_are_still_checked(tmp_path: Path
         path.write_text(surrogate)
         with pytest.raises(InputError, match="lone surrogate"):
             read(path)
+
+
+@pytest.mark.parametrize("line", [
+    '{"a": 1}\n', '{"a": 1}', ' {"a": 1}\n', '{"a": 1} \n', '{"a": 1}\r\n', '\ufeff{"a": 1}\n', '{"a": 1}{"b": 2}\n',
+    '{"a": NaN}\n', '[1, 2]\n', '{"a": 1,}\n', '{"a": "\\ud800"}\n', '{"a": 1}\n\n', '{"a": {"b": 1, "b": 2}}\n',
+    "[" * 5000 + "]" * 5000 + "\n",
+])
+def test_jsonl_lines_decode_as_json_loads_decodes_them(line: str) -> None:
+    from scijudge.data import _loads_line
+
+    def decoded(loads: object) -> object:
+        try:
+            return "ok", loads(line)  # type: ignore[operator]
+        except (ValueError, RecursionError) as exc:
+            return type(exc).__name__, str(exc)
+
+    assert repr(decoded(_loads_line)) == repr(decoded(json.loads))

@@ -116,7 +116,7 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any] | InputError]]:
             if not text.strip():
                 continue
             try:
-                obj = json.loads(text)
+                obj = _loads_line(text)
             except json.JSONDecodeError as exc:
                 yield number, InputError(f"malformed JSON: {exc.msg} (column {exc.colno})", file=path, line=number)
                 continue
@@ -131,6 +131,22 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any] | InputError]]:
                 yield number, InputError(bad[1], file=path, line=number, field=bad[0] or None)
                 continue
             yield number, obj
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _loads_line(text: str) -> Any:
+    """``json.loads(text)`` for one JSONL line: the decoder straight on a line that starts with its value and ends
+    with it or a newline (most lines); any other line, or one the decoder refuses, goes through ``json.loads``
+    itself, so a bad line raises exactly what it would have."""
+    try:
+        obj, end = _DECODER.raw_decode(text)
+    except (ValueError, RecursionError):
+        return json.loads(text)
+    if end == len(text) or (end == len(text) - 1 and text[end] == "\n"):
+        return obj
+    return json.loads(text)
 
 
 _MAX_DEPTH = 64
