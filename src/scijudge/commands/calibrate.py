@@ -97,7 +97,7 @@ def calibrate_cmd(
             stored_scales.update(store.meta().get("scales") or {})
         frame["source"] = name
         frames.append(frame)
-    judgments = pd.concat(frames, ignore_index=True)
+    judgments = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)  # one run: no copy
     if judge:
         judgments = judgments[judgments["judge"].map(lambda j: _matches(j, list(judge)))]
         label_frame = label_frame[label_frame["judge"].map(lambda j: _matches(j, list(judge)))]
@@ -120,7 +120,7 @@ def calibrate_cmd(
     n_units = len(label_frame)
     with _status(console, f"calibrating {judgments['judge'].nunique()} judge(s) against {n_units} label(s), "
                           f"{n_boot} bootstrap resamples ..."):
-        result = calibrate(judgments[~is_variant], label_frame, scale=scales, n_boot=n_boot, seed=seed,
+        result = calibrate(judgments[~is_variant] if is_variant.any() else judgments, label_frame, scale=scales, n_boot=n_boot, seed=seed,
                            allow_extra_labels=allow_extra_labels, specs=specs, tasks=task_list)
         robust = robustness(judgments, n_boot=n_boot, seed=seed) if is_variant.any() else None
     if out is not None:  # files first: a closed pipe must not lose them
