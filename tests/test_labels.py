@@ -113,3 +113,103 @@ def test_labels_say_where_they_came_from_and_refuse_unknown_sources(tmp_path: Pa
     with pytest.raises(InputError) as caught:
         load_labels(bad)
     assert caught.value.line == 1 and caught.value.field == "source"
+
+
+_FRAME_CASES = {
+    "mixed": [{"item_id": "q1", "judge": "j", "score": 3}, {"item_id": "q2", "judge": "j", "score": 2.5, "annotator": "a",
+              "rationale": "r", "source": "expert"}, {"item_id": "q3", "judge": "j", "verdict": "yes"},
+              {"item_id": "q4", "judge": "j", "part": "p1", "verdict": ""}, {"item_id": "q5", "judge": "j", "score": 2**60},
+              {"item_id": "q6", "judge": "j", "score": None, "verdict": "no", "annotator": None}],
+    "text_score": [{"item_id": "q1", "judge": "j", "score": "3"}],  # pydantic reads it; the frame path must too
+    "verdict_file": [{"sample_id": "s1", "criterion": 2, "verdict": "Satisfied"}],
+    "bool_score": [{"item_id": "q1", "judge": "j", "score": True}],
+    "both": [{"item_id": "q1", "judge": "j", "score": 1, "verdict": "yes"}],
+    "neither": [{"item_id": "q1", "judge": "j"}],
+    "extra": [{"item_id": "q1", "judge": "j", "score": 1, "x": 1}],
+    "int_part": [{"item_id": "q1", "judge": "j", "score": 1, "part": 3}],
+    "null_part": [{"item_id": "q1", "judge": "j", "score": 1, "part": None}],
+    "empty_id": [{"item_id": "", "judge": "j", "score": 1}],
+    "bad_source": [{"item_id": "q1", "judge": "j", "score": 1, "source": "robot"}],
+    "number_annotator": [{"item_id": "q1", "judge": "j", "score": 1, "annotator": 7}],
+    "duplicate": [{"item_id": "q1", "judge": "j", "score": 1, "annotator": "a"}, {"item_id": "q2", "judge": "j", "score": 2},
+                  {"item_id": "q1", "judge": "j", "score": 2, "annotator": "a"}],
+    "duplicate_unnamed": [{"item_id": "q1", "judge": "j", "part": "c", "score": 1},
+                          {"item_id": "q1", "judge": "j", "part": "c", "score": 2, "annotator": ""}],
+    "good_then_bad": [{"item_id": "q1", "judge": "j", "score": 1}, {"item_id": "q2", "judge": "j", "score": "x"}],
+}
+
+
+def _frame_or_error(read: object) -> object:
+    try:
+        return read()  # type: ignore[operator]
+    except InputError as exc:
+        return ("error", str(exc), exc.file, exc.line, exc.field)
+
+
+@pytest.mark.parametrize("name", sorted(_FRAME_CASES))
+def test_load_labels_frame_equals_labels_to_frame_of_load_labels(tmp_path: Path, name: str) -> None:
+    from scijudge.labels import load_labels_frame
+
+    path = _jsonl(tmp_path / f"{name}.jsonl", _FRAME_CASES[name])
+    plain = _frame_or_error(lambda: labels_to_frame(load_labels(path)))
+    fast = _frame_or_error(lambda: load_labels_frame(path))
+    if isinstance(plain, tuple):
+        assert fast == plain
+    else:
+        pd = pytest.importorskip("pandas")
+        pd.testing.assert_frame_equal(fast, plain, check_exact=True)
+
+
+def test_load_labels_frame_reads_csv_blank_lines_and_empty_files_as_load_labels_does(tmp_path: Path) -> None:
+    import pandas as pd
+
+    from scijudge.labels import load_labels_frame
+
+    csv_path = tmp_path / "l.csv"
+    csv_path.write_text("item_id,judge,score,verdict,annotator\nq1,j, 3 ,,a\n\nq2,j,,yes,\nq3,j,2,,b\n")
+    pd.testing.assert_frame_equal(load_labels_frame(csv_path), labels_to_frame(load_labels(csv_path)), check_exact=True)
+    jsonl = tmp_path / "l.jsonl"
+    jsonl.write_text('\ufeff{"item_id": "q1", "judge": "j", "score": 1}\n\n{"item_id": "q2", "judge": "j", "score": 2}\n')
+    frame = load_labels_frame(jsonl)
+    pd.testing.assert_frame_equal(frame, labels_to_frame(load_labels(jsonl)), check_exact=True)
+    assert list(frame["source_line"]) == [1, 3]
+    (tmp_path / "blank.jsonl").write_text("\n\n")
+    for read in (load_labels, load_labels_frame):
+        with pytest.raises(InputError, match="no labels in file"):
+            read(tmp_path / "blank.jsonl")
+
+
+@pytest.mark.parametrize("depth", [63, 64])
+def test_jsonl_lines_that_could_be_invalid_text_are_still_checked(tmp_path: Path, depth: int) -> None:
+    """iter_jsonl skips its walk over a line's values only when the line has no \\u escape and too few brackets
+    to nest deeper than allowed: a lone surrogate and a line one level too deep are still bad lines."""
+    from scijudge.labels import load_labels_frame
+
+    ok = '{"item_id": "q1", "judge": "j", "score": 1, "rationale": ' + "[" * depth + "1" + "]" * depth + "}\n"
+    surrogate = '{"item_id": "q\\ud800", "judge": "j", "score": 1}\n'
+    for read in (load_labels, load_labels_frame):
+        path = tmp_path / "l.jsonl"
+        path.write_text(ok)
+        with pytest.raises(InputError) as err:  # the rationale is not text: pydantic refuses it, not the depth check
+            read(path)
+        assert ("nested more than" in str(err.value)) == (depth == 64)
+        path.write_text(surrogate)
+        with pytest.raises(InputError, match="lone surrogate"):
+            read(path)
+
+
+@pytest.mark.parametrize("line", [
+    '{"a": 1}\n', '{"a": 1}', ' {"a": 1}\n', '{"a": 1} \n', '{"a": 1}\r\n', '\ufeff{"a": 1}\n', '{"a": 1}{"b": 2}\n',
+    '{"a": NaN}\n', '[1, 2]\n', '{"a": 1,}\n', '{"a": "\\ud800"}\n', '{"a": 1}\n\n', '{"a": {"b": 1, "b": 2}}\n',
+    "[" * 5000 + "]" * 5000 + "\n",
+])
+def test_jsonl_lines_decode_as_json_loads_decodes_them(line: str) -> None:
+    from scijudge.data import _loads_line
+
+    def decoded(loads: object) -> object:
+        try:
+            return "ok", loads(line)  # type: ignore[operator]
+        except (ValueError, RecursionError) as exc:
+            return type(exc).__name__, str(exc)
+
+    assert repr(decoded(_loads_line)) == repr(decoded(json.loads))

@@ -116,7 +116,7 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any] | InputError]]:
             if not text.strip():
                 continue
             try:
-                obj = json.loads(text)
+                obj = _loads_line(text)
             except json.JSONDecodeError as exc:
                 yield number, InputError(f"malformed JSON: {exc.msg} (column {exc.colno})", file=path, line=number)
                 continue
@@ -126,14 +126,37 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any] | InputError]]:
             if not isinstance(obj, dict):
                 yield number, InputError("each line must be a JSON object", file=path, line=number)
                 continue
-            bad = invalid_text_field(obj)
+            bad = invalid_text_field(obj) if _may_be_invalid(text) else None
             if bad is not None:
                 yield number, InputError(bad[1], file=path, line=number, field=bad[0] or None)
                 continue
             yield number, obj
 
 
+_DECODER = json.JSONDecoder()
+
+
+def _loads_line(text: str) -> Any:
+    """``json.loads(text)`` for one JSONL line: the decoder straight on a line that starts with its value and ends
+    with it or a newline (most lines); any other line, or one the decoder refuses, goes through ``json.loads``
+    itself, so a bad line raises exactly what it would have."""
+    try:
+        obj, end = _DECODER.raw_decode(text)
+    except (ValueError, RecursionError):
+        return json.loads(text)
+    if end == len(text) or (end == len(text) - 1 and text[end] == "\n"):
+        return obj
+    return json.loads(text)
+
+
 _MAX_DEPTH = 64
+
+
+def _may_be_invalid(text: str) -> bool:
+    """Whether JSON ``text`` could decode to something ``invalid_text_field`` refuses: a lone surrogate comes only
+    from a ``\\u`` escape (valid UTF-8 holds none), and nesting deeper than ``_MAX_DEPTH`` needs more opening
+    brackets than that. Most lines have neither, and skip the walk over every value."""
+    return "\\u" in text or text.count("{") + text.count("[") > _MAX_DEPTH
 
 
 def invalid_text_field(value: Any) -> tuple[str, str] | None:

@@ -10,9 +10,10 @@ import typer
 
 from scijudge.errors import InputError
 
-_CALIBRATE_COLUMNS = ("key", "item_id", "judge", "part", "family", "spec_hash", "model", "endpoint", "input_hash",
-                      "decoding", "status", "score", "verdict", "confidence", "probs", "tokens_in", "tokens_out",
-                      "cost", "latency_s", "created_at", "current")
+_CALIBRATE_COLUMNS = ("item_id", "judge", "part", "family", "spec_hash", "model", "input_hash", "decoding", "status",
+                      "score", "verdict", "confidence", "probs")
+"""The store columns calibrate and robustness read (decoding: decision scores; input_hash: unchanged variants); keys,
+endpoints, token counts, costs and times are never used, and reading them cost a third of the read."""
 
 
 def _parse_scale(text: str | None) -> tuple[float, float, float] | None:
@@ -77,7 +78,7 @@ def calibrate_cmd(
     """
     import pandas as pd
 
-    from scijudge.labels import labels_to_frame, load_labels
+    from scijudge.labels import load_labels_frame
     from scijudge.metrics.calibration import calibrate
     from scijudge.perturb import VARIANT_ID, robustness
     from scijudge.report.calibration import print_summary, write_report
@@ -85,7 +86,7 @@ def calibrate_cmd(
 
     if not run:
         raise InputError("give at least one --run", field="run")
-    label_frame = labels_to_frame(load_labels(labels))
+    label_frame = load_labels_frame(labels)  # = labels_to_frame(load_labels(labels)), without an object per row
     frames = []
     stored_scales: dict[str, Any] = {}
     for path, name in zip(run, _source_names(list(run))):
@@ -96,7 +97,7 @@ def calibrate_cmd(
             stored_scales.update(store.meta().get("scales") or {})
         frame["source"] = name
         frames.append(frame)
-    judgments = pd.concat(frames, ignore_index=True)
+    judgments = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)  # one run: no copy
     if judge:
         judgments = judgments[judgments["judge"].map(lambda j: _matches(j, list(judge)))]
         label_frame = label_frame[label_frame["judge"].map(lambda j: _matches(j, list(judge)))]
@@ -119,7 +120,7 @@ def calibrate_cmd(
     n_units = len(label_frame)
     with _status(console, f"calibrating {judgments['judge'].nunique()} judge(s) against {n_units} label(s), "
                           f"{n_boot} bootstrap resamples ..."):
-        result = calibrate(judgments[~is_variant], label_frame, scale=scales, n_boot=n_boot, seed=seed,
+        result = calibrate(judgments[~is_variant] if is_variant.any() else judgments, label_frame, scale=scales, n_boot=n_boot, seed=seed,
                            allow_extra_labels=allow_extra_labels, specs=specs, tasks=task_list)
         robust = robustness(judgments, n_boot=n_boot, seed=seed) if is_variant.any() else None
     if out is not None:  # files first: a closed pipe must not lose them

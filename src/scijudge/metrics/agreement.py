@@ -212,11 +212,16 @@ def _category_counts(ratings: np.ndarray, values: np.ndarray) -> np.ndarray:
 def coincidence_matrix(ratings: np.ndarray, values: ArrayLike) -> np.ndarray:
     """Krippendorff's coincidence matrix from (units × raters) ratings, NaN for a missing rating."""
     v = np.asarray(values, dtype=float)
-    counts = _category_counts(ratings, v)
+    return _coincidence_from_counts(_category_counts(ratings, v), v)
+
+
+def _coincidence_from_counts(counts: np.ndarray, v: np.ndarray) -> np.ndarray:
     m = counts.sum(axis=1)
     keep = m >= 2
     c = counts[keep]
-    per_unit = c[:, :, None] * c[:, None, :] - np.einsum("uk,kl->ukl", c, np.eye(v.size))
+    per_unit = c[:, :, None] * c[:, None, :]
+    diagonal = np.arange(v.size)
+    per_unit[:, diagonal, diagonal] -= c  # n_uc·(n_uc − 1) on the diagonal, in place: no two more (units × K × K) arrays
     return np.einsum("ukl,u->kl", per_unit, 1.0 / (m[keep] - 1))
 
 
@@ -285,6 +290,17 @@ def gwet_ac2(
     v = np.asarray(values, dtype=float)
     counts = _category_counts(np.asarray(ratings, dtype=float), v)
     return float(ac2_from_unit_stats(ac2_unit_stats(counts, v, weights).sum(axis=0), v, weights))
+
+
+def ordinal_reliability(ratings: np.ndarray, values: ArrayLike) -> dict[str, float]:
+    """``krippendorff_alpha`` ordinal and interval and quadratic ``gwet_ac2`` of the same ratings, the same numbers,
+    from one count of each unit's categories and one coincidence matrix instead of three and two."""
+    v = np.asarray(values, dtype=float)
+    counts = _category_counts(np.asarray(ratings, dtype=float), v)
+    coincidence = _coincidence_from_counts(counts, v)
+    return {"alpha_ordinal": float(alpha_from_coincidence(coincidence, v, "ordinal")),
+            "alpha_interval": float(alpha_from_coincidence(coincidence, v, "interval")),
+            "ac2": float(ac2_from_unit_stats(ac2_unit_stats(counts, v, "quadratic").sum(axis=0), v, "quadratic"))}
 
 
 def ac2_unit_stats(counts: np.ndarray, values: np.ndarray, weights: str = "quadratic") -> np.ndarray:

@@ -18,22 +18,33 @@ from scipy import sparse
 _CHUNK_CELLS = 4_000_000  # resample-count cells held in memory at once (32 MB of int64)
 
 
-def resample_counts(n_items: int, n_boot: int, seed: int) -> Iterator[np.ndarray]:
-    """Yield (chunk × n_items) arrays: how often each item is drawn in each bootstrap resample.
-
-    Chunk size depends only on ``n_items`` so a given (n_items, n_boot, seed) always yields the same draws.
-    """
+def _resamples(n_items: int, n_boot: int, seed: int) -> Iterator[np.ndarray]:
+    """Each resample's counts (n_items,) in turn: the one source of the draws. One resample's draws at a time give
+    the same generator stream as one (n_boot × n_items) call, and a bincount over one resample fits in cache."""
     if n_items < 1:
         raise ValueError("cannot bootstrap zero items")
     rng = np.random.default_rng(seed)
-    chunk = max(1, min(n_boot, _CHUNK_CELLS // n_items))
-    done = 0
-    while done < n_boot:
+    for _ in range(n_boot):
+        yield np.bincount(rng.integers(0, n_items, size=n_items, dtype=np.int64), minlength=n_items)
+
+
+def resample_counts(n_items: int, n_boot: int, seed: int) -> Iterator[np.ndarray]:
+    """Yield (chunk × n_items) arrays: how often each item is drawn in each bootstrap resample.
+
+    Chunk size depends only on ``n_items``, and the draws not even on that: a given (n_items, n_boot, seed) always
+    yields the same draws.
+    """
+    chunk = max(1, min(n_boot, _CHUNK_CELLS // max(n_items, 1)))
+    draws = _resamples(n_items, n_boot, seed)
+    if n_boot <= 0:
+        next(draws, None)  # the zero-items check still applies
+        return
+    for done in range(0, n_boot, chunk):
         size = min(chunk, n_boot - done)
-        draws = rng.integers(0, n_items, size=(size, n_items), dtype=np.int64)
-        draws += (np.arange(size, dtype=np.int64) * n_items)[:, None]
-        yield np.bincount(draws.ravel(), minlength=size * n_items).reshape(size, n_items)
-        done += size
+        counts = np.empty((size, n_items), dtype=np.int64)
+        for b in range(size):
+            counts[b] = next(draws)
+        yield counts
 
 
 def bootstrap_sums(per_item: np.ndarray | sparse.spmatrix, n_boot: int, seed: int) -> np.ndarray:
@@ -46,11 +57,27 @@ def bootstrap_sums(per_item: np.ndarray | sparse.spmatrix, n_boot: int, seed: in
     out = np.empty((n_boot, m))
     row = 0
     transposed = mat.T.tocsr() if sparse.issparse(mat) else mat.T
-    for counts in resample_counts(n_items, n_boot, seed):
-        block = transposed @ counts.T.astype(float)  # (m × chunk)
-        out[row : row + counts.shape[0]] = np.asarray(block).T
-        row += counts.shape[0]
+    if not sparse.issparse(mat):
+        for counts in resample_counts(n_items, n_boot, seed):
+            block = transposed @ counts.T.astype(float)  # (m × chunk)
+            out[row : row + counts.shape[0]] = np.asarray(block).T
+            row += counts.shape[0]
+        return out
+    # sparse: each resample's column of the product is computed on its own, so a few resamples at a time give the
+    # same numbers; they are written straight into one reused C-ordered float block (scipy's layout), so neither a
+    # chunk of integer counts nor a float copy of it is ever held
+    block = np.empty((n_items, _SUB))
+    draws = _resamples(n_items, n_boot, seed)
+    for start in range(0, n_boot, _SUB):
+        width = min(_SUB, n_boot - start)
+        dense = block if width == _SUB else np.empty((n_items, width))
+        for k in range(width):
+            dense[:, k] = next(draws)
+        out[start : start + width] = np.asarray(transposed @ dense).T
     return out
+
+
+_SUB = 16  # resamples per sparse product
 
 
 def percentile_interval(replicates: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from scijudge.errors import InputError
@@ -26,9 +27,8 @@ def prepare_judgments(judgments: Any) -> Any:
     for column in ("confidence", "probs"):
         if column not in df.columns:
             df[column] = None
-    for column in ("item_id", "judge", "family", "spec_hash", "model", "status", "source"):
-        df[column] = df[column].astype(object).where(df[column].notna(), "").astype(str)
-    df["part"] = df["part"].astype(object).where(df["part"].notna(), "").astype(str)
+    for column in ("item_id", "judge", "family", "spec_hash", "model", "status", "source", "part"):
+        df[column] = text_column(df[column])
     bad = ~df["status"].isin(["ok", "abstained"])
     if bad.any():
         row = df[bad].iloc[0]
@@ -39,6 +39,24 @@ def prepare_judgments(judgments: Any) -> Any:
     df["verdict"] = df["verdict"].astype(object).where(df["verdict"].notna(), None)
     df["contender"] = contender_labels(df)
     return df
+
+
+def text_column(values: Any) -> Any:
+    """``values`` as text, missing values as "": ``astype(object).where(notna, "").astype(str)``, which a column
+    already of pandas' text dtype gets without a round trip through one Python string per row."""
+    import pandas as pd
+
+    if isinstance(values.dtype, pd.StringDtype) and values.dtype == _text_dtype():
+        return values.where(values.notna(), "") if values.hasnans else values.copy()
+    return values.astype(object).where(values.notna(), "").astype(str)
+
+
+@functools.cache
+def _text_dtype() -> Any:
+    """What ``astype(str)`` makes (pandas 3: its "str" dtype; pandas 2: object, never taken as text as it is)."""
+    import pandas as pd
+
+    return pd.Series([""]).astype(str).dtype
 
 
 def contender_labels(df: Any) -> Any:

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from scijudge.errors import InputError
-from scijudge.metrics.calibration._blocks import _Blocks, _Context
+from scijudge.metrics.calibration._blocks import _Blocks, _Context, one_blas_thread
 from scijudge.metrics.calibration._inputs import (
     _attach,
     _check_duplicate_judgments,
@@ -34,9 +34,9 @@ from scijudge.metrics.calibration.verdict import _verdict_frames, _verdict_group
 from scijudge.metrics.calibration.scales import (
     _consensus,
     _resolve_scales,
+    norm_verdicts,
 )
 from scijudge.metrics.groups import prepare_judgments
-from scijudge.vocab import norm_verdict
 
 
 def calibrate(
@@ -71,6 +71,13 @@ def calibrate(
         tasks: ResearchRubrics tasks (``importers.researchrubrics.load_tasks``), to resolve checklist labels that
             name a criterion by its position in the task (by text or id needs nothing).
     """
+    with one_blas_thread() as caller_threads:
+        return _calibrate(judgments, labels, scale=scale, n_boot=n_boot, seed=seed, level=level, n_bins=n_bins,
+                          allow_extra_labels=allow_extra_labels, specs=specs, tasks=tasks, caller_threads=caller_threads)
+
+
+def _calibrate(judgments: pd.DataFrame, labels: pd.DataFrame, *, scale: Any, n_boot: int, seed: int, level: float,
+               n_bins: int, allow_extra_labels: bool, specs: Any, tasks: Any, caller_threads: Any) -> CalibrationResult:
     df = prepare_judgments(judgments)
     lab = _prepare_labels(labels)
     if df.empty:
@@ -80,11 +87,11 @@ def calibrate(
     lab = _resolve_checklist_parts(lab, df, tasks)
     if not allow_extra_labels:
         _check_unknown_items(df, lab)
-    df["verdict"] = df["verdict"].map(norm_verdict)
+    df["verdict"] = norm_verdicts(df["verdict"])
 
-    label_keys = set(zip(lab["item_id"], lab["judge"]))
-    judged_keys = set(zip(df["item_id"], df["judge"]))
-    overlap_judges = sorted({j for (_, j) in label_keys & judged_keys})
+    keys = ["item_id", "judge"]  # judges with an (item, judge) in both, by hash join, not a set of Python tuples
+    labelled_and_judged = pd.MultiIndex.from_frame(lab[keys]).isin(pd.MultiIndex.from_frame(df[keys]))
+    overlap_judges = sorted(set(lab.loc[labelled_and_judged, "judge"].unique().tolist()))
     if not overlap_judges:
         raise InputError(
             "no judgment matches a label on (item_id, judge): the runs judged "
@@ -112,9 +119,10 @@ def calibrate(
         _check_duplicate_judgments(matched)
 
     # items that enter any statistic, for the shared bootstrap
-    items = sorted(set(ord_matched["item_id"]) | set(ver_matched["item_id"]) | set(lab["item_id"]) & set(df["item_id"]))
+    items = sorted(_ids(ord_matched) | _ids(ver_matched) | _ids(lab) & _ids(df))
     blocks = _Blocks(items)
-    ctx = _Context(scales=scales, blocks=blocks, level=level, n_bins=n_bins, notes=notes, continuous=continuous)
+    ctx = _Context(scales=scales, blocks=blocks, level=level, n_bins=n_bins, notes=notes, continuous=continuous,
+                   caller_threads=caller_threads)
 
     ord_groups = _ordinal_groups(ord_matched, score_cons, ctx)
     ver_groups = _verdict_groups(ver_matched, verdict_cons, ctx)
@@ -133,7 +141,8 @@ def calibrate(
 
     per_rubric, leaderboard, conf_rows, rel_rows = _ordinal_frames(ord_groups, ctx)
     v_per_rubric, v_leaderboard, v_conf, v_rel = _verdict_frames(ver_groups, ctx)
-    ceiling = _ceiling_frame(ceiling_specs, ctx)
+    with ctx.caller_threads():  # its point estimates are the library's (one_blas_thread)
+        ceiling = _ceiling_frame(ceiling_specs, ctx)
     paired = _paired_frame(pair_specs, ctx)
     position = position_consistency(df, verdict_cons)
     confusion = pd.DataFrame(conf_rows + v_conf, columns=["contender", "judge", "track", "human", "judge_value", "count"])
@@ -145,6 +154,11 @@ def calibrate(
         reliability=reliability, scales=scales, n_boot=n_boot, seed=seed, level=level, notes=notes,
         continuous=sorted(continuous), position=position,
     )
+
+
+def _ids(frame: pd.DataFrame) -> set[Any]:
+    """The distinct item ids of a frame, as a set."""
+    return set(frame["item_id"].unique().tolist())
 
 
 def _judged_units_only(df: pd.DataFrame, *cons: pd.DataFrame) -> tuple[Any, ...]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,20 +56,29 @@ class _Blocks:
         self.reps = bootstrap_sums(mat, n_boot, seed)
         self.draws = (n_boot, seed)
 
-    def pair_counts(self, item_ids: np.ndarray) -> np.ndarray | None:
-        """(n_boot × pairs): how often each pair's item is drawn in each resample — the same draws as every
-        block's replicates (``resample_counts`` is deterministic), for statistics that are not sums."""
+    def pair_counts(self, item_ids: np.ndarray) -> Iterator[np.ndarray] | None:
+        """(chunk × pairs) arrays, resamples in order: how often each pair's item is drawn in each resample — the
+        same draws as every block's replicates (``resample_counts`` is deterministic), for statistics that are
+        not sums. Chunks, because the whole (n_boot × pairs) array of 1,000 × 150,000 pairs is 1.2 GB."""
         if self.draws is None:
             return None
         rows = self._lookup.get_indexer(pd.Index(item_ids))
-        chunks = [counts[:, rows] for counts in resample_counts(len(self.index), *self.draws)]
-        return np.concatenate(chunks, axis=0)
+        return (counts[:, rows] for counts in resample_counts(len(self.index), *self.draws))
 
     def get(self, name: Any) -> np.ndarray | None:
         if self.reps is None:
             return None
         start, width = self.offsets[name]
         return self.reps[:, start : start + width]
+
+
+def _isin(values: pd.Series, allowed: Any) -> np.ndarray:
+    """``values.isin(allowed)`` as a boolean array, fast for many allowed values: pandas' isin on a pyarrow string
+    column turns each allowed value into a pyarrow scalar one at a time (about 10 µs each); a hash lookup does not."""
+    index = pd.Index(allowed)
+    if not index.is_unique:
+        index = index.unique()
+    return np.asarray(index.get_indexer(pd.Index(values)) >= 0)
 
 
 @dataclass
@@ -77,6 +89,27 @@ class _Context:
     n_bins: int
     notes: list[str]
     continuous: set[str] = field(default_factory=set)
+    caller_threads: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext  # see one_blas_thread
+
+
+@contextlib.contextmanager
+def one_blas_thread() -> Iterator[Callable[[], AbstractContextManager[Any]]]:
+    """Run with one BLAS thread; yields a context factory that gives back the caller's BLAS threads.
+
+    calibrate's own arithmetic (tables, moments, products of small matrices) gets the same numbers with any number
+    of BLAS threads, but every multi-threaded BLAS call leaves its helper threads spinning for a while: on two cores
+    that was more than a second of CPU. The library point estimates (scipy's Pearson r sums its dot product in
+    per-thread parts, so its last bits depend on the thread count) run inside ``caller_threads()``, so they give
+    exactly what they gave before.
+    """
+    try:
+        from threadpoolctl import threadpool_info, threadpool_limits
+    except ImportError:  # scikit-learn depends on it; without it, nothing is limited
+        yield contextlib.nullcontext
+        return
+    caller = {lib["prefix"]: lib["num_threads"] for lib in threadpool_info() if lib.get("user_api") == "blas"}
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield lambda: threadpool_limits(limits=caller) if caller else contextlib.nullcontext()
 
 
 @dataclass
@@ -94,6 +127,7 @@ class _Group:
     pairs: pd.DataFrame  # ok judgments with a usable value, joined to the consensus
     counts: dict[str, int]
     block: Any = None
+    cache: dict[str, Any] = field(default_factory=dict)  # per-group results a pooled row reuses
 
 
 def _intervals(row: dict[str, Any], reps: dict[str, np.ndarray] | None, names: tuple[str, ...], level: float) -> None:

@@ -8,12 +8,15 @@ import numpy as np
 import pandas as pd
 
 from scijudge.errors import InputError
+from scijudge.metrics.calibration._blocks import _isin
+from scijudge.metrics.groups import text_column
 from scijudge.metrics.calibration.scales import (
     _on_scale,
     _scale_text,
     in_range,
+    norm_verdicts,
 )
-from scijudge.vocab import ScaleTuple, norm_verdict
+from scijudge.vocab import ScaleTuple
 
 
 def _prepare_labels(labels: pd.DataFrame) -> pd.DataFrame:
@@ -30,7 +33,7 @@ def _prepare_labels(labels: pd.DataFrame) -> pd.DataFrame:
         if column not in lab.columns:
             lab[column] = default
     for column in ("item_id", "judge", "part", "annotator"):
-        lab[column] = lab[column].astype(object).where(lab[column].notna(), "").astype(str)
+        lab[column] = text_column(lab[column])
     lab["score"] = pd.to_numeric(lab["score"], errors="raise").astype(float)
     lab["verdict"] = lab["verdict"].astype(object).where(lab["verdict"].notna(), None)
     both = lab["score"].notna() == lab["verdict"].notna()
@@ -42,7 +45,7 @@ def _prepare_labels(labels: pd.DataFrame) -> pd.DataFrame:
         who = f"annotator {row['annotator']!r}" if row["annotator"] else "an unnamed annotator"
         raise _label_error(row, f"duplicate label: {who} labelled item {row['item_id']!r}, judge "
                                 f"{row['judge']!r}{_part_text(row['part'])} more than once", "annotator")
-    lab["verdict"] = lab["verdict"].map(norm_verdict)
+    lab["verdict"] = norm_verdicts(lab["verdict"])
     return lab
 
 
@@ -111,8 +114,7 @@ def _label_error(row: pd.Series, message: str, field: str) -> InputError:
 
 
 def _check_unknown_items(df: pd.DataFrame, lab: pd.DataFrame) -> None:
-    known = set(df["item_id"])
-    unknown = lab[~lab["item_id"].isin(known)]
+    unknown = lab[~_isin(lab["item_id"], df["item_id"].unique())]
     if unknown.empty:
         return
     ids = list(dict.fromkeys(unknown["item_id"]))

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from scijudge.metrics import agreement as ag
-from scijudge.metrics.calibration._blocks import _Context, _intervals
+from scijudge.metrics.calibration._blocks import _Context, _intervals, _isin
 from scijudge.metrics.calibration._result import POOLED, ScaleTuple
 from scijudge.metrics.calibration.scales import _scale_text, to_grid
 
@@ -32,7 +32,7 @@ def _ceiling_blocks(lab: pd.DataFrame, scales: dict[str, ScaleTuple], ctx: _Cont
     specs = []
     for track in ("ordinal", "verdict"):
         sel = lab[lab["score"].notna()] if track == "ordinal" else lab[lab["verdict"].notna()]
-        sel = sel[sel["item_id"].isin(list(ctx.blocks.index))]
+        sel = sel[_isin(sel["item_id"], ctx.blocks._lookup)]
         for judge, g in sel.groupby("judge", sort=True):
             if track == "ordinal" and judge not in scales:
                 continue

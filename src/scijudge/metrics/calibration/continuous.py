@@ -8,6 +8,7 @@ resample (the same item draws as every other statistic) recomputes them on the r
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -67,28 +68,33 @@ def raw_point(j: np.ndarray, h: np.ndarray) -> dict[str, float]:
     return out
 
 
-def rank_replicates(counts: np.ndarray, j: np.ndarray, h: np.ndarray) -> dict[str, np.ndarray]:
-    """Spearman ρ and Kendall τb of every resample of raw pairs; ``counts`` (n_boot × pairs) says how often
-    each pair's item was drawn. Same functions as the point estimate (scipy), so interval and estimate agree."""
+def rank_replicates(counts: np.ndarray | Iterable[np.ndarray], j: np.ndarray, h: np.ndarray) -> dict[str, np.ndarray]:
+    """Spearman ρ and Kendall τb of every resample of raw pairs; ``counts`` (n_boot × pairs, or chunks of
+    resamples in order, as ``_Blocks.pair_counts`` yields them) says how often each pair's item was drawn. Same
+    functions as the point estimate (scipy), so interval and estimate agree."""
     from scipy import stats
 
-    n_boot = counts.shape[0]
-    rho, tau = np.full(n_boot, np.nan), np.full(n_boot, np.nan)
+    rho: list[float] = []
+    tau: list[float] = []
     positions = np.arange(j.size)
+    chunks = [counts] if isinstance(counts, np.ndarray) else counts
     with np.errstate(all="ignore"):
         import warnings
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # constant resamples: NaN, left out of the percentiles
-            for b in range(n_boot):
-                idx = np.repeat(positions, counts[b])
-                if idx.size < 2:
-                    continue
-                jb, hb = j[idx], h[idx]
-                rj, rh = stats.rankdata(jb), stats.rankdata(hb)
-                rho[b] = np.corrcoef(rj, rh)[0, 1] if np.ptp(rj) and np.ptp(rh) else np.nan
-                tau[b] = stats.kendalltau(jb, hb).statistic
-    return {"spearman": rho, "kendall": tau}
+            for chunk in chunks:
+                for row in chunk:
+                    idx = np.repeat(positions, row)
+                    if idx.size < 2:
+                        rho.append(np.nan)
+                        tau.append(np.nan)
+                        continue
+                    jb, hb = j[idx], h[idx]
+                    rj, rh = stats.rankdata(jb), stats.rankdata(hb)
+                    rho.append(np.corrcoef(rj, rh)[0, 1] if np.ptp(rj) and np.ptp(rh) else np.nan)
+                    tau.append(stats.kendalltau(jb, hb).statistic)
+    return {"spearman": np.array(rho, dtype=float), "kendall": np.array(tau, dtype=float)}
 
 
 def rounding_note(grid_step: float) -> str:

@@ -54,9 +54,9 @@ def _ordinal_point(j: np.ndarray, h: np.ndarray, values: np.ndarray, tol: float)
         out["kappa_linear"] = (ag.weighted_kappa(j, h, values, "linear") if n >= 2 and not (j_const and h_const)
                                else float("nan"))
         pair = np.column_stack([h, j])
-        out["alpha_ordinal"] = ag.krippendorff_alpha(pair, values, "ordinal") if n >= 2 else float("nan")
-        out["alpha_interval"] = ag.krippendorff_alpha(pair, values, "interval") if n >= 2 else float("nan")
-        out["ac2"] = ag.gwet_ac2(pair, values, "quadratic") if n >= 2 else float("nan")
+        nan = float("nan")
+        out.update(ag.ordinal_reliability(pair, values) if n >= 2  # = krippendorff_alpha ×2 and gwet_ac2
+                   else {"alpha_ordinal": nan, "alpha_interval": nan, "ac2": nan})
         out["spearman"] = ag.spearman(j, h)
         out["kendall"] = ag.kendall_tau_b(j, h)
         out["pearson"] = ag.pearson(j, h)
@@ -74,16 +74,21 @@ def _ordinal_point(j: np.ndarray, h: np.ndarray, values: np.ndarray, tol: float)
     return out, notes
 
 
-def _calibration(group: pd.DataFrame, track: str, values: np.ndarray | None, n_bins: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Brier score and ECE (equal-width and equal-mass) from rating probabilities or a confidence."""
+def _calibration(group: pd.DataFrame, track: str, values: np.ndarray | None, n_bins: int,
+                 prob_rows: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Brier score and ECE (equal-width and equal-mass) from rating probabilities or a confidence.
+
+    ``prob_rows``: (which rows have probabilities, their ``_prob_matrix``) when already known (pooled rows reuse
+    their rubrics' matrices)."""
     out: dict[str, Any] = {"calibration_source": None, "n_calibration": 0, "brier": float("nan"),
                            "ece": float("nan"), "ece_mass": float("nan")}
     bins: list[dict[str, Any]] = []
     correct: np.ndarray
     if track == "ordinal":
-        with_probs = group[group["probs"].map(lambda p: isinstance(p, dict) and len(p) > 0)]
+        has = _has_probs(group) if prob_rows is None else prob_rows[0]
+        with_probs = group[has]
         if len(with_probs) and values is not None:
-            probs = np.array([_prob_row(p, values, r) for p, (_, r) in zip(with_probs["probs"], with_probs.iterrows())])
+            probs = _prob_matrix(with_probs, values) if prob_rows is None else prob_rows[1]
             h = with_probs["h_score"].to_numpy(float)
             top = probs.argmax(axis=1)
             correct = np.isclose(values[top], h)
@@ -114,6 +119,75 @@ def _calibration(group: pd.DataFrame, track: str, values: np.ndarray | None, n_b
                          "count": int(b["count"][i]), "confidence": float(b["confidence"][i]),
                          "accuracy": float(b["accuracy"][i])})
     return out, bins
+
+
+def _has_probs(frame: pd.DataFrame) -> np.ndarray:
+    """Which rows carry rating probabilities (a non-empty dict)."""
+    return np.array([isinstance(p, dict) and len(p) > 0 for p in frame["probs"].tolist()], dtype=bool)
+
+
+def _group_probs(groups: list[_Group], values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``_has_probs`` and ``_prob_matrix`` of the groups' pairs concatenated, each group's computed once (the
+    rubric's row, then its pooled row): rows are independent, so the pieces stack to the whole."""
+    parts = []
+    for g in groups:
+        if "probs" not in g.cache:
+            has = _has_probs(g.pairs)
+            g.cache["probs"] = (has, _prob_matrix(g.pairs[has], values))
+        parts.append(g.cache["probs"])
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+def _prob_matrix(frame: pd.DataFrame, values: np.ndarray) -> np.ndarray:
+    """Every row's ``probs`` as a renormalised vector on the scale points: ``_prob_row`` for each row, computed per
+    distinct key set (the keys are parsed once, the values in one array), with the same arithmetic in the same
+    order so every bit matches. Rows the fast path cannot vouch for (unusual keys or values, a bad probability,
+    a zero sum) go through ``_prob_row`` itself, in row order, so the first bad row raises the same error."""
+    dicts = frame["probs"].tolist()
+    out = np.zeros((len(dicts), values.size))
+    by_keys: dict[tuple[Any, ...], list[int]] = {}
+    for i, p in enumerate(dicts):
+        by_keys.setdefault(tuple(p), []).append(i)
+    slow: list[int] = []
+    for keys, rows in by_keys.items():
+        idx = _key_indices(keys, values)
+        flat = [v for i in rows for v in dicts[i].values()]
+        try:
+            given = np.array(flat, dtype=float).reshape(len(rows), len(keys))
+        except (TypeError, ValueError, OverflowError):
+            idx = None
+        if idx is None or not set(map(type, flat)) <= {float, int}:
+            slow += rows
+            continue
+        vec = np.zeros((len(rows), values.size))
+        for col, at in enumerate(idx):  # += in key order, as _prob_row adds them (keys may share a point)
+            vec[:, at] += given[:, col]
+        total = vec.sum(axis=1)  # the same pairwise order as one row's vec.sum()
+        good = np.isfinite(given).all(axis=1) & (given >= 0).all(axis=1) & (total > 0)
+        at_rows = np.asarray(rows)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[at_rows[good]] = vec[good] / total[good, None]
+        slow += at_rows[~good].tolist()
+    for i in sorted(slow):
+        out[i] = _prob_row(dicts[i], values, frame.iloc[i])
+    return out
+
+
+def _key_indices(keys: tuple[Any, ...], values: np.ndarray) -> list[int] | None:
+    """The scale point of each probability key, as ``_prob_row`` finds it; None if any key is not one."""
+    found = []
+    for key in keys:
+        if not isinstance(key, str):
+            return None
+        try:
+            v = float(key)
+        except ValueError:
+            return None
+        idx = int(np.argmin(np.abs(values - v)))
+        if not abs(values[idx] - v) < 1e-6:
+            return None
+        found.append(idx)
+    return found
 
 
 def _prob_row(probs: dict[str, Any], values: np.ndarray, row: pd.Series) -> np.ndarray:
@@ -187,12 +261,14 @@ def _ordinal_row(groups: list[_Group], ctx: _Context, judge_name: str) -> tuple[
         return row, conf_rows, rel_rows
     j = pairs["score"].to_numpy(float)
     h = pairs["h_score"].to_numpy(float)
-    point, notes = _ordinal_point(j, h, values, tol)
+    with ctx.caller_threads():  # library point estimates: the caller's BLAS threads (one_blas_thread)
+        point, notes = _ordinal_point(j, h, values, tol)
     row.update(point)
     reps_tables = _table_reps(ctx, [g.block for g in groups], values.size)
     reps = ordinal_stats(reps_tables, values, tol) if reps_tables is not None else None
     if "score_raw" in pairs and pairs["score_raw"].notna().all():
-        row.update(cont.raw_point(*cont.split_raw(pairs)))
+        with ctx.caller_threads():
+            row.update(cont.raw_point(*cont.split_raw(pairs)))
         moments = cont.replicate_moments([ctx.blocks.get(("mom", g.contender, g.judge)) for g in groups])
         if reps is not None and moments is not None:
             reps.update(cont.moment_stats(moments))
@@ -201,7 +277,7 @@ def _ordinal_row(groups: list[_Group], ctx: _Context, judge_name: str) -> tuple[
             reps.update(cont.rank_replicates(draws, *cont.split_raw(pairs)))
         notes.append(cont.rounding_note(tol))
     _intervals(row, reps, ORDINAL_STATS, ctx.level)
-    cal, bins = _calibration(pairs, "ordinal", values, ctx.n_bins)
+    cal, bins = _calibration(pairs, "ordinal", values, ctx.n_bins, _group_probs(groups, values))
     row.update(cal)
     row["notes"] = "; ".join(notes)
     cm = ag.confusion(j, h, values)

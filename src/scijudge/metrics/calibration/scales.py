@@ -12,7 +12,7 @@ import pandas as pd
 
 from scijudge.errors import InputError, ScijudgeError
 from scijudge.metrics import agreement as ag
-from scijudge.vocab import ScaleTuple, majority_verdict
+from scijudge.vocab import ScaleTuple, majority_verdict, norm_verdict
 
 
 class _FamilyScales(Mapping[str, ScaleTuple]):
@@ -165,6 +165,14 @@ def _cat_index(values: np.ndarray, sc: ScaleTuple) -> np.ndarray:
     return np.rint((values - sc[0]) / sc[2]).astype(np.int64)
 
 
+def norm_verdicts(verdicts: pd.Series) -> pd.Series:
+    """``verdicts.map(norm_verdict)`` on a column whose missing values are None; a column with no verdict at all
+    (every score judgment, every score label) becomes the same all-None column without a call per row."""
+    if len(verdicts) and verdicts.isna().all():
+        return pd.Series([None] * len(verdicts), index=verdicts.index, dtype=object, name=verdicts.name)
+    return verdicts.map(norm_verdict)
+
+
 def _consensus(lab: pd.DataFrame, scales: dict[str, ScaleTuple],
                continuous: set[str] = frozenset()) -> tuple[pd.DataFrame, pd.DataFrame, int]:  # type: ignore[assignment]
     """Human consensus per (item, judge, part): ``scijudge.vocab.consensus_score`` (median snapped to the scale,
@@ -173,8 +181,8 @@ def _consensus(lab: pd.DataFrame, scales: dict[str, ScaleTuple],
     keys = ["item_id", "judge", "part"]
     scored = lab[lab["score"].notna() & lab["judge"].isin(list(scales))]
     med = scored.groupby(keys, sort=False)["score"].agg(["median", "size"]).reset_index()
-    lo = med["judge"].map(lambda j: scales[j][0]).astype(float)
-    step = med["judge"].map(lambda j: scales[j][2]).astype(float)
+    lo = med["judge"].map({j: float(sc[0]) for j, sc in scales.items()}).astype(float)  # a dict maps by hash,
+    step = med["judge"].map({j: float(sc[2]) for j, sc in scales.items()}).astype(float)  # not a call per row
     snapped = lo + np.round((med["median"] - lo) / step) * step
     med["h_score"] = snapped.where(~med["judge"].isin(list(continuous)), med["median"])
     med = med.rename(columns={"size": "n_annotators"})[[*keys, "h_score", "n_annotators"]]

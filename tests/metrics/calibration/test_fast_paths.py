@@ -1,0 +1,169 @@
+"""calibrate's fast paths at scale give exactly what the plain per-row computations they replace give."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import sparse
+
+from scijudge.errors import InputError
+from scijudge.metrics import bootstrap as bs
+from scijudge.metrics.agreement import scale_values
+from scijudge.metrics.calibration import continuous as cont
+from scijudge.metrics.calibration._blocks import _isin
+from scijudge.metrics.calibration.ordinal import _prob_matrix, _prob_row
+from scijudge.metrics.calibration.scales import norm_verdicts
+from scijudge.metrics.groups import text_column
+from scijudge.vocab import norm_verdict
+
+
+def _frame(probs: list[object]) -> pd.DataFrame:
+    n = len(probs)
+    return pd.DataFrame({"item_id": [f"q{i}" for i in range(n)], "judge": ["j"] * n, "source": ["run"] * n,
+                         "probs": probs})
+
+
+def _reference(frame: pd.DataFrame, values: np.ndarray) -> np.ndarray:
+    return np.array([_prob_row(p, values, r) for p, (_, r) in zip(frame["probs"], frame.iterrows())])
+
+
+@pytest.mark.parametrize("scale", [(1, 5, 1), (1, 5, 0.5), (0, 1, 0.25)])
+def test_probability_matrix_equals_the_row_by_row_one_bit_for_bit(scale: tuple[float, float, float]) -> None:
+    rng = np.random.default_rng(7)
+    values = scale_values(*scale)
+    keys = [f"{v:g}" for v in values]
+    probs: list[object] = []
+    for i in range(400):
+        kind = i % 5
+        if kind == 0:  # every point, random weights that do not sum to 1
+            probs.append({k: float(w) for k, w in zip(keys, rng.random(values.size))})
+        elif kind == 1:  # a few points, in a shuffled order, one of them zero
+            chosen = rng.permutation(keys)[:3]
+            probs.append({str(k): (0.0 if j == 0 else float(rng.random())) for j, k in enumerate(chosen)})
+        elif kind == 2:  # two spellings of one point: their probabilities add up, in key order
+            probs.append({keys[0]: 0.1, f"{values[0]:.1f}": 0.3, keys[-1]: float(rng.random())})
+        elif kind == 3:  # integers
+            probs.append({keys[1]: 1, keys[2]: 3})
+        else:  # one point only
+            probs.append({keys[int(rng.integers(values.size))]: float(rng.random()) + 0.5})
+    frame = _frame(probs)
+    got = _prob_matrix(frame, values)
+    assert got.shape == (len(probs), values.size)
+    assert np.array_equal(got, _reference(frame, values))  # bit for bit, not approximately
+    assert np.array_equal(got.view(np.int64), _reference(frame, values).view(np.int64))
+
+
+@pytest.mark.parametrize("bad", [
+    {"1": -0.2, "2": 1.0},  # a negative probability
+    {"1": 0.5, "7": 0.5},  # not a point of the scale
+    {"1": None, "2": 1.0},  # not a number
+    {"1": float("nan"), "2": 1.0},
+    {"1": 0.0, "2": 0.0},  # sums to 0
+    {"x": 0.3},
+])
+def test_a_bad_probability_raises_the_row_by_row_error_for_the_first_bad_row(bad: dict) -> None:
+    values = scale_values(1, 5, 1)
+    good = {"1": 0.2, "2": 0.8}
+    frame = _frame([good, good, bad, {"1": -1.0, "5": 2.0}, good])
+    with pytest.raises(InputError) as plain:
+        _reference(frame, values)
+    with pytest.raises(InputError) as fast:
+        _prob_matrix(frame, values)
+    assert str(fast.value) == str(plain.value) and "'q2'" in str(fast.value)
+
+
+def test_text_probabilities_take_the_row_by_row_path_and_agree() -> None:
+    values = scale_values(1, 5, 1)
+    frame = _frame([{"1": "0.25", "3": 0.75}, {"2": 0.5, "4": 0.5}, {"1": True, "2": 1.0}])
+    assert np.array_equal(_prob_matrix(frame, values), _reference(frame, values))
+
+
+def test_isin_by_hash_equals_pandas_isin() -> None:
+    values = pd.Series([f"q{i}" for i in range(50)] + ["", "x"]).astype(str)
+    allowed = [f"q{i}" for i in range(0, 80, 3)] + ["q3", ""]  # repeats are fine
+    assert np.array_equal(_isin(values, allowed), values.isin(allowed).to_numpy())
+    assert np.array_equal(_isin(values, pd.Index(["q1"])), values.isin(["q1"]).to_numpy())
+    assert not _isin(values, []).any()
+
+
+@pytest.mark.parametrize("column", [
+    pd.Series(["a", None, "b"]), pd.Series(["a", "b"]), pd.Series([None, None], dtype=object),
+    pd.Series([1, None, "x"], dtype=object), pd.Series([], dtype=object), pd.Series(["a", None]).astype(str),
+])
+def test_text_column_equals_the_round_trip_through_objects(column: pd.Series) -> None:
+    expected = column.astype(object).where(column.notna(), "").astype(str)
+    pd.testing.assert_series_equal(text_column(column), expected, check_exact=True)
+
+
+@pytest.mark.parametrize("column", [
+    pd.Series([None, None, None], dtype=object, index=[4, 2, 9], name="verdict"),
+    pd.Series([None, float("nan")], dtype=object), pd.Series([" A ", None, "Not Satisfied"], dtype=object),
+    pd.Series([], dtype=object),
+])
+def test_norm_verdicts_equals_mapping_each_row(column: pd.Series) -> None:
+    pd.testing.assert_series_equal(norm_verdicts(column), column.map(norm_verdict), check_exact=True)
+
+
+def test_resample_counts_equal_one_bincount_over_the_whole_chunk() -> None:
+    n_items, n_boot, seed = 37, 23, 5
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, n_items, size=(n_boot, n_items), dtype=np.int64)
+    draws += (np.arange(n_boot, dtype=np.int64) * n_items)[:, None]
+    reference = np.bincount(draws.ravel(), minlength=n_boot * n_items).reshape(n_boot, n_items)
+    got = np.vstack(list(bs.resample_counts(n_items, n_boot, seed)))
+    assert got.dtype == reference.dtype and np.array_equal(got, reference)
+
+
+def test_sparse_bootstrap_sums_equal_one_product_per_chunk_bit_for_bit(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(3)
+    dense = np.where(rng.random((60, 9)) < 0.4, rng.random((60, 9)) * 3.7, 0.0)
+    mat = sparse.csr_matrix(dense)
+    monkeypatch.setattr(bs, "_SUB", 4)  # several sub-products per chunk
+    got = bs.bootstrap_sums(mat, 50, seed=11)
+    transposed = mat.T.tocsr()
+    reference = np.vstack([np.asarray(transposed @ counts.T.astype(float)).T
+                           for counts in bs.resample_counts(60, 50, 11)])
+    assert np.array_equal(got, reference)
+
+
+def test_rank_replicates_from_chunks_equal_those_from_the_whole_array() -> None:
+    rng = np.random.default_rng(2)
+    j, h = rng.random(40).round(1), rng.random(40).round(1)
+    counts = np.vstack(list(bs.resample_counts(40, 12, seed=4)))
+    counts[3] = 0
+    counts[3, 0] = 40  # one item drawn 40 times: constant, so NaN
+    whole = cont.rank_replicates(counts, j, h)
+    chunked = cont.rank_replicates(iter([counts[:5], counts[5:9], counts[9:]]), j, h)
+    for name in ("spearman", "kendall"):
+        assert np.array_equal(whole[name], chunked[name], equal_nan=True)
+        assert np.isnan(whole[name][3]) and whole[name].shape == (12,)
+
+
+def test_ordinal_reliability_equals_alpha_and_ac2_one_by_one() -> None:
+    from scijudge.metrics import agreement as ag
+
+    rng = np.random.default_rng(9)
+    for values in (scale_values(1, 5, 1), scale_values(1, 5, 0.5)):
+        ratings = rng.choice(values, size=(300, 3))
+        ratings[rng.random(ratings.shape) < 0.2] = np.nan
+        got = ag.ordinal_reliability(ratings, values)
+        assert got == {"alpha_ordinal": ag.krippendorff_alpha(ratings, values, "ordinal"),
+                       "alpha_interval": ag.krippendorff_alpha(ratings, values, "interval"),
+                       "ac2": ag.gwet_ac2(ratings, values, "quadratic")}
+
+
+def test_one_blas_thread_limits_blas_and_gives_the_caller_threads_back_for_point_estimates() -> None:
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from scijudge.metrics.calibration._blocks import one_blas_thread
+
+    def blas_threads() -> list[int]:
+        return [lib["num_threads"] for lib in threadpoolctl.threadpool_info() if lib["user_api"] == "blas"]
+
+    before = blas_threads()
+    with one_blas_thread() as caller_threads:
+        assert all(n == 1 for n in blas_threads())
+        with caller_threads():
+            assert blas_threads() == before
+        assert all(n == 1 for n in blas_threads())
+    assert blas_threads() == before
