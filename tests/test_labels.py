@@ -213,3 +213,27 @@ def test_jsonl_lines_decode_as_json_loads_decodes_them(line: str) -> None:
             return type(exc).__name__, str(exc)
 
     assert repr(decoded(_loads_line)) == repr(decoded(json.loads))
+
+
+def test_label_frame_in_chunks_equals_label_by_label_with_an_odd_row_in_a_later_chunk(tmp_path):
+    """Chunks of plainly valid rows are read column by column; a chunk with one row that is not goes row by row:
+    the frame is what HumanLabel makes of each row either way, and a bad row is refused after the rows before it."""
+    import pandas as pd
+
+    from scijudge.labels import load_labels_frame
+
+    rows = [{"item_id": f"q{n}", "judge": "j", "score": n % 5 + 1, "annotator": "a", "source": "expert"}
+            for n in range(11_000)]
+    rows[7_001] = {"item_id": "q7001", "judge": "j", "verdict": "yes"}  # a verdict among scores
+    rows[9_000] = {"item_id": "q9000", "judge": "j", "score": 2.5, "part": "p", "rationale": "why"}
+    path = tmp_path / "labels.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    expected = labels_to_frame(load_labels(path))
+    pd.testing.assert_frame_equal(load_labels_frame(path), expected)
+    rows[10_500] = {"item_id": "bad", "judge": "j", "score": "high"}
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows[:10_700]) + "not json\n")
+    with pytest.raises(InputError) as by_rows:
+        load_labels(path)
+    with pytest.raises(InputError) as by_chunks:
+        load_labels_frame(path)
+    assert str(by_chunks.value) == str(by_rows.value) and ":10501," in str(by_rows.value)

@@ -299,3 +299,26 @@ def test_judgment_keys_are_judgment_key_of_each():
             ("q3", "j", "", "h", "m", "", "in", ""), ("q4", "j", "", "h", "m", "", "", '{"t":0}'), ("é", "j", "", "", "m", "", "", "")]
     assert judgment_keys(*zip(*rows)) == [judgment_key(*row) for row in rows]
     assert judgment_key("q1", "j", "", "h", "m") == hashlib.sha256(b"q1\x1fj\x1f\x1fh\x1fm").hexdigest()[:32]
+
+
+def test_to_pandas_decodes_json_columns_as_json_does_nan_and_corrupt_rows_included(tmp_path):
+    path = tmp_path / "r.sqlite"
+    with Run(path) as run:
+        run.record(_result(1, probs={"1": 0.25, "2": 0.75}, result={"x": [1, {"y": "é"}]}))
+        run.record(_result(2, probs={"1": float("nan")}, result=None))  # json writes NaN; orjson refuses it
+        run.record(_result(3, probs=None, result={"big": 10**30}))
+    db = sqlite3.connect(path)
+    texts = db.execute("SELECT probs, result, attempts FROM judgments ORDER BY rowid").fetchall()
+    db.close()
+    with Run(path, create=False) as run:
+        frame = run.to_pandas(columns=["item_id", "probs", "result", "attempts"])
+    for column, at in (("probs", 0), ("result", 1), ("attempts", 2)):
+        expected = [None if t[at] is None else json.loads(t[at]) for t in texts]
+        got = list(frame[column])
+        assert repr(got) == repr(expected), column  # repr: NaN equals NaN
+    db = sqlite3.connect(path)
+    db.execute("UPDATE judgments SET result = '{\"x\": ' WHERE item_id = 'q3'")
+    db.commit()
+    db.close()
+    with Run(path, create=False) as run, pytest.raises(InputError, match="corrupt run store: unreadable result"):
+        run.to_pandas(columns=["result"])

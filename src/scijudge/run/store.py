@@ -14,7 +14,6 @@ a newer schema is refused. Reads stream from the cursor, so exporting a large st
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -22,11 +21,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from scijudge.errors import InputError, RunBusyError, ScijudgeError, StoreWriteError
+from scijudge.errors import InputError, ScijudgeError, StoreWriteError
 from scijudge.records import (
     COLUMN_SQL, CURRENT_GROUP, JSON_COLUMNS, RUN_COLUMNS, Columns, JudgeResult, safe_endpoint,
 )
 from scijudge.redaction import redact_data
+from scijudge.run._writer_lock import WriterLock as _WriterLock
 from scijudge.run.rows import CURRENT_AT, chunks, group_of, row_of, rows_of
 
 SCHEMA_VERSION = 2
@@ -484,6 +484,15 @@ class Run:
         row["current"] = bool(row["current"])
         return row
 
+    def _well_formed(self, column: str, where: str) -> bool:
+        """SQLite finds every stored text of this JSON column (in these rows) well-formed JSON."""
+        if not self._has_json():
+            return False
+        rows = f"{where} AND" if where else " WHERE"
+        bad = self._query(f"SELECT 1 FROM judgments{rows} {self._columns[column]} IS NOT NULL AND "
+                          f"NOT json_valid({self._columns[column]}) LIMIT 1")
+        return not bad
+
     def _has_json(self) -> bool:
         """SQLite was built with its JSON functions (built in since 3.38)."""
         try:
@@ -512,10 +521,12 @@ class Run:
         with self._lock, self._reading():
             cursor = self._db.execute(f"SELECT {self._select(names)} FROM judgments{where} ORDER BY rowid")
             fetched = cursor.fetchall()
-        frame = pd.DataFrame.from_records(fetched, columns=names, coerce_float=True)
-        for column in (c for c in JSON_COLUMNS if c in names):  # an all-NULL column reads as NaN
-            frame[column] = [_loads(v if isinstance(v, str) else None, column, self.path, None)
-                             for v in frame[column]]
+        json_columns = [c for c in JSON_COLUMNS if c in names]
+        frame = pd.DataFrame.from_records(fetched, columns=names, coerce_float=True, exclude=json_columns)
+        for column in json_columns:  # decoded from the fetched values, never through a frame column
+            at = names.index(column)
+            frame.insert(at, column, _decoded([row[at] for row in fetched], column, self.path,
+                                              self._well_formed(column, where)))
         if "current" in names:
             frame["current"] = frame["current"].astype(bool)
         return frame
@@ -548,6 +559,22 @@ def _column_names(columns: Sequence[str] | None) -> list[str]:
     return list(dict.fromkeys(columns))
 
 
+def _decoded(values: list[Any], column: str, path: Path, well_formed: bool) -> list[Any]:
+    """``_loads`` of each stored JSON text of a column (anything but text is None). When SQLite found every
+    text well-formed (``well_formed``), the texts are decoded as one JSON array by one ``json.loads`` (the same
+    decoder, without its cost per call; a well-formed value cannot run into its neighbours); else one by one."""
+    texts = [v if isinstance(v, str) else None for v in values]
+    if well_formed:
+        given = [t for t in texts if t is not None]
+        try:
+            decoded = iter(json.loads("[" + ",".join(given) + "]"))
+        except (ValueError, RecursionError):
+            pass
+        else:
+            return [None if t is None else next(decoded) for t in texts]
+    return [_loads(t, column, path, None) for t in texts]
+
+
 def _loads(value: Any, column: str, path: Path, item_id: Any) -> Any:
     if value is None:
         return None
@@ -559,33 +586,3 @@ def _loads(value: Any, column: str, path: Path, item_id: Any) -> Any:
 
 
 _WRITE_CACHE_KIB = -65536  # at most 64 MiB of page cache for a writer (SQLite's default is 2 MiB)
-
-
-class _WriterLock:
-    """An exclusive lock file ``<store>.lock`` holding the writer's PID; the OS drops it when that process dies."""
-
-    def __init__(self, store: Path) -> None:
-        self.path = store.with_name(store.name + ".lock")
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - Windows: no advisory locks; one writer is not enforced
-            return
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = os.pread(self._fd, 64, 0).decode(errors="replace").strip() or "unknown"
-            os.close(self._fd)
-            self._fd = -1
-            raise RunBusyError(f"run store {store} is being written by another process (pid {holder}); wait for "
-                               "it to finish or stop it, or use another --run file") from None
-        os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, str(os.getpid()).encode(), 0)
-
-    def release(self) -> None:
-        if self._fd >= 0:
-            try:
-                os.ftruncate(self._fd, 0)
-            finally:
-                os.close(self._fd)  # closing drops the flock
-                self._fd = -1

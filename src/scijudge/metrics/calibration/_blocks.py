@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,27 +88,21 @@ class _Context:
     n_bins: int
     notes: list[str]
     continuous: set[str] = field(default_factory=set)
-    caller_threads: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext  # see one_blas_thread
 
 
 @contextlib.contextmanager
-def one_blas_thread() -> Iterator[Callable[[], AbstractContextManager[Any]]]:
-    """Run with one BLAS thread; yields a context factory that gives back the caller's BLAS threads.
+def one_blas_thread() -> Iterator[None]:
+    """Run with one BLAS thread, the library point estimates included.
 
-    calibrate's own arithmetic (tables, moments, products of small matrices) gets the same numbers with any number
-    of BLAS threads, but every multi-threaded BLAS call leaves its helper threads spinning for a while: on two cores
-    that was more than a second of CPU. The library point estimates (scipy's Pearson r sums its dot product in
-    per-thread parts, so its last bits depend on the thread count) run inside ``caller_threads()``, so they give
-    exactly what they gave before.
+    On two cores every multi-threaded BLAS call left its helper threads spinning for a while: more than a second
+    of CPU per calibrate. One thread everywhere also makes the numbers the same on every machine: scipy's Pearson
+    r sums its dot product in per-thread parts, so its last bits (about 3e-15 at 150,000 pairs) depended on how
+    many threads the machine's BLAS used.
     """
-    try:
-        from threadpoolctl import threadpool_info, threadpool_limits
-    except ImportError:  # scikit-learn depends on it; without it, nothing is limited
-        yield contextlib.nullcontext
-        return
-    caller = {lib["prefix"]: lib["num_threads"] for lib in threadpool_info() if lib.get("user_api") == "blas"}
+    from threadpoolctl import threadpool_limits
+
     with threadpool_limits(limits=1, user_api="blas"):
-        yield lambda: threadpool_limits(limits=caller) if caller else contextlib.nullcontext()
+        yield
 
 
 @dataclass
