@@ -153,15 +153,17 @@ def test_ordinal_reliability_equals_alpha_and_ac2_one_by_one() -> None:
                        "ac2": ag.gwet_ac2(ratings, values, "quadratic")}
 
 
-def test_one_blas_thread_limits_blas_inside_and_gives_the_threads_back_after() -> None:
-    import threadpoolctl
-
+def test_one_blas_thread_limits_blas_and_gives_the_caller_threads_back_for_point_estimates() -> None:
+    threadpoolctl = pytest.importorskip("threadpoolctl")
     from scijudge.metrics.calibration._blocks import one_blas_thread
 
     def blas_threads() -> list[int]:
         return [lib["num_threads"] for lib in threadpoolctl.threadpool_info() if lib["user_api"] == "blas"]
 
     before = blas_threads()
-    with one_blas_thread():
+    with one_blas_thread() as caller_threads:
+        assert all(n == 1 for n in blas_threads())
+        with caller_threads():
+            assert blas_threads() == before
         assert all(n == 1 for n in blas_threads())
     assert blas_threads() == before

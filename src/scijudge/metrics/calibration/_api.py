@@ -71,13 +71,13 @@ def calibrate(
         tasks: ResearchRubrics tasks (``importers.researchrubrics.load_tasks``), to resolve checklist labels that
             name a criterion by its position in the task (by text or id needs nothing).
     """
-    with one_blas_thread():
+    with one_blas_thread() as caller_threads:
         return _calibrate(judgments, labels, scale=scale, n_boot=n_boot, seed=seed, level=level, n_bins=n_bins,
-                          allow_extra_labels=allow_extra_labels, specs=specs, tasks=tasks)
+                          allow_extra_labels=allow_extra_labels, specs=specs, tasks=tasks, caller_threads=caller_threads)
 
 
 def _calibrate(judgments: pd.DataFrame, labels: pd.DataFrame, *, scale: Any, n_boot: int, seed: int, level: float,
-               n_bins: int, allow_extra_labels: bool, specs: Any, tasks: Any) -> CalibrationResult:
+               n_bins: int, allow_extra_labels: bool, specs: Any, tasks: Any, caller_threads: Any) -> CalibrationResult:
     df = prepare_judgments(judgments)
     lab = _prepare_labels(labels)
     if df.empty:
@@ -121,7 +121,8 @@ def _calibrate(judgments: pd.DataFrame, labels: pd.DataFrame, *, scale: Any, n_b
     # items that enter any statistic, for the shared bootstrap
     items = sorted(_ids(ord_matched) | _ids(ver_matched) | _ids(lab) & _ids(df))
     blocks = _Blocks(items)
-    ctx = _Context(scales=scales, blocks=blocks, level=level, n_bins=n_bins, notes=notes, continuous=continuous)
+    ctx = _Context(scales=scales, blocks=blocks, level=level, n_bins=n_bins, notes=notes, continuous=continuous,
+                   caller_threads=caller_threads)
 
     ord_groups = _ordinal_groups(ord_matched, score_cons, ctx)
     ver_groups = _verdict_groups(ver_matched, verdict_cons, ctx)
@@ -140,7 +141,8 @@ def _calibrate(judgments: pd.DataFrame, labels: pd.DataFrame, *, scale: Any, n_b
 
     per_rubric, leaderboard, conf_rows, rel_rows = _ordinal_frames(ord_groups, ctx)
     v_per_rubric, v_leaderboard, v_conf, v_rel = _verdict_frames(ver_groups, ctx)
-    ceiling = _ceiling_frame(ceiling_specs, ctx)
+    with ctx.caller_threads():  # its point estimates are the library's (one_blas_thread)
+        ceiling = _ceiling_frame(ceiling_specs, ctx)
     paired = _paired_frame(pair_specs, ctx)
     position = position_consistency(df, verdict_cons)
     confusion = pd.DataFrame(conf_rows + v_conf, columns=["contender", "judge", "track", "human", "judge_value", "count"])

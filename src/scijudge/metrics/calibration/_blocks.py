@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,21 +89,27 @@ class _Context:
     n_bins: int
     notes: list[str]
     continuous: set[str] = field(default_factory=set)
+    caller_threads: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext  # see one_blas_thread
 
 
 @contextlib.contextmanager
-def one_blas_thread() -> Iterator[None]:
-    """Run with one BLAS thread, the library point estimates included.
+def one_blas_thread() -> Iterator[Callable[[], AbstractContextManager[Any]]]:
+    """Run with one BLAS thread; yields a context factory that gives back the caller's BLAS threads.
 
-    On two cores every multi-threaded BLAS call left its helper threads spinning for a while: more than a second
-    of CPU per calibrate. One thread everywhere also makes the numbers the same on every machine: scipy's Pearson
-    r sums its dot product in per-thread parts, so its last bits (about 3e-15 at 150,000 pairs) depended on how
-    many threads the machine's BLAS used.
+    calibrate's own arithmetic (tables, moments, products of small matrices) gets the same numbers with any number
+    of BLAS threads, but every multi-threaded BLAS call leaves its helper threads spinning for a while: on two cores
+    that was more than a second of CPU. The library point estimates (scipy's Pearson r sums its dot product in
+    per-thread parts, so its last bits depend on the thread count) run inside ``caller_threads()``, so they give
+    exactly what they gave before.
     """
-    from threadpoolctl import threadpool_limits
-
+    try:
+        from threadpoolctl import threadpool_info, threadpool_limits
+    except ImportError:  # scikit-learn depends on it; without it, nothing is limited
+        yield contextlib.nullcontext
+        return
+    caller = {lib["prefix"]: lib["num_threads"] for lib in threadpool_info() if lib.get("user_api") == "blas"}
     with threadpool_limits(limits=1, user_api="blas"):
-        yield
+        yield lambda: threadpool_limits(limits=caller) if caller else contextlib.nullcontext()
 
 
 @dataclass

@@ -261,12 +261,14 @@ def _ordinal_row(groups: list[_Group], ctx: _Context, judge_name: str) -> tuple[
         return row, conf_rows, rel_rows
     j = pairs["score"].to_numpy(float)
     h = pairs["h_score"].to_numpy(float)
-    point, notes = _ordinal_point(j, h, values, tol)
+    with ctx.caller_threads():  # library point estimates: the caller's BLAS threads (one_blas_thread)
+        point, notes = _ordinal_point(j, h, values, tol)
     row.update(point)
     reps_tables = _table_reps(ctx, [g.block for g in groups], values.size)
     reps = ordinal_stats(reps_tables, values, tol) if reps_tables is not None else None
     if "score_raw" in pairs and pairs["score_raw"].notna().all():
-        row.update(cont.raw_point(*cont.split_raw(pairs)))
+        with ctx.caller_threads():
+            row.update(cont.raw_point(*cont.split_raw(pairs)))
         moments = cont.replicate_moments([ctx.blocks.get(("mom", g.contender, g.judge)) for g in groups])
         if reps is not None and moments is not None:
             reps.update(cont.moment_stats(moments))

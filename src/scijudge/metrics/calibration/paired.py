@@ -101,8 +101,9 @@ def _paired_frame(specs: list[_PairSpec], ctx: _Context) -> pd.DataFrame:
         reps_a = _table_reps(ctx, [s.block_a for s in group], k)
         reps_b = _table_reps(ctx, [s.block_b for s in group], k)
         for metric in PAIRED_METRICS[first.track]:
-            va = _point_metric(first.track, pa, first.categories, metric)
-            vb = _point_metric(first.track, pb, first.categories, metric)
+            with ctx.caller_threads():  # library point estimates: the caller's BLAS threads (one_blas_thread)
+                va = _point_metric(first.track, pa, first.categories, metric)
+                vb = _point_metric(first.track, pb, first.categories, metric)
             row: dict[str, Any] = {"a": first.a, "b": first.b, "judge": judge_name, "track": first.pool, "metric": metric,
                                    "n": len(pa), "n_items": int(pa["item_id"].nunique()), "value_a": va, "value_b": vb,
                                    "diff": va - vb}

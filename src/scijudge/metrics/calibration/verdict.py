@@ -72,7 +72,8 @@ def _verdict_row(groups: list[_Group], ctx: _Context, judge_name: str) -> tuple[
         return row, conf_rows, []
     h = pairs["h_verdict"].to_numpy(object)
     j = pairs["j_verdict"].to_numpy(object)
-    scores = ag.verdict_scores(j, h)
+    with ctx.caller_threads():  # library point estimates: the caller's BLAS threads (one_blas_thread)
+        scores = ag.verdict_scores(j, h)
     row.update({k: getattr(scores, k) for k in VERDICT_STATS})
     notes = []
     if not math.isfinite(scores.kappa):
