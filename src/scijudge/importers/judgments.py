@@ -116,18 +116,19 @@ class JudgmentStream:
             empty = (None,) * len(records)
             chunk = None if not _RARE_FIELDS.isdisjoint(by_name) else _plain_chunk(
                 lines, lambda name: by_name.get(name, empty), self.source, self.sha256, self._created_at)
-            rows: list[Mapping[str, Any]] = [] if chunk is not None else [dict(zip(header, r)) for r in records]
+            rows: list[Mapping[str, Any]] | None = None  # as dicts only if read row by row below
         else:
-            rows = self._renamed(batch) if self._mapping else [row for _, row in batch]  # read, never changed
-            chunk = None if not all(_RARE_FIELDS.isdisjoint(row) for row in rows) else _plain_chunk(
-                lines, lambda name: [row.get(name) for row in rows], self.source, self.sha256, self._created_at)
+            given = self._renamed(batch) if self._mapping else [row for _, row in batch]  # read, never changed
+            chunk = None if not all(_RARE_FIELDS.isdisjoint(row) for row in given) else _plain_chunk(
+                lines, lambda name: [row.get(name) for row in given], self.source, self.sha256, self._created_at)
+            rows = given
         if chunk is not None and self._first_of_groups(chunk, lines):
             self.n_imported += chunk.n
             self.n_abstained += chunk.n - chunk.column("status").count("ok")
             yield chunk
             return
-        if not rows and self._header is not None:
-            rows = [dict(zip(self._header, record)) for _, record in batch]
+        if rows is None:
+            rows = [dict(zip(header, record)) for record in records]
         dumps = []
         for line, row in zip(lines, rows):
             try:
@@ -370,45 +371,6 @@ def _numbers(values: Sequence[Any]) -> list[float | None] | None:
     return out
 
 
-_FIELDS = frozenset(_TEXT_FIELDS) | {"changed", "reason"}
-
-
-def _plain_record(row: Mapping[str, Any], source: str, sha: str, line: int, created_at: str) -> dict[str, Any] | None:
-    """``_record`` of the common row, in a quarter of its time: no field of ``_RARE_FIELDS``, and item, judge and
-    model given as text. None for any other row (``_record`` reads it); the same record or error otherwise
-    (``tests/importers/test_import_fast_path.py`` compares the two on every kind of row)."""
-    get = row.get
-    item_id, judge, model = get("item_id"), get("judge"), get("model")
-    if item_id.__class__ is not str or judge.__class__ is not str or model.__class__ is not str:
-        return None
-    item_id, judge, model = item_id.strip(), judge.strip(), model.strip()
-    if not (item_id and judge and model):
-        return None
-    confidence = get("confidence")
-    if confidence is not None and not (confidence.__class__ is str and (not confidence or confidence.isspace())):
-        confidence = _number(confidence, "confidence", source, line)
-        if not 0.0 <= confidence <= 1.0:
-            raise InputError(f"confidence {confidence:g} is outside [0, 1]", file=source, line=line, field="confidence")
-    else:
-        confidence = None
-    score = get("score")
-    if score is not None and not (score.__class__ is str and (not score or score.isspace())):
-        score = _number(score, "score", source, line)
-    else:
-        score = None
-    rationale = get("rationale")
-    if rationale is not None and rationale.__class__ is str and (not rationale or rationale.isspace()):
-        rationale = None
-    elif rationale is not None:
-        rationale = str(rationale)
-    dump = {**_TEMPLATE, "item_id": item_id, "judge": judge, "model": model, "family": DEFAULT_FAMILY,
-            "spec_hash": IMPORTED_SPEC_HASH, "result": {"imported_from": source, "sha256": sha, "line": line},
-            "rationale": rationale, "created_at": created_at, "attempts": []}
-    if score is None:
-        dump["status"], dump["reason"] = "abstained", f"no score or verdict in {source} line {line}"
-    else:
-        dump["status"], dump["score"], dump["confidence"] = "ok", score, confidence
-    return dump
 _FIELDS = frozenset((*REQUIRED_FIELDS, *OPTIONAL_FIELDS))
 
 

@@ -3,8 +3,8 @@ project's machines, more than encoding a whole run-store row), so bulk writers e
 
 The batch is one JSON array with a raw newline between its values: compact JSON never holds a raw newline
 (strings escape it), so splitting the array's text at ``,\\n,`` gives each value's own bytes, exactly what
-``orjson.dumps(value)`` writes. A value that could break this (a fragment holding a newline) shows up as a wrong
-count of parts, and the batch is then encoded value by value.
+``orjson.dumps(value)`` writes. A value that could break this (a fragment holding the separator) shows up as a
+wrong count of parts, and the batch is then encoded value by value, as it is when orjson refuses a value.
 """
 
 from __future__ import annotations
@@ -20,29 +20,31 @@ except ImportError:  # pragma: no cover - orjson comes with DSPy
 _SPLIT = b",\n,"
 
 
-def dumps_each(values: Sequence[Any]) -> list[bytes] | None:
-    """``[orjson.dumps(v) for v in values]`` in one call; None without orjson or when a value is one orjson does
-    not take (the caller then encodes as it would one by one)."""
+def dumps_each(values: Sequence[Any]) -> list[bytes | None] | None:
+    """``[orjson.dumps(v) for v in values]`` in one call, None in place of a value orjson does not take (a huge
+    integer, a non-text key); None as a whole without orjson."""
     if orjson is None:
         return None
-    if len(values) < 2:
+    if len(values) > 1:
+        separated: list[Any] = [None] * (2 * len(values) - 1)
+        separated[0::2] = values
+        separated[1::2] = [_NEWLINE] * (len(values) - 1)
         try:
-            return [orjson.dumps(v) for v in values]
-        except TypeError:  # orjson.JSONEncodeError
-            return None
-    separated: list[Any] = [None] * (2 * len(values) - 1)
-    separated[0::2] = values
-    separated[1::2] = [_NEWLINE] * (len(values) - 1)
+            parts: list[bytes | None] = list(orjson.dumps(separated)[1:-1].split(_SPLIT))
+        except TypeError:  # orjson.JSONEncodeError: some value orjson does not take
+            pass
+        else:
+            if len(parts) == len(values):  # else a value's own text held the separator
+                return parts
+    return [_dumps_one(v) for v in values]
+
+
+def _dumps_one(value: Any) -> bytes | None:
     try:
-        parts = orjson.dumps(separated)[1:-1].split(_SPLIT)
+        text: bytes = orjson.dumps(value)
     except TypeError:
         return None
-    if len(parts) != len(values):  # a value's own text held the separator
-        try:
-            return [orjson.dumps(v) for v in values]
-        except TypeError:
-            return None
-    return parts
+    return text
 
 
 _NEWLINE = orjson.Fragment(b"\n") if orjson is not None else None

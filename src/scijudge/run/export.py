@@ -131,7 +131,8 @@ class _Writer:
                         row[column] = fragment(row[column])
                 row["current"] = bool(values[_CURRENT])
                 rows.append(row)
-            lines = dumps_each(rows) or [self._dumps(row) for row in rows]
+            encoded = dumps_each(rows) or [None] * len(rows)
+            lines = [line if line is not None else self._dumps(row) for line, row in zip(encoded, rows)]
             lines.append(b"")
             self._binary.write(b"\n".join(lines))
         self.count += len(batch)

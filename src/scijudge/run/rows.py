@@ -5,13 +5,14 @@ the same rows built column by column). The store inserts what these return and n
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import repeat
 from operator import itemgetter
 from typing import Any
 
 from scijudge.records import CURRENT_GROUP, JSON_COLUMNS, RUN_COLUMNS, Columns, Same, judgment_key, judgment_keys
 from scijudge.redaction import redact
+from scijudge.run._orjson import dumps_each
 
 
 def _redacted(data: dict[str, Any]) -> dict[str, Any]:
@@ -33,9 +34,7 @@ def row_of(dump: dict[str, Any]) -> list[Any]:
     values = [None, *_STORED_AT(data), 1]
     values[0] = judgment_key(*_KEY_AT(data))
     for at in _JSON_AT:
-        value = values[at]
-        if value is not None:
-            values[at] = "[]" if value == [] else _json_text(value)
+        values[at] = _json_column(values[at])
     return values
 
 
@@ -83,45 +82,25 @@ def _column(value: list[Any] | Same, n: int) -> Iterable[Any]:
 
 
 def _json_texts(values: list[Any]) -> list[str | None]:
-    """``[_json_column(v) for v in values]``, the values encoded by one orjson call (``dumps_each``)."""
-    from scijudge.run._orjson import dumps_each
-
+    """The stored JSON text of each value of a JSON column: None stays NULL, ``[]`` is ``"[]"``, any other value
+    is encoded by orjson, all in one call (``dumps_each``: several times faster than ``json``). orjson writes
+    ``null`` for NaN and infinities, though, which ``json`` keeps (and reads back): a text with a ``null``, or a
+    value orjson refuses, is written by ``json``."""
     given = [v for v in values if v is not None and v != []]
-    encoded = dumps_each(given)
-    if encoded is None:
-        return [_json_column(v) for v in values]
+    encoded = dumps_each(given) or [None] * len(given)
     texts, next_text = [], iter(encoded).__next__
     for value in values:
         if value is None or value == []:
             texts.append(None if value is None else "[]")
             continue
         text = next_text()
-        texts.append(json.dumps(value) if b"null" in text else text.decode())  # json keeps NaN (see _json_text)
+        texts.append(json.dumps(value) if text is None or b"null" in text else text.decode())
     return texts
 
 
 def _json_column(value: Any) -> str | None:
-    return None if value is None else "[]" if value == [] else _json_text(value)
+    return _json_texts([value])[0]
 
-
-def _json_text(value: Any) -> str:
-    """JSON text of a stored column. orjson is several times faster than ``json``; it writes ``null`` for NaN
-    and infinities, though, which ``json`` keeps (and reads back): text with a ``null`` is written by ``json``."""
-    if _orjson_dumps is not None:
-        try:
-            text: str = _orjson_dumps(value).decode()
-        except TypeError:  # orjson.JSONEncodeError: a value orjson does not take (a huge int, a non-str key)
-            return json.dumps(value)
-        if "null" not in text:
-            return text
-    return json.dumps(value)
-
-
-_orjson_dumps: Callable[[Any], bytes] | None
-try:
-    from orjson import dumps as _orjson_dumps
-except ImportError:  # pragma: no cover - orjson comes with DSPy
-    _orjson_dumps = None
 
 _STORED_AT = itemgetter(*RUN_COLUMNS[1:-1])
 _KEY_FIELDS = ("item_id", "judge", "part", "spec_hash", "model", "endpoint", "input_hash", "decoding")

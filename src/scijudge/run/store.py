@@ -469,7 +469,7 @@ class Run:
         if not self._columns:
             return
         where = "" if history else f" WHERE {self._current_is()}"
-        valid = " AND ".join(f"({c} IS NULL OR json_valid({c}))" for c in JSON_COLUMNS) if self._has_json() else "0"
+        valid = " AND ".join(self._well_formed(c) for c in JSON_COLUMNS)
         yield from self._stream(f"SELECT {self._select(RUN_COLUMNS)}, {valid} FROM judgments{where} ORDER BY rowid")
 
     def raw_row(self, values: Sequence[Any]) -> dict[str, Any]:
@@ -484,14 +484,12 @@ class Run:
         row["current"] = bool(row["current"])
         return row
 
-    def _well_formed(self, column: str, where: str) -> bool:
-        """SQLite finds every stored text of this JSON column (in these rows) well-formed JSON."""
+    def _well_formed(self, column: str) -> str:
+        """SQL that is true where the row's ``column`` is NULL or JSON SQLite finds well-formed (false for every
+        row where SQLite has no JSON functions)."""
         if not self._has_json():
-            return False
-        rows = f"{where} AND" if where else " WHERE"
-        bad = self._query(f"SELECT 1 FROM judgments{rows} {self._columns[column]} IS NOT NULL AND "
-                          f"NOT json_valid({self._columns[column]}) LIMIT 1")
-        return not bad
+            return "0"
+        return f"({self._columns[column]} IS NULL OR json_valid({self._columns[column]}))"
 
     def _has_json(self) -> bool:
         """SQLite was built with its JSON functions (built in since 3.38)."""
@@ -518,15 +516,18 @@ class Run:
         if not self._columns:
             return pd.DataFrame(columns=names)
         where = "" if history else f" WHERE {self._current_is()}"
-        with self._lock, self._reading():
-            cursor = self._db.execute(f"SELECT {self._select(names)} FROM judgments{where} ORDER BY rowid")
-            fetched = cursor.fetchall()
         json_columns = [c for c in JSON_COLUMNS if c in names]
-        frame = pd.DataFrame.from_records(fetched, columns=names, coerce_float=True, exclude=json_columns)
-        for column in json_columns:  # decoded from the fetched values, never through a frame column
-            at = names.index(column)
+        checks = "".join(f", {self._well_formed(c)}" for c in json_columns)  # one flag per JSON column, after them
+        with self._lock, self._reading():
+            cursor = self._db.execute(f"SELECT {self._select(names)}{checks} FROM judgments{where} ORDER BY rowid")
+            fetched = cursor.fetchall()
+        flags = [f"_well_formed_{c}" for c in json_columns]
+        frame = pd.DataFrame.from_records(fetched, columns=[*names, *flags], coerce_float=True,
+                                          exclude=[*json_columns, *flags])
+        for k, column in enumerate(json_columns):  # decoded from the fetched values, never through a frame column
+            at, flag = names.index(column), len(names) + k
             frame.insert(at, column, _decoded([row[at] for row in fetched], column, self.path,
-                                              self._well_formed(column, where)))
+                                              all(row[flag] for row in fetched)))
         if "current" in names:
             frame["current"] = frame["current"].astype(bool)
         return frame
