@@ -237,3 +237,41 @@ def test_label_frame_in_chunks_equals_label_by_label_with_an_odd_row_in_a_later_
     with pytest.raises(InputError) as by_chunks:
         load_labels_frame(path)
     assert str(by_chunks.value) == str(by_rows.value) and ":10501," in str(by_rows.value)
+
+
+_ODD_LINES = [
+    '{"item_id": "q", "judge": "j", "score": 100000000000000000000000000000}',  # orjson: a float; json: exact
+    '{"item_id": "q", "judge": "j", "score": 18446744073709551617}', '{"item_id": "q", "judge": "j", "score": 9007199254740993}',
+    '{"item_id": "q", "judge": "j", "score": 1e300}', '{"item_id": "q", "judge": "j", "score": 1e400}',
+    '{"item_id": "q", "judge": "j", "score": -0.0}', '{"item_id": "q", "judge": "j", "score": NaN}',
+    '{"item_id": "q", "judge": "j", "score": 0.1000000000000000055511151231257827}',
+    '{"item_id": "q\\u00e9\\ud83d\\ude00", "judge": "j", "score": 1}', '{"item_id": "q\\ud800", "judge": "j", "score": 1}',
+    '{"item_id": "q", "judge": "j", "score": 1, "score": 2}', '{"item_id": 100000000000000000000000000000, "judge": "j", "score": 1}',
+    '\ufeff{"item_id": "q", "judge": "j", "score": 1}', '{"item_id": "q", "judge": "j", "score": 1} {"x": 1}',
+    '{"item_id": "q", "judge": "j", "score": [1]}', '{"item_id": "q", "judge": "j", "verdict": "yes", "source": "llm"}',
+    '{"item_id": "q", "judge": "j", "score": 1, "source": ["expert"]}', '   ', '["item_id", "judge"]',
+    '{"item_id": "", "judge": "j", "score": 1}', '{"item_id": "q", "judge": "j", "score": true}',
+    '{"item_id": "q", "judge": "j", "score": 1, "source": "oracle"}', '{"item_id": "q", "judge": "j", "score": 1, "verdict": "y"}',
+    '{"item_id": "q", "judge": "j"}', '{"item_id": "q", "judge": "j", "score": 1, "annotator": 3}',
+    '{"item_id": "q", "judge": "j", "score": 1, "part": null}', '{"item_id": "q", "judge": "j", "score": "2"}',
+]
+
+
+@pytest.mark.parametrize("odd", _ODD_LINES)
+@pytest.mark.parametrize("among", [0, 5000])
+def test_label_frame_reads_lines_where_orjson_and_json_differ_as_json_does(tmp_path: Path, odd: str, among: int) -> None:
+    """orjson reads plain label lines first: an integer beyond 64 bits, NaN, a lone surrogate, a byte-order mark
+    or any other unusual line is read by json and taken or refused as ``load_labels`` does, alone or inside a chunk
+    of plain lines."""
+    from scijudge.labels import load_labels_frame
+
+    plain = [json.dumps({"item_id": f"p{n}", "judge": "j", "score": n % 5, "annotator": "a"}) for n in range(among)]
+    path = tmp_path / "labels.jsonl"
+    path.write_bytes(("\n".join([*plain[: among // 2], odd, *plain[among // 2:]]) + "\n").encode("utf-8", "surrogatepass"))
+    slow = _frame_or_error(lambda: labels_to_frame(load_labels(path)))
+    fast = _frame_or_error(lambda: load_labels_frame(path))
+    if isinstance(slow, tuple):
+        assert fast == slow
+    else:
+        pd = pytest.importorskip("pandas")
+        pd.testing.assert_frame_equal(fast, slow, check_exact=True)

@@ -108,29 +108,31 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any] | InputError]]:
     """
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
-            try:
-                text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
-            except UnicodeDecodeError as exc:
-                yield number, InputError(f"not UTF-8 (byte {exc.start})", file=path, line=number)
-                continue
-            if not text.strip():
-                continue
-            try:
-                obj = _loads_line(text)
-            except json.JSONDecodeError as exc:
-                yield number, InputError(f"malformed JSON: {exc.msg} (column {exc.colno})", file=path, line=number)
-                continue
-            except RecursionError:
-                yield number, InputError("JSON nested too deeply to read", file=path, line=number)
-                continue
-            if not isinstance(obj, dict):
-                yield number, InputError("each line must be a JSON object", file=path, line=number)
-                continue
-            bad = invalid_text_field(obj) if _may_be_invalid(text) else None
-            if bad is not None:
-                yield number, InputError(bad[1], file=path, line=number, field=bad[0] or None)
-                continue
-            yield number, obj
+            obj = jsonl_line(raw, number, path)
+            if obj is not None:
+                yield number, obj
+
+
+def jsonl_line(raw: bytes, number: int, path: Path) -> dict[str, Any] | InputError | None:
+    """One line of a JSONL file as ``iter_jsonl`` reads it: its object, its InputError, or None when blank."""
+    try:
+        text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+    except UnicodeDecodeError as exc:
+        return InputError(f"not UTF-8 (byte {exc.start})", file=path, line=number)
+    if not text.strip():
+        return None
+    try:
+        obj = _loads_line(text)
+    except json.JSONDecodeError as exc:
+        return InputError(f"malformed JSON: {exc.msg} (column {exc.colno})", file=path, line=number)
+    except RecursionError:
+        return InputError("JSON nested too deeply to read", file=path, line=number)
+    if not isinstance(obj, dict):
+        return InputError("each line must be a JSON object", file=path, line=number)
+    bad = invalid_text_field(obj) if _may_be_invalid(text) else None
+    if bad is not None:
+        return InputError(bad[1], file=path, line=number, field=bad[0] or None)
+    return obj
 
 
 _DECODER = json.JSONDecoder()

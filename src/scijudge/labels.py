@@ -5,12 +5,14 @@ from __future__ import annotations
 import csv
 import io
 import math
+from itertools import islice, repeat
 from pathlib import Path
 from collections.abc import Iterator
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
+from scijudge._bulk import collector_paused
 from scijudge.errors import InputError, from_validation_error
 
 LABEL_COLUMNS: tuple[str, ...] = ("item_id", "judge", "part", "score", "verdict", "annotator", "rationale", "source")
@@ -108,6 +110,112 @@ def _jsonl_objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         yield line, obj
 
 
+def _jsonl_label_columns(path: Path) -> tuple[list[list[Any]], list[int]]:
+    """The ``LABEL_COLUMNS`` values and lines of every label of a JSONL file, read as ``_jsonl_objects`` and
+    ``_validate`` read them, several times faster.
+
+    orjson reads the lines first, a chunk at a time, and its reading is kept only for plainly valid labels (flat
+    text and a score or verdict), where the two decoders agree. A chunk of nothing else is checked and taken
+    column by column (``_plain_chunk``); any other chunk goes line by line (``_label_line``), so a blank, malformed
+    or unusual line is read by ``json``, and taken or refused with the same message, exactly as before.
+    """
+    loads: Any = None
+    try:
+        from orjson import loads
+    except ImportError:  # pragma: no cover - orjson comes with DSPy
+        pass
+    columns: list[list[Any]] = [[] for _ in LABEL_COLUMNS]
+    lines: list[int] = []
+    same: dict[Any, Any] = {}  # one text object per distinct item, judge and annotator, not one per row
+    with path.open("rb") as handle:
+        number = 1
+        while raws := list(islice(handle, _CHUNK_LINES)):
+            plain = _plain_chunk(raws, loads, same) if loads is not None else None
+            if plain is not None:
+                for column, values in zip(columns, plain):
+                    column.extend(values)
+                lines.extend(range(number, number + len(raws)))
+            else:
+                for at, raw in enumerate(raws, start=number):
+                    row = _label_line(raw, at, path, loads)
+                    if row is not None:
+                        for column, value in zip(columns, row):
+                            column.append(value)
+                        lines.append(at)
+            number += len(raws)
+    return columns, lines
+
+
+_CHUNK_LINES = 4096
+
+
+def _plain_chunk(raws: list[bytes], loads: Any, same: dict[Any, Any]) -> list[list[Any]] | None:
+    """The columns of a chunk of JSONL lines when every line is a plainly valid label (what ``_plain_values``
+    accepts, checked a column at a time), else None. orjson reads an integer beyond 64 bits as a float where
+    json keeps it exact, so a chunk with a score beyond 2**53 is left to ``_label_line`` too."""
+    try:
+        objs = [loads(raw) for raw in raws]
+    except ValueError:  # orjson.JSONDecodeError, a blank line among them: json decides, line by line
+        return None
+    if set(map(type, objs)) != {dict} or not all(map(_FIELD_SET.issuperset, objs)):
+        return None
+    def column(name: str, default: Any = None) -> list[Any]:
+        return list(map(dict.get, objs, repeat(name), repeat(default)))
+
+    items, judges, parts = column("item_id"), column("judge"), column("part", "")
+    if set(map(type, items)) | set(map(type, judges)) | set(map(type, parts)) != {str} \
+            or "" in items or "" in judges:
+        return None
+    scores, verdicts = column("score"), column("verdict")
+    score_types, verdict_types = set(map(type, scores)), set(map(type, verdicts))
+    if score_types <= _NUMBER and verdict_types == _NONE:
+        if not all(map(math.isfinite, scores)) or min(scores) < -(2**53) or max(scores) > 2**53:
+            return None
+        scores = list(map(float, scores))
+    elif not (score_types == _NONE and verdict_types == {str}):
+        return None
+    annotators, rationales, sources = column("annotator"), column("rationale"), column("source", "unknown")
+    if not set(map(type, annotators)) | set(map(type, rationales)) <= _TEXT_TYPES \
+            or set(map(type, sources)) != {str} or not set(sources) <= _SOURCE_SET:
+        return None
+    keep = same.setdefault
+    return [list(map(keep, items, items)), list(map(keep, judges, judges)), parts, scores, verdicts,
+            list(map(keep, annotators, annotators)), rationales, sources]  # LABEL_COLUMNS order
+
+
+_NUMBER, _NONE, _TEXT_TYPES = frozenset({int, float}), frozenset({type(None)}), frozenset({str, type(None)})
+_SOURCE_SET = frozenset(LABEL_SOURCES)
+
+
+def _label_line(raw: bytes, number: int, path: Path, loads: Any) -> tuple[Any, ...] | None:
+    """The ``LABEL_COLUMNS`` values of one JSONL line (None when blank); a bad line raises its InputError."""
+    from scijudge.data import jsonl_line
+
+    if loads is not None:
+        try:
+            first = loads(raw)
+        except ValueError:  # orjson.JSONDecodeError: json decides what is wrong
+            first = None
+        if first.__class__ is dict:
+            values = _plain_values(first)
+            if values is not None and not (values[3] is not None and abs(values[3]) > 2**53):
+                return values
+    obj = jsonl_line(raw, number, path)
+    if obj is None:
+        return None
+    if isinstance(obj, InputError):
+        raise obj
+    plain = _plain_values(obj)
+    return plain if plain is not None else _dumped(_validate(obj, path=path, line=number))
+
+
+def _is_jsonl(path: Path) -> bool:
+    return path.exists() and path.suffix.lower() in _JSONL_SUFFIXES
+
+
+_JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
+
+
 def _csv_objects(path: Path, delimiter: str) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line, object) of every label row of a CSV/TSV file, cells stripped and scores read as numbers."""
     try:
@@ -161,7 +269,7 @@ def _label_objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     if not path.exists():
         raise InputError("labels file not found", file=path)
     suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".json", ".ndjson"):
+    if suffix in _JSONL_SUFFIXES:
         return _jsonl_objects(path)
     if suffix in (".csv", ".tsv"):
         return _csv_objects(path, "\t" if suffix == ".tsv" else ",")
@@ -239,32 +347,45 @@ def load_labels_frame(path: str | Path) -> Any:
     """
     path = Path(path)
     name = str(path)
-    columns: list[list[Any]] = [[] for _ in range(len(LABEL_COLUMNS) + 2)]
-    appends = [c.append for c in columns]
-    same: dict[Any, Any] = {}  # one string object per distinct judge, part and annotator, not one per row
-    for line, obj in _label_objects(path):
-        values = _plain_values(obj)
-        if values is None:
-            values = _dumped(_validate(obj, path=path, line=line))
-        for append, value in zip(appends, values):
-            append(same.setdefault(value, value) if type(value) is str and len(value) < 64 else value)
-        appends[-2](name)
-        appends[-1](line)
-    if not columns[0]:
-        raise InputError("no labels in file", file=path)
-    seen: dict[tuple[str, str, str, str], int] = {}
-    for key_line in zip(columns[0], columns[1], columns[2], columns[5], columns[-1]):  # _check_duplicates' check
-        key, line = (*key_line[:3], key_line[3] or ""), key_line[4]
-        if key in seen:
-            item, judge, part, annotator = key
-            who = f"annotator {annotator!r}" if annotator else "an unnamed annotator"
-            raise InputError(
-                f"duplicate label: {who} already labelled item {item!r}, judge {judge!r}"
-                + (f", part {part!r}" if part else "") + f" (first at line {seen[key]})",
-                file=name, line=line, field="annotator",
-            )
-        seen[key] = line
+    with collector_paused():
+        columns = _label_columns(path)
+    lines = columns.pop()
+    annotators = [a or "" for a in columns[5]]
+    if len(set(zip(columns[0], columns[1], columns[2], annotators))) < len(lines):  # _check_duplicates' check
+        seen: dict[tuple[str, str, str, str], int] = {}
+        for key_line in zip(columns[0], columns[1], columns[2], annotators, lines):
+            key, line = key_line[:4], key_line[4]
+            if key in seen:
+                item, judge, part, annotator = key
+                who = f"annotator {annotator!r}" if annotator else "an unnamed annotator"
+                raise InputError(
+                    f"duplicate label: {who} already labelled item {item!r}, judge {judge!r}"
+                    + (f", part {part!r}" if part else "") + f" (first at line {seen[key]})",
+                    file=name, line=line, field="annotator",
+                )
+            seen[key] = line
+    columns += [[name] * len(lines), lines]
     return _frame(columns, by_column=True)
+
+
+def _label_columns(path: Path) -> list[list[Any]]:
+    """The ``LABEL_COLUMNS`` values of every label in ``path``, column by column, then their lines."""
+    if _is_jsonl(path):
+        columns, lines = _jsonl_label_columns(path)
+    else:
+        records: list[tuple[Any, ...]] = []
+        lines = []
+        same: dict[Any, Any] = {}  # one text object per distinct item, judge and annotator, not one per row
+        for line, obj in _label_objects(path):
+            values = _plain_values(obj)
+            if values is None:
+                values = _dumped(_validate(obj, path=path, line=line))
+            records.append(tuple(same.setdefault(v, v) if k in (0, 1, 5) else v for k, v in enumerate(values)))
+            lines.append(line)
+        columns = [list(column) for column in zip(*records)]
+    if not lines:
+        raise InputError("no labels in file", file=path)
+    return [*columns, lines]
 
 
 _TEXT_OR_NONE = (str, type(None))

@@ -85,7 +85,9 @@ def _png(fig: Any) -> str:
     import matplotlib.pyplot as plt
 
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    # a constrained layout already fits every label inside the figure: a "tight" box would draw it twice
+    constrained = type(fig.get_layout_engine()).__name__ == "ConstrainedLayoutEngine"
+    fig.savefig(buffer, format="png", dpi=110, bbox_inches=None if constrained else "tight")
     plt.close(fig)
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
@@ -111,7 +113,7 @@ def forest_plot(result: CalibrationResult, stat: str = "kappa_w") -> str | None:
     judges = sorted(rows["judge"].unique(), key=lambda j: (j == POOLED, j))
     contenders = sorted(rows["contender"].unique())
     colours = plt.get_cmap("tab10")
-    fig, ax = plt.subplots(figsize=(8, 0.32 * len(judges) * len(contenders) + 1.2))
+    fig, ax = plt.subplots(figsize=(8, 0.32 * len(judges) * len(contenders) + 1.2), layout="constrained")
     y: float = 0.0
     ticks: list[float] = []
     labels: list[str] = []

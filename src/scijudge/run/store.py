@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from scijudge._bulk import collector_paused
 from scijudge.errors import InputError, ScijudgeError, StoreWriteError
 from scijudge.records import (
     COLUMN_SQL, CURRENT_GROUP, JSON_COLUMNS, RUN_COLUMNS, Columns, JudgeResult, safe_endpoint,
@@ -518,6 +519,12 @@ class Run:
         where = "" if history else f" WHERE {self._current_is()}"
         json_columns = [c for c in JSON_COLUMNS if c in names]
         checks = "".join(f", {self._well_formed(c)}" for c in json_columns)  # one flag per JSON column, after them
+        with collector_paused():  # 10^5 rows of tuples: the collector's passes would walk them again and again
+            return self._frame(names, json_columns, checks, where)
+
+    def _frame(self, names: list[str], json_columns: list[str], checks: str, where: str) -> Any:
+        import pandas as pd
+
         with self._lock, self._reading():
             cursor = self._db.execute(f"SELECT {self._select(names)}{checks} FROM judgments{where} ORDER BY rowid")
             fetched = cursor.fetchall()
