@@ -323,3 +323,90 @@ def test_to_pandas_decodes_json_columns_as_json_does_nan_and_corrupt_rows_includ
     db.close()
     with Run(path, create=False) as run, pytest.raises(InputError, match="corrupt run store: unreadable result"):
         run.to_pandas(columns=["result"])
+
+
+_NASTY = ["", " ", " lead", "trail ", "a,b", 'say "hi"', '"', '""', ",", "\r", "\n", "\r\n", "x\ry", "l1\nl2",
+          "tab\there", "é€😀", "'single'", "back\\slash", ";semi", "nul\x00inside", "x" * 5000, 'long "' * 800]
+_CELL_ALPHABET = ['"', ",", "\r", "\n", " ", "\t", "a", "é", "😀", "\x00", "'", "\\", ";", "0"]
+
+
+def _csv_writer_text(rows) -> str:
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows(rows)
+    return buffer.getvalue()
+
+
+def test_csv_lines_are_what_the_csv_writer_writes_for_any_values():
+    from scijudge.run.export import _CURRENT, _csv_lines
+
+    rng = random.Random(24)
+    numbers = [0, -0.0, 0.0, 1e-300, -1e300, 0.1 + 0.2, 1 / 3, 2.5, float("inf"), float("-inf"), float("nan"), 2**63 - 1,
+               -(2**63), 10**30, True, False]
+    others = [None, b"by,tes", b'q"', bytearray(b"ba")]
+    pool = _NASTY + numbers + others
+
+    def row(draw):
+        values = [draw() for _ in RUN_COLUMNS]
+        values[_CURRENT] = rng.choice([0, 1, None, 2])
+        return (*values, rng.choice([0, 1]))  # the well-formed flag after the columns: never written
+
+    def random_text() -> str:
+        return "".join(rng.choice(_CELL_ALPHABET) for _ in range(rng.randint(0, 12)))
+
+    batches = [[row(lambda: rng.choice(pool)) for _ in range(rng.randint(1, 40))] for _ in range(60)]
+    batches += [[row(random_text) for _ in range(rng.randint(1, 40))] for _ in range(200)]
+    # whole columns of one kind: all text without anything to quote, all numbers, all NULL, numbers and NULLs
+    for kinds in (["k1", "k2"], [1, 2.5, -0.0], [None], [None, 3, 0.1 + 0.2], [" ", ""]):
+        batches.append([row(lambda kinds=kinds: rng.choice(kinds)) for _ in range(30)])
+    for batch in batches:
+        expected = _csv_writer_text([[*values[:_CURRENT], bool(values[_CURRENT])] for values in batch])
+        assert _csv_lines(batch) == expected, batch
+
+
+def test_csv_export_is_the_csv_writers_bytes_for_stored_nasty_values(tmp_path, monkeypatch):
+    import csv
+    import io
+
+    from scijudge.run import export
+
+    path = tmp_path / "r.sqlite"
+    rng = random.Random(7)
+
+    def text() -> str:
+        return rng.choice(_NASTY) + "".join(rng.choice(_CELL_ALPHABET) for _ in range(rng.randint(0, 8)))
+
+    with Run(path) as run:
+        for k in range(600):  # several batches of rows with nothing to redact, one with a credential mid-batch
+            run.record(_result(k, item_id=f"{text()}{k}", judge=text() or "j", part=text(), model=text() or "m",
+                               rationale=text() if k % 3 else None, verdict=text() if k % 5 == 0 else None,
+                               reason=text() if k % 7 == 0 else None, score=rng.choice([None, 1e-300, 0.1 + 0.2, -0.0]),
+                               confidence=rng.choice([None, 1 / 3, 1.0]), probs={"1": 0.1 + 0.2} if k % 4 == 0 else None,
+                               result={"note": text(), "x": [1.5, None, 10**20]}, tokens_in=2**62 + k,
+                               cost=rng.choice([None, 1e300]), latency_s=rng.random(),
+                               created_at=text() if k % 9 == 0 else "2026-12-01T10:00:00+00:00"))
+            if k == 300:
+                run.record(_result(k, item_id="with a credential", rationale="Authorization: Bearer abcdefghijkl"))
+    db = sqlite3.connect(path)  # values of other types than the schema's, as an older or foreign writer may leave
+    db.execute("UPDATE judgments SET score = 'high, \"very\"', tokens_out = 2.5, cost = 'inf' WHERE rowid % 50 = 1")
+    db.execute("UPDATE judgments SET latency_s = 9e999, confidence = -0.0 WHERE rowid % 50 = 2")
+    db.commit()
+    db.close()
+    written = []
+    stored = export._Writer.stored
+    monkeypatch.setattr(export._Writer, "stored", lambda self, batch: written.append(len(batch)) or stored(self, batch))
+    with Run(path, create=False) as run:
+        assert run.export(tmp_path / "out.csv", "csv") == 601
+        tuples = list(run.raw_tuples())
+        export.write_rows(run.raw_rows(), tmp_path / "rows.csv", "csv")  # every row as a dict, through csv.writer
+    got = (tmp_path / "out.csv").read_bytes()
+    assert sum(written) == 600 and len(written) > 3  # all but the redacted row went the fast way
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(RUN_COLUMNS)
+    writer.writerows([[*values[:-2], bool(values[-2])] for values in tuples])
+    expected = buffer.getvalue().replace("Bearer abcdefghijkl", "***").encode("utf-8")
+    assert got == expected and got == (tmp_path / "rows.csv").read_bytes()
+    assert b"abcdefghijkl" not in got
