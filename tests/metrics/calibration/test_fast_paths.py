@@ -243,3 +243,14 @@ def test_calibration_error_of_bins_equals_expected_calibration_error() -> None:
     for strategy in ("uniform", "quantile"):
         bins = ag.reliability_bins(conf, correct, 10, strategy)
         assert ag.calibration_error_of_bins(bins) == ag.expected_calibration_error(conf, correct, 10, strategy)
+
+
+def test_probability_matrix_of_masked_rows_equals_that_of_the_selected_frame() -> None:
+    values = scale_values(1, 5, 1)
+    probs: list[object] = [{"1": 0.2, "2": 0.8}, None, {"3": 1}, {}, {"5": 2.0, "4": 1.0}, {"1": 0.5, "2": 0.5}]
+    frame = _frame(probs)
+    mask = np.array([isinstance(p, dict) and len(p) > 0 for p in probs])
+    assert np.array_equal(_prob_matrix(frame, values, mask), _prob_matrix(frame[mask], values))
+    bad = _frame([None, {"1": 0.5}, None, {"1": -1.0}])
+    with pytest.raises(InputError, match="'q3'"):  # the error names the frame's row, not the row among the selected
+        _prob_matrix(bad, values, np.array([False, True, False, True]))

@@ -31,10 +31,11 @@ from scijudge.metrics.tables import (
 )
 
 
-def _ordinal_point(j: np.ndarray, h: np.ndarray, values: np.ndarray, tol: float,
-                   table: np.ndarray) -> tuple[dict[str, float], list[str]]:
+def _ordinal_point(j: np.ndarray, h: np.ndarray, values: np.ndarray, tol: float, table: np.ndarray,
+                   reliability: dict[str, float] | None) -> tuple[dict[str, float], list[str]]:
     """Point estimates from the library-backed functions, plus why any of them is undefined. ``table``: the pairs'
-    ``ag.confusion``, which both kappas are computed from."""
+    ``ag.confusion``, which both kappas are computed from; ``reliability``: their ``ag.ordinal_reliability``
+    (None for fewer than 2 pairs)."""
     notes: list[str] = []
     n = j.size
     out: dict[str, float] = {
@@ -58,7 +59,7 @@ def _ordinal_point(j: np.ndarray, h: np.ndarray, values: np.ndarray, tol: float,
         out["kappa_linear"] = ag.kappa_from_confusion(table, "linear") if kappa else float("nan")
         pair = np.column_stack([h, j])
         nan = float("nan")
-        out.update(ag.ordinal_reliability(pair, values) if n >= 2  # = krippendorff_alpha ×2 and gwet_ac2
+        out.update(reliability if reliability is not None  # = krippendorff_alpha ×2 and gwet_ac2
                    else {"alpha_ordinal": nan, "alpha_interval": nan, "ac2": nan})
         out["spearman"] = ag.spearman(j, h)
         out["kendall"] = ag.kendall_tau_b(j, h)
@@ -136,17 +137,21 @@ def _group_probs(groups: list[_Group], values: np.ndarray) -> tuple[np.ndarray, 
     for g in groups:
         if "probs" not in g.cache:
             has = _has_probs(g.pairs)
-            g.cache["probs"] = (has, _prob_matrix(g.pairs[has], values))
+            g.cache["probs"] = (has, _prob_matrix(g.pairs, values, has))
         parts.append(g.cache["probs"])
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
-def _prob_matrix(frame: pd.DataFrame, values: np.ndarray) -> np.ndarray:
-    """Every row's ``probs`` as a renormalised vector on the scale points: ``_prob_row`` for each row, computed per
-    distinct key set (the keys are parsed once, the values in one array), with the same arithmetic in the same
-    order so every bit matches. Rows the fast path cannot vouch for (unusual keys or values, a bad probability,
-    a zero sum) go through ``_prob_row`` itself, in row order, so the first bad row raises the same error."""
+def _prob_matrix(frame: pd.DataFrame, values: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """Every row's ``probs`` (or those of the rows in ``mask``, without copying the frame's other columns) as a
+    renormalised vector on the scale points: ``_prob_row`` for each row, computed per distinct key set (the keys
+    are parsed once, the values in one array), with the same arithmetic in the same order so every bit matches.
+    Rows the fast path cannot vouch for (unusual keys or values, a bad probability, a zero sum) go through
+    ``_prob_row`` itself, in row order, so the first bad row raises the same error."""
     dicts = frame["probs"].tolist()
+    positions = np.arange(len(dicts)) if mask is None else np.flatnonzero(mask)
+    if positions.size < len(dicts):
+        dicts = [dicts[i] for i in positions]
     out = np.zeros((len(dicts), values.size))
     key_sets = list(map(tuple, dicts))
     by_keys: dict[tuple[Any, ...], list[int]] = {}
@@ -177,7 +182,7 @@ def _prob_matrix(frame: pd.DataFrame, values: np.ndarray) -> np.ndarray:
             out[at_rows[good]] = vec[good] / total[good, None]
         slow += at_rows[~good].tolist()
     for i in sorted(slow):
-        out[i] = _prob_row(dicts[i], values, frame.iloc[i])
+        out[i] = _prob_row(dicts[i], values, frame.iloc[int(positions[i])])
     return out
 
 
@@ -270,8 +275,12 @@ def _ordinal_row(groups: list[_Group], ctx: _Context, judge_name: str) -> tuple[
     j = pairs["score"].to_numpy(float)
     h = pairs["h_score"].to_numpy(float)
     cm = ag.confusion(j, h, values)
+    # our own α and AC2 stay on calibrate's one BLAS thread: on the caller's threads their one small product cost
+    # twenty times its work in helper threads, and with two ratings per unit its sums are exact on any threads
+    with np.errstate(all="ignore"):
+        reliability = ag.ordinal_reliability(np.column_stack([h, j]), values) if j.size >= 2 else None
     with ctx.caller_threads():  # library point estimates: the caller's BLAS threads (one_blas_thread)
-        point, notes = _ordinal_point(j, h, values, tol, cm)
+        point, notes = _ordinal_point(j, h, values, tol, cm, reliability)
     row.update(point)
     reps_tables = _table_reps(ctx, [g.block for g in groups], values.size)
     reps = ordinal_stats(reps_tables, values, tol) if reps_tables is not None else None
