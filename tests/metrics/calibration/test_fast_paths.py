@@ -254,3 +254,22 @@ def test_probability_matrix_of_masked_rows_equals_that_of_the_selected_frame() -
     bad = _frame([None, {"1": 0.5}, None, {"1": -1.0}])
     with pytest.raises(InputError, match="'q3'"):  # the error names the frame's row, not the row among the selected
         _prob_matrix(bad, values, np.array([False, True, False, True]))
+
+
+def test_consensus_of_single_labels_equals_the_group_by_median() -> None:
+    from scijudge.metrics.calibration.scales import _consensus
+
+    rng = np.random.default_rng(3)
+    n = 200
+    lab = pd.DataFrame({"item_id": [f"q{i // 2}" for i in range(n)], "judge": ["a", "b"] * (n // 2),
+                        "part": pd.Series([""] * n).astype(str), "score": rng.choice([1.0, 1.5, 2.0, 4.5], n),
+                        "verdict": None, "annotator": "x"}).astype({"item_id": str, "judge": str})
+    scales = {"a": (1.0, 5.0, 1.0), "b": (1.0, 5.0, 0.5)}
+    keys = ["item_id", "judge", "part"]
+    for continuous in (set(), {"a"}):
+        got = _consensus(lab, scales, continuous)[0]
+        # the group-by path, taken as soon as one unit has two labels; that unit's row dropped again
+        doubled = _consensus(pd.concat([lab, lab.iloc[:1]], ignore_index=True), scales, continuous)[0]
+        expected = doubled.assign(n_annotators=1)
+        pd.testing.assert_frame_equal(got, expected.astype({"n_annotators": "int64"}), check_exact=True)
+        assert list(got[keys].itertuples(index=False)) == list(lab[keys].itertuples(index=False))
