@@ -138,6 +138,16 @@ def weighted_kappa(
     return float(skm.cohen_kappa_score(to_index(h, values), to_index(j, values), labels=labels, weights=weights))
 
 
+def kappa_from_confusion(table: np.ndarray, weights: Literal["quadratic", "linear"] | None = "quadratic") -> float:
+    """``weighted_kappa`` from the pairs' ``confusion`` table (scikit-learn, given each of the K² cells once with
+    its count as sample weight): the same integer confusion matrix inside, so the same kappa, without sorting and
+    checking every pair again for each weighting."""
+    t = np.asarray(table)
+    labels = np.arange(t.shape[0])
+    return float(skm.cohen_kappa_score(np.repeat(labels, labels.size), np.tile(labels, labels.size), labels=labels,
+                                       weights=weights, sample_weight=t.reshape(-1)))
+
+
 def spearman(judge: ArrayLike, human: ArrayLike) -> float:
     """Spearman's rank correlation (scipy; ties get mid-ranks)."""
     j, h = _pair(judge, human)
@@ -201,12 +211,11 @@ def icc(ratings: np.ndarray) -> dict[str, float]:
 def _category_counts(ratings: np.ndarray, values: np.ndarray) -> np.ndarray:
     """(units × categories) counts of each scale value among a unit's ratings; NaN = missing."""
     x = np.asarray(ratings, dtype=float)
-    counts = np.zeros((x.shape[0], values.size))
     present = ~np.isnan(x)
     idx = to_index(x[present], values)
     rows = np.nonzero(present)[0]
-    np.add.at(counts, (rows, idx), 1.0)
-    return counts
+    k = values.size  # one bincount of (unit, category) codes: the counts np.add.at gave, without its per-element cost
+    return np.bincount(rows * k + idx, minlength=x.shape[0] * k).reshape(x.shape[0], k).astype(float)
 
 
 def coincidence_matrix(ratings: np.ndarray, values: ArrayLike) -> np.ndarray:
@@ -219,10 +228,19 @@ def _coincidence_from_counts(counts: np.ndarray, v: np.ndarray) -> np.ndarray:
     m = counts.sum(axis=1)
     keep = m >= 2
     c = counts[keep]
+    unit_weight = 1.0 / (m[keep] - 1)
+    if np.all(np.frexp(unit_weight)[0] == 0.5):
+        # every weight a power of two (units of two or three ratings, the usual case): with integer counts each
+        # term n_uc·n_uk·w_u and every partial sum is exact, so a sum of outer products, without the (units × K × K)
+        # array, gives the same bits (einsum, not BLAS: no helper threads for calibrate's point estimates)
+        weighted = c * unit_weight[:, None]
+        out = np.einsum("uk,ul->kl", weighted, c)
+        out[np.diag_indices(v.size)] -= weighted.sum(axis=0)
+        return out
     per_unit = c[:, :, None] * c[:, None, :]
     diagonal = np.arange(v.size)
     per_unit[:, diagonal, diagonal] -= c  # n_uc·(n_uc − 1) on the diagonal, in place: no two more (units × K × K) arrays
-    return np.einsum("ukl,u->kl", per_unit, 1.0 / (m[keep] - 1))
+    return np.einsum("ukl,u->kl", per_unit, unit_weight)
 
 
 def alpha_from_coincidence(coincidence: np.ndarray, values: ArrayLike, level: AlphaLevel) -> np.ndarray:
@@ -429,5 +447,9 @@ def expected_calibration_error(
 
     Hand-written (a one-line sum over ``reliability_bins``): no scipy/sklearn/statsmodels function exists.
     """
-    bins = reliability_bins(confidence, correct, n_bins, strategy)
+    return calibration_error_of_bins(reliability_bins(confidence, correct, n_bins, strategy))
+
+
+def calibration_error_of_bins(bins: dict[str, np.ndarray]) -> float:
+    """ECE from ``reliability_bins`` already made (a report wants both, and equal-mass edges sort every confidence)."""
     return float(np.sum(bins["count"] * np.abs(bins["accuracy"] - bins["confidence"])) / bins["count"].sum())

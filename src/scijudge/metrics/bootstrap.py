@@ -18,14 +18,20 @@ from scipy import sparse
 _CHUNK_CELLS = 4_000_000  # resample-count cells held in memory at once (32 MB of int64)
 
 
-def _resamples(n_items: int, n_boot: int, seed: int) -> Iterator[np.ndarray]:
-    """Each resample's counts (n_items,) in turn: the one source of the draws. One resample's draws at a time give
-    the same generator stream as one (n_boot × n_items) call, and a bincount over one resample fits in cache."""
+def _drawn(n_items: int, n_boot: int, seed: int) -> Iterator[np.ndarray]:
+    """Each resample's drawn items (n_items,) in turn: the one source of the draws. One resample's draws at a time
+    give the same generator stream as one (n_boot × n_items) call."""
     if n_items < 1:
         raise ValueError("cannot bootstrap zero items")
     rng = np.random.default_rng(seed)
     for _ in range(n_boot):
-        yield np.bincount(rng.integers(0, n_items, size=n_items, dtype=np.int64), minlength=n_items)
+        yield rng.integers(0, n_items, size=n_items, dtype=np.int64)
+
+
+def _resamples(n_items: int, n_boot: int, seed: int) -> Iterator[np.ndarray]:
+    """Each resample's counts (n_items,) in turn; a bincount over one resample fits in cache."""
+    for drawn in _drawn(n_items, n_boot, seed):
+        yield np.bincount(drawn, minlength=n_items)
 
 
 def resample_counts(n_items: int, n_boot: int, seed: int) -> Iterator[np.ndarray]:
@@ -56,25 +62,52 @@ def bootstrap_sums(per_item: np.ndarray | sparse.spmatrix, n_boot: int, seed: in
     n_items, m = mat.shape
     out = np.empty((n_boot, m))
     row = 0
-    transposed = mat.T.tocsr() if sparse.issparse(mat) else mat.T
     if not sparse.issparse(mat):
+        transposed = mat.T
         for counts in resample_counts(n_items, n_boot, seed):
             block = transposed @ counts.T.astype(float)  # (m × chunk)
             out[row : row + counts.shape[0]] = np.asarray(block).T
             row += counts.shape[0]
         return out
-    # sparse: each resample's column of the product is computed on its own, so a few resamples at a time give the
-    # same numbers; they are written straight into one reused C-ordered float block (scipy's layout), so neither a
-    # chunk of integer counts nor a float copy of it is ever held
-    block = np.empty((n_items, _SUB))
-    draws = _resamples(n_items, n_boot, seed)
+    # sparse: a few resamples at a time, each resample's counts one row of a reused float block (contiguous writes;
+    # a column of an (items × resamples) block was a strided write over the whole block per resample). scipy
+    # multiplies ``block @ mat`` row by row of ``mat`` (``csc_matvecs`` on ``mat.T``), so each replicate is the
+    # same sum of count × value in the same item order as one resample at a time: the same bits. Neither a chunk
+    # of integer counts nor a float copy of one is ever held.
+    merged = _merged_rows(mat)
+    if merged is None:
+        drawn_counts = _resamples(n_items, n_boot, seed)
+    else:  # items with equal rows counted together: a bincount into few bins, a product with few rows
+        of_item, mat = merged
+        drawn_counts = (np.bincount(of_item[drawn], minlength=mat.shape[0]) for drawn in _drawn(n_items, n_boot, seed))
+    block = np.empty((_SUB, mat.shape[0]))
     for start in range(0, n_boot, _SUB):
         width = min(_SUB, n_boot - start)
-        dense = block if width == _SUB else np.empty((n_items, width))
+        dense = block[:width]
         for k in range(width):
-            dense[:, k] = next(draws)
-        out[start : start + width] = np.asarray(transposed @ dense).T
+            dense[k] = next(drawn_counts)
+        out[start : start + width] = np.asarray(dense @ mat)
     return out
+
+
+def _merged_rows(mat: sparse.csr_matrix) -> tuple[np.ndarray, sparse.csr_matrix] | None:
+    """(each item's row among the distinct rows, the distinct rows) of an integer matrix where many items share a
+    row (contingency tables: an item's cells across a few rubrics), else None. Integers only: every count × value
+    and every partial sum is then exact, so counting equal rows together gives the per-item sums' bits."""
+    n_items = mat.shape[0]
+    data = mat.data
+    if n_items < 2 or not data.size or not np.isfinite(data).all() or not (data == np.rint(data)).all():
+        return None
+    if np.abs(data).max() * n_items >= 2**53:  # a sum could round
+        return None
+    key = mat @ np.random.default_rng(0).random(mat.shape[1])  # equal rows, equal keys (the same sum in order)
+    _, first, of_item = np.unique(key, return_index=True, return_inverse=True)
+    if 2 * first.size > n_items:
+        return None
+    rows = mat[first]
+    if (mat != rows[of_item]).nnz:  # two different rows with one key: never merge them
+        return None
+    return of_item.astype(np.intp, copy=False), rows
 
 
 _SUB = 16  # resamples per sparse product

@@ -167,3 +167,109 @@ def test_one_blas_thread_limits_blas_and_gives_the_caller_threads_back_for_point
             assert blas_threads() == before
         assert all(n == 1 for n in blas_threads())
     assert blas_threads() == before
+
+
+def _per_item_sums(mat: sparse.csr_matrix, n_boot: int, seed: int) -> np.ndarray:
+    """The per-item product bootstrap_sums made before equal rows were merged: the reference, bit for bit."""
+    transposed = mat.T.tocsr()
+    return np.vstack([np.asarray(transposed @ counts.T.astype(float)).T
+                      for counts in bs.resample_counts(mat.shape[0], n_boot, seed)])
+
+
+@pytest.mark.parametrize("distinct", [1, 5, 40])
+def test_integer_rows_merged_give_the_per_item_sums_bit_for_bit(distinct: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(distinct)
+    patterns = rng.integers(0, 3, size=(distinct, 12)) * (rng.random((distinct, 12)) < 0.4)
+    mat = sparse.csr_matrix(patterns[rng.integers(0, distinct, size=300)].astype(float))
+    merged = bs._merged_rows(mat)
+    assert merged is not None and merged[1].shape[0] <= distinct
+    monkeypatch.setattr(bs, "_SUB", 4)  # several sub-products, the last one narrower
+    assert np.array_equal(bs.bootstrap_sums(mat, 37, seed=2), _per_item_sums(mat, 37, 2))
+
+
+def test_rows_are_merged_only_when_that_keeps_every_bit() -> None:
+    rng = np.random.default_rng(4)
+    counts = sparse.csr_matrix(rng.integers(0, 2, size=(200, 3)).astype(float))
+    assert bs._merged_rows(counts) is not None
+    assert bs._merged_rows(counts * 0.1) is None  # fractions: merged sums would round differently
+    assert bs._merged_rows(sparse.csr_matrix(np.eye(50))) is None  # no two items alike: nothing to gain
+    huge = counts.copy()
+    huge.data[:] = 2.0**50
+    assert bs._merged_rows(huge) is None  # integer sums past 2**53 round
+    for mat in (counts * 0.1, sparse.csr_matrix(np.eye(50))):
+        assert np.array_equal(bs.bootstrap_sums(mat, 20, seed=1), _per_item_sums(sparse.csr_matrix(mat), 20, 1))
+
+
+def test_kappa_from_the_confusion_table_equals_kappa_from_the_pairs_bit_for_bit() -> None:
+    from scijudge.metrics import agreement as ag
+
+    rng = np.random.default_rng(6)
+    for values in (scale_values(1, 5, 1), scale_values(0, 1, 0.25), scale_values(1, 3, 1)):
+        for trial in range(20):
+            n = int(rng.integers(2, 80))
+            h = rng.choice(values[: int(rng.integers(1, values.size + 1))], size=n)
+            j = np.full(n, values[0]) if trial == 0 else rng.choice(values, size=n)  # one side constant, too
+            table = ag.confusion(j, h, values)
+            for weights in ("quadratic", "linear", None):
+                assert ag.kappa_from_confusion(table, weights) == ag.weighted_kappa(j, h, values, weights)
+
+
+def test_category_counts_and_coincidence_equal_the_per_unit_sums_bit_for_bit() -> None:
+    from scijudge.metrics import agreement as ag
+
+    rng = np.random.default_rng(8)
+    for raters, missing in ((2, 0.0), (3, 0.0), (3, 0.3), (5, 0.4)):  # 4 ratings (weight 1/3) take the einsum
+        values = scale_values(1, 5, 0.5)
+        ratings = rng.choice(values, size=(500, raters))
+        ratings[rng.random(ratings.shape) < missing] = np.nan
+        expected = np.zeros((ratings.shape[0], values.size))
+        present = ~np.isnan(ratings)
+        np.add.at(expected, (np.nonzero(present)[0], ag.to_index(ratings[present], values)), 1.0)
+        counts = ag._category_counts(ratings, values)
+        assert np.array_equal(counts, expected)
+        m = counts.sum(axis=1)
+        c = counts[m >= 2]
+        per_unit = c[:, :, None] * c[:, None, :]
+        per_unit[:, np.arange(values.size), np.arange(values.size)] -= c
+        reference = np.einsum("ukl,u->kl", per_unit, 1.0 / (m[m >= 2] - 1))
+        assert np.array_equal(ag.coincidence_matrix(ratings, values), reference)
+
+
+def test_calibration_error_of_bins_equals_expected_calibration_error() -> None:
+    from scijudge.metrics import agreement as ag
+
+    rng = np.random.default_rng(1)
+    conf, correct = rng.random(500), rng.random(500) < 0.7
+    for strategy in ("uniform", "quantile"):
+        bins = ag.reliability_bins(conf, correct, 10, strategy)
+        assert ag.calibration_error_of_bins(bins) == ag.expected_calibration_error(conf, correct, 10, strategy)
+
+
+def test_probability_matrix_of_masked_rows_equals_that_of_the_selected_frame() -> None:
+    values = scale_values(1, 5, 1)
+    probs: list[object] = [{"1": 0.2, "2": 0.8}, None, {"3": 1}, {}, {"5": 2.0, "4": 1.0}, {"1": 0.5, "2": 0.5}]
+    frame = _frame(probs)
+    mask = np.array([isinstance(p, dict) and len(p) > 0 for p in probs])
+    assert np.array_equal(_prob_matrix(frame, values, mask), _prob_matrix(frame[mask], values))
+    bad = _frame([None, {"1": 0.5}, None, {"1": -1.0}])
+    with pytest.raises(InputError, match="'q3'"):  # the error names the frame's row, not the row among the selected
+        _prob_matrix(bad, values, np.array([False, True, False, True]))
+
+
+def test_consensus_of_single_labels_equals_the_group_by_median() -> None:
+    from scijudge.metrics.calibration.scales import _consensus
+
+    rng = np.random.default_rng(3)
+    n = 200
+    lab = pd.DataFrame({"item_id": [f"q{i // 2}" for i in range(n)], "judge": ["a", "b"] * (n // 2),
+                        "part": pd.Series([""] * n).astype(str), "score": rng.choice([1.0, 1.5, 2.0, 4.5], n),
+                        "verdict": None, "annotator": "x"}).astype({"item_id": str, "judge": str})
+    scales = {"a": (1.0, 5.0, 1.0), "b": (1.0, 5.0, 0.5)}
+    keys = ["item_id", "judge", "part"]
+    for continuous in (set(), {"a"}):
+        got = _consensus(lab, scales, continuous)[0]
+        # the group-by path, taken as soon as one unit has two labels; that unit's row dropped again
+        doubled = _consensus(pd.concat([lab, lab.iloc[:1]], ignore_index=True), scales, continuous)[0]
+        expected = doubled.assign(n_annotators=1)
+        pd.testing.assert_frame_equal(got, expected.astype({"n_annotators": "int64"}), check_exact=True)
+        assert list(got[keys].itertuples(index=False)) == list(lab[keys].itertuples(index=False))

@@ -29,7 +29,9 @@ class _CeilingSpec:
 
 def _ceiling_blocks(lab: pd.DataFrame, scales: dict[str, ScaleTuple], ctx: _Context) -> list[_CeilingSpec]:
     """Annotator × unit matrices for judges where some unit has ≥2 annotators, registered for bootstrap."""
-    specs = []
+    specs: list[_CeilingSpec] = []
+    if int(lab.duplicated(["item_id", "judge", "part"]).sum()) < 2:  # one label per unit (the usual case): no judge
+        return specs  # can have the two units with ≥2 labels asked below, so skip the per-track copies and look-ups
     for track in ("ordinal", "verdict"):
         sel = lab[lab["score"].notna()] if track == "ordinal" else lab[lab["verdict"].notna()]
         sel = sel[_isin(sel["item_id"], ctx.blocks._lookup)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -30,8 +31,11 @@ from scijudge.metrics.tables import (
 )
 
 
-def _ordinal_point(j: np.ndarray, h: np.ndarray, values: np.ndarray, tol: float) -> tuple[dict[str, float], list[str]]:
-    """Point estimates from the library-backed functions, plus why any of them is undefined."""
+def _ordinal_point(j: np.ndarray, h: np.ndarray, values: np.ndarray, tol: float, table: np.ndarray,
+                   reliability: dict[str, float] | None) -> tuple[dict[str, float], list[str]]:
+    """Point estimates from the library-backed functions, plus why any of them is undefined. ``table``: the pairs'
+    ``ag.confusion``, which both kappas are computed from; ``reliability``: their ``ag.ordinal_reliability``
+    (None for fewer than 2 pairs)."""
     notes: list[str] = []
     n = j.size
     out: dict[str, float] = {
@@ -50,12 +54,12 @@ def _ordinal_point(j: np.ndarray, h: np.ndarray, values: np.ndarray, tol: float)
         who = "judge and human" if j_const and h_const else ("judge" if j_const else "human")
         notes.append(f"{who} ratings constant: correlations and ICC undefined")
     with np.errstate(all="ignore"):
-        out["kappa_w"] = ag.weighted_kappa(j, h, values) if n >= 2 and not (j_const and h_const) else float("nan")
-        out["kappa_linear"] = (ag.weighted_kappa(j, h, values, "linear") if n >= 2 and not (j_const and h_const)
-                               else float("nan"))
+        kappa = n >= 2 and not (j_const and h_const)
+        out["kappa_w"] = ag.kappa_from_confusion(table) if kappa else float("nan")
+        out["kappa_linear"] = ag.kappa_from_confusion(table, "linear") if kappa else float("nan")
         pair = np.column_stack([h, j])
         nan = float("nan")
-        out.update(ag.ordinal_reliability(pair, values) if n >= 2  # = krippendorff_alpha ×2 and gwet_ac2
+        out.update(reliability if reliability is not None  # = krippendorff_alpha ×2 and gwet_ac2
                    else {"alpha_ordinal": nan, "alpha_interval": nan, "ac2": nan})
         out["spearman"] = ag.spearman(j, h)
         out["kendall"] = ag.kendall_tau_b(j, h)
@@ -86,14 +90,14 @@ def _calibration(group: pd.DataFrame, track: str, values: np.ndarray | None, n_b
     correct: np.ndarray
     if track == "ordinal":
         has = _has_probs(group) if prob_rows is None else prob_rows[0]
-        with_probs = group[has]
-        if len(with_probs) and values is not None:
-            probs = _prob_matrix(with_probs, values) if prob_rows is None else prob_rows[1]
-            h = with_probs["h_score"].to_numpy(float)
+        n_probs = int(np.count_nonzero(has))
+        if n_probs and values is not None:
+            probs = _prob_matrix(group[has], values) if prob_rows is None else prob_rows[1]
+            h = group["h_score"].to_numpy(float)[has]  # one column, not a copy of every column of those rows
             top = probs.argmax(axis=1)
             correct = np.isclose(values[top], h)
             conf = probs.max(axis=1)
-            out.update(calibration_source="probs", n_calibration=len(with_probs),
+            out.update(calibration_source="probs", n_calibration=n_probs,
                        brier=ag.brier_multiclass(probs, h, values))
         else:
             sel = group[group["confidence"].notna()]
@@ -112,8 +116,8 @@ def _calibration(group: pd.DataFrame, track: str, values: np.ndarray | None, n_b
     if np.any((conf < 0) | (conf > 1)):
         raise InputError("confidence values must lie in [0, 1]", field="confidence")
     for strategy, key in (("uniform", "ece"), ("quantile", "ece_mass")):
-        out[key] = ag.expected_calibration_error(conf, correct, n_bins, strategy)  # type: ignore[arg-type]
         b = ag.reliability_bins(conf, correct, n_bins, strategy)  # type: ignore[arg-type]
+        out[key] = ag.calibration_error_of_bins(b)  # = expected_calibration_error, from the same bins
         for i in range(len(b["count"])):
             bins.append({"strategy": strategy, "bin": i, "lower": float(b["lower"][i]), "upper": float(b["upper"][i]),
                          "count": int(b["count"][i]), "confidence": float(b["confidence"][i]),
@@ -133,25 +137,34 @@ def _group_probs(groups: list[_Group], values: np.ndarray) -> tuple[np.ndarray, 
     for g in groups:
         if "probs" not in g.cache:
             has = _has_probs(g.pairs)
-            g.cache["probs"] = (has, _prob_matrix(g.pairs[has], values))
+            g.cache["probs"] = (has, _prob_matrix(g.pairs, values, has))
         parts.append(g.cache["probs"])
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
-def _prob_matrix(frame: pd.DataFrame, values: np.ndarray) -> np.ndarray:
-    """Every row's ``probs`` as a renormalised vector on the scale points: ``_prob_row`` for each row, computed per
-    distinct key set (the keys are parsed once, the values in one array), with the same arithmetic in the same
-    order so every bit matches. Rows the fast path cannot vouch for (unusual keys or values, a bad probability,
-    a zero sum) go through ``_prob_row`` itself, in row order, so the first bad row raises the same error."""
+def _prob_matrix(frame: pd.DataFrame, values: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """Every row's ``probs`` (or those of the rows in ``mask``, without copying the frame's other columns) as a
+    renormalised vector on the scale points: ``_prob_row`` for each row, computed per distinct key set (the keys
+    are parsed once, the values in one array), with the same arithmetic in the same order so every bit matches.
+    Rows the fast path cannot vouch for (unusual keys or values, a bad probability, a zero sum) go through
+    ``_prob_row`` itself, in row order, so the first bad row raises the same error."""
     dicts = frame["probs"].tolist()
+    positions = np.arange(len(dicts)) if mask is None else np.flatnonzero(mask)
+    if positions.size < len(dicts):
+        dicts = [dicts[i] for i in positions]
     out = np.zeros((len(dicts), values.size))
+    key_sets = list(map(tuple, dicts))
     by_keys: dict[tuple[Any, ...], list[int]] = {}
-    for i, p in enumerate(dicts):
-        by_keys.setdefault(tuple(p), []).append(i)
+    if key_sets and key_sets.count(key_sets[0]) == len(key_sets):  # one key set for all (the usual case)
+        by_keys[key_sets[0]] = list(range(len(key_sets)))
+    else:
+        for i, keys in enumerate(key_sets):
+            by_keys.setdefault(keys, []).append(i)
     slow: list[int] = []
     for keys, rows in by_keys.items():
         idx = _key_indices(keys, values)
-        flat = [v for i in rows for v in dicts[i].values()]
+        some = dicts if len(rows) == len(dicts) else [dicts[i] for i in rows]
+        flat = list(itertools.chain.from_iterable(p.values() for p in some))
         try:
             given = np.array(flat, dtype=float).reshape(len(rows), len(keys))
         except (TypeError, ValueError, OverflowError):
@@ -169,7 +182,7 @@ def _prob_matrix(frame: pd.DataFrame, values: np.ndarray) -> np.ndarray:
             out[at_rows[good]] = vec[good] / total[good, None]
         slow += at_rows[~good].tolist()
     for i in sorted(slow):
-        out[i] = _prob_row(dicts[i], values, frame.iloc[i])
+        out[i] = _prob_row(dicts[i], values, frame.iloc[int(positions[i])])
     return out
 
 
@@ -261,8 +274,13 @@ def _ordinal_row(groups: list[_Group], ctx: _Context, judge_name: str) -> tuple[
         return row, conf_rows, rel_rows
     j = pairs["score"].to_numpy(float)
     h = pairs["h_score"].to_numpy(float)
+    cm = ag.confusion(j, h, values)
+    # our own α and AC2 stay on calibrate's one BLAS thread: on the caller's threads their one small product cost
+    # twenty times its work in helper threads, and with two ratings per unit its sums are exact on any threads
+    with np.errstate(all="ignore"):
+        reliability = ag.ordinal_reliability(np.column_stack([h, j]), values) if j.size >= 2 else None
     with ctx.caller_threads():  # library point estimates: the caller's BLAS threads (one_blas_thread)
-        point, notes = _ordinal_point(j, h, values, tol)
+        point, notes = _ordinal_point(j, h, values, tol, cm, reliability)
     row.update(point)
     reps_tables = _table_reps(ctx, [g.block for g in groups], values.size)
     reps = ordinal_stats(reps_tables, values, tol) if reps_tables is not None else None
@@ -280,7 +298,6 @@ def _ordinal_row(groups: list[_Group], ctx: _Context, judge_name: str) -> tuple[
     cal, bins = _calibration(pairs, "ordinal", values, ctx.n_bins, _group_probs(groups, values))
     row.update(cal)
     row["notes"] = "; ".join(notes)
-    cm = ag.confusion(j, h, values)
     for a, hv in enumerate(values):
         for b, jv in enumerate(values):
             conf_rows.append({"contender": first.contender, "judge": judge_name, "track": first.pool,

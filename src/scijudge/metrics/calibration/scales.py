@@ -180,7 +180,11 @@ def _consensus(lab: pd.DataFrame, scales: dict[str, ScaleTuple],
     it equals the scalar rule), and ``scijudge.vocab.majority_verdict`` (ties have no consensus, left out)."""
     keys = ["item_id", "judge", "part"]
     scored = lab[lab["score"].notna() & lab["judge"].isin(list(scales))]
-    med = scored.groupby(keys, sort=False)["score"].agg(["median", "size"]).reset_index()
+    if scored.duplicated(keys).any():
+        med = scored.groupby(keys, sort=False)["score"].agg(["median", "size"]).reset_index()
+    else:  # one label per unit (the usual case): its score is its median, without a group-by over three text keys
+        med = scored[keys].reset_index(drop=True).assign(median=scored["score"].to_numpy(),
+                                                         size=np.ones(len(scored), dtype=np.int64))
     lo = med["judge"].map({j: float(sc[0]) for j, sc in scales.items()}).astype(float)  # a dict maps by hash,
     step = med["judge"].map({j: float(sc[2]) for j, sc in scales.items()}).astype(float)  # not a call per row
     snapped = lo + np.round((med["median"] - lo) / step) * step
