@@ -9,6 +9,7 @@ wrong count of parts, and the batch is then encoded value by value, as it is whe
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -48,3 +49,23 @@ def _dumps_one(value: Any) -> bytes | None:
 
 
 _NEWLINE = orjson.Fragment(b"\n") if orjson is not None else None
+
+
+_LONG_NUMBER = re.compile(r"(?<![.\d])\d{19}")  # 19 digits not after a decimal point
+
+
+def loads_array(texts: Sequence[str]) -> list[Any] | None:
+    """``json.loads("[" + ",".join(texts) + "]")`` by orjson (several times faster), or None where the two could
+    differ: without orjson, where orjson refuses the text (NaN, a lone surrogate, 1e400: json decides those), and
+    where 19 digits in a row, not after a decimal point, could be an integer beyond 64 bits (orjson reads one as a
+    float, json exactly). Doubles decode to the same values (tests/run/test_store_io.py)."""
+    if orjson is None:
+        return None
+    joined = "[" + ",".join(texts) + "]"
+    if _LONG_NUMBER.search(joined):
+        return None
+    try:
+        decoded: list[Any] = orjson.loads(joined)
+    except ValueError:  # orjson.JSONDecodeError
+        return None
+    return decoded
