@@ -168,16 +168,21 @@ def _per_rubric_and_pooled(groups: list[_Group], ctx: _Context, make_row: Any) -
         rows.append(row)
         conf_rows += c
         rel_rows += r
-    by_pool: dict[tuple[str, str], list[_Group]] = {}
-    for g in groups:
-        by_pool.setdefault((g.contender, g.pool), []).append(g)
-    for (_, _), gs in sorted(by_pool.items()):
+    for gs in pools(groups):
         row, c, r = make_row(gs, ctx, POOLED)
         row["n_judges"] = len(gs)
         pooled.append(row)
         conf_rows += c
         rel_rows += r
     return rows, pooled, conf_rows, rel_rows
+
+
+def pools(groups: list[_Group]) -> list[list[_Group]]:
+    """The groups of each pooled row (one per contender and pool), in the order of the pooled rows."""
+    by_pool: dict[tuple[str, str], list[_Group]] = {}
+    for g in groups:
+        by_pool.setdefault((g.contender, g.pool), []).append(g)
+    return [gs for _, gs in sorted(by_pool.items(), key=lambda kv: kv[0])]
 
 
 def _rank(frame: pd.DataFrame, key: str, by: str) -> pd.DataFrame:
