@@ -259,7 +259,19 @@ _ODD_LINES = [
     '{"item_id": "q", "judge": "j", "score": 1, "source": "oracle"}', '{"item_id": "q", "judge": "j", "score": 1, "verdict": "y"}',
     '{"item_id": "q", "judge": "j"}', '{"item_id": "q", "judge": "j", "score": 1, "annotator": 3}',
     '{"item_id": "q", "judge": "j", "score": 1, "part": null}', '{"item_id": "q", "judge": "j", "score": "2"}',
+    '{"item_id": "q", "judge": "j", "score": 1' + "0" * 400 + "}",
 ]
+
+
+def test_a_score_beyond_any_float_is_one_clear_error(tmp_path: Path) -> None:
+    from scijudge.labels import load_labels_frame
+
+    path = tmp_path / "labels.jsonl"
+    path.write_text('{"item_id": "q1", "judge": "j", "score": 2}\n{"item_id": "q2", "judge": "j", "score": 1' + "0" * 400 + "}\n")
+    for read in (load_labels, load_labels_frame):
+        with pytest.raises(InputError) as caught:
+            read(path)
+        assert (caught.value.line, caught.value.field) == (2, "score") and "finite number" in str(caught.value)
 
 
 @pytest.mark.parametrize("odd", _ODD_LINES)

@@ -53,7 +53,11 @@ class HumanLabel(BaseModel):
     def _real_number(cls, value: Any) -> Any:
         if isinstance(value, bool):
             raise ValueError(f"score must be a number, not {str(value).lower()}")
-        if isinstance(value, (int, float)) and not math.isfinite(value):
+        try:
+            finite = not isinstance(value, (int, float)) or math.isfinite(value)
+        except OverflowError:  # an integer beyond any float (10**400): no number a scale can hold
+            finite = False
+        if not finite:
             raise ValueError("score must be a finite number")
         return value
 
