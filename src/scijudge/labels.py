@@ -163,6 +163,7 @@ def _plain_chunk(raws: list[bytes], loads: Any, same: dict[Any, Any]) -> list[li
         return None
     if set(map(type, objs)) != {dict} or not all(map(_FIELD_SET.issuperset, objs)):
         return None
+
     def column(name: str, default: Any = None) -> list[Any]:
         return list(map(dict.get, objs, repeat(name), repeat(default)))
 
@@ -285,16 +286,20 @@ def _check_duplicates(labels: list[HumanLabel], path: Path | None = None) -> Non
     for label in labels:
         key = (label.item_id, label.judge, label.part, label.annotator or "")
         if key in seen:
-            first = seen[key].origin
-            where = f" (first at line {first[1]})" if first else ""
-            who = f"annotator {label.annotator!r}" if label.annotator else "an unnamed annotator"
-            origin = label.origin
-            raise InputError(
-                f"duplicate label: {who} already labelled item {label.item_id!r}, judge {label.judge!r}"
-                + (f", part {label.part!r}" if label.part else "") + where,
-                file=origin[0] if origin else path, line=origin[1] if origin else None, field="annotator",
-            )
+            first, origin = seen[key].origin, label.origin
+            raise _duplicate(key, first[1] if first else None, origin[0] if origin else path,
+                             origin[1] if origin else None)
         seen[key] = label
+
+
+def _duplicate(key: tuple[str, str, str, str], first_line: int | None, file: Any, line: int | None) -> InputError:
+    """The error for a second label by one annotator of one (item, judge, part); ``key`` ends with the annotator."""
+    item, judge, part, annotator = key
+    who = f"annotator {annotator!r}" if annotator else "an unnamed annotator"
+    return InputError(f"duplicate label: {who} already labelled item {item!r}, judge {judge!r}"
+                      + (f", part {part!r}" if part else "")
+                      + (f" (first at line {first_line})" if first_line is not None else ""),
+                      file=file, line=line, field="annotator")
 
 
 def load_labels(path: str | Path) -> list[HumanLabel]:
@@ -360,13 +365,7 @@ def load_labels_frame(path: str | Path) -> Any:
         for key_line in zip(columns[0], columns[1], columns[2], annotators, lines):
             key, line = key_line[:4], key_line[4]
             if key in seen:
-                item, judge, part, annotator = key
-                who = f"annotator {annotator!r}" if annotator else "an unnamed annotator"
-                raise InputError(
-                    f"duplicate label: {who} already labelled item {item!r}, judge {judge!r}"
-                    + (f", part {part!r}" if part else "") + f" (first at line {seen[key]})",
-                    file=name, line=line, field="annotator",
-                )
+                raise _duplicate(key, seen[key], name, line)
             seen[key] = line
     columns += [[name] * len(lines), lines]
     return _frame(columns, by_column=True)
