@@ -83,10 +83,11 @@ def write_json(result: CalibrationResult, path: str | Path, robustness: pd.DataF
 
 def _png(fig: Any) -> str:
     import matplotlib.pyplot as plt
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
 
     buffer = io.BytesIO()
     # a constrained layout already fits every label inside the figure: a "tight" box would draw it twice
-    constrained = type(fig.get_layout_engine()).__name__ == "ConstrainedLayoutEngine"
+    constrained = isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine)
     fig.savefig(buffer, format="png", dpi=110, bbox_inches=None if constrained else "tight")
     plt.close(fig)
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")

@@ -304,8 +304,9 @@ def _ordinal_row(groups: list[_Group], ctx: _Context, judge_name: str,
     if pairs.empty:
         row["notes"] = "no usable judgment (all abstained or missing)"
         return row, conf_rows, rel_rows
-    cm, point, notes = points[_row_key(groups)]
+    cm, point, point_notes = points[_row_key(groups)]
     row.update(point)
+    notes = list(point_notes)  # this row's own list: the rounding note is added below
     reps_tables = _table_reps(ctx, [g.block for g in groups], values.size)
     reps = ordinal_stats(reps_tables, values, tol) if reps_tables is not None else None
     if "score_raw" in pairs and pairs["score_raw"].notna().all():
