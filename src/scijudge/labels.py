@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from scijudge._bulk import collector_paused
+from scijudge._bulk import collector_paused, text_array
 from scijudge.errors import InputError, from_validation_error
 
 LABEL_COLUMNS: tuple[str, ...] = ("item_id", "judge", "part", "score", "verdict", "annotator", "rationale", "source")
@@ -340,6 +340,8 @@ def _frame(rows: list[Any], by_column: bool = False) -> Any:
     import pandas as pd
 
     names = [*(c if c != "source" else "label_source" for c in LABEL_COLUMNS), "source_file", "source_line"]
+    if by_column:
+        rows = [text if (text := text_array(values)) is not None else values for values in rows]
     frame = pd.DataFrame(dict(zip(names, rows)) if by_column else rows, columns=names)
     frame["score"] = frame["score"].astype(float)
     frame["source_line"] = frame["source_line"].astype("Int64")

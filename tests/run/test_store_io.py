@@ -326,6 +326,49 @@ def test_to_pandas_decodes_json_columns_as_json_does_nan_and_corrupt_rows_includ
         run.to_pandas(columns=["result"])
 
 
+def _reference_frame(path, columns) -> pd.DataFrame:
+    """The frame by plain pandas: one DataFrame.from_records of the stored rows, JSON columns by json.loads."""
+    db = sqlite3.connect(path)
+    rows = db.execute(f"SELECT {', '.join(columns)} FROM judgments WHERE current = 1 ORDER BY rowid").fetchall()
+    db.close()
+    frame = pd.DataFrame.from_records(rows, columns=columns, coerce_float=True)
+    for column in ("probs", "result", "attempts"):
+        if column in columns:
+            frame[column] = [None if v is None else json.loads(v) for v in frame[column].tolist()]
+    if "current" in columns:
+        frame["current"] = frame["current"].astype(bool)
+    return frame
+
+
+@pytest.mark.parametrize("odd", ["none", "sql"])
+def test_to_pandas_is_the_plain_pandas_frame_of_the_stored_rows(tmp_path, odd):
+    """to_pandas builds text columns by pyarrow and the rest by pandas, a column at a time: the same dtypes and
+    values as one DataFrame.from_records of the rows, also where SQL wrote odd values (a number, bytes or NULL in
+    a text column, a column of nothing but NULL, text in a number column, an empty text)."""
+    path = tmp_path / "r.sqlite"
+    with Run(path) as run:
+        for n in range(40):
+            run.record(_result(n, part="p" if n % 3 else "", rationale=("é😀" if n % 2 else None)))
+    if odd == "sql":
+        db = sqlite3.connect(path)
+        db.execute("UPDATE judgments SET model = 7 WHERE item_id = 'q3'")
+        db.execute("UPDATE judgments SET judge = x'6a' WHERE item_id = 'q4'")
+        db.execute("UPDATE judgments SET reason = 'why' WHERE item_id = 'q5'")
+        db.execute("UPDATE judgments SET rationale = x'00ff' WHERE item_id = 'q8'")
+        db.execute("UPDATE judgments SET verdict = NULL")
+        db.execute("UPDATE judgments SET score = 'high' WHERE item_id = 'q6'")
+        db.execute("UPDATE judgments SET item_id = '' WHERE item_id = 'q7'")
+        db.execute("UPDATE judgments SET spec_hash = 2.5")
+        db.commit()
+        db.close()
+    for columns in (list(RUN_COLUMNS), ["score", "probs", "judge", "result", "current"], ["verdict"], ["tokens_in"]):
+        with Run(path, create=False) as run:
+            got = run.to_pandas(columns=columns)
+        expected = _reference_frame(path, columns)
+        assert got.dtypes.to_dict() == expected.dtypes.to_dict(), columns
+        pd.testing.assert_frame_equal(got, expected)
+
+
 @pytest.mark.parametrize("texts", [
     ['{"1": 0.25, "2": 0.75}', '{"x": [1, {"y": "\\u00e9"}]}', "null", '"text"', "[]"],
     ['{"n": -9223372036854775809}'], ['{"n": 18446744073709551616}'], ['{"n": 18446744073709551615}'],
@@ -346,6 +389,19 @@ def test_loads_array_is_json_loads_of_the_array_or_stands_down(texts):
     assert fast is None or repr(fast) == repr(expected)
     if any(s in "".join(texts) for s in ("9223372036854775809", "18446744073709551616", "NaN", "1e400", "ud800")):
         assert fast is None
+
+
+def test_the_long_number_prefilter_finds_what_the_regex_finds():
+    """loads_array searches a column's text with the 19-digit regex only where 19 ASCII digits stand in a row:
+    the same answer on texts of digits, points and other characters, at memory speed."""
+    from scijudge.run._orjson import _LONG_NUMBER, _may_hold_long_number
+
+    rng = random.Random(3)
+    alphabet = "0123456789" * 6 + ".e-+ ,:é\ud800"
+    texts = ["", "1" * 18, "1" * 19, "0." + "1" * 40, "x" + "9" * 19, "." + "1" * 19, "1." + "2" * 30 + "," + "3" * 19]
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 120))) for _ in range(20_000)]
+    assert [_may_hold_long_number(t) for t in texts] == [_LONG_NUMBER.search(t) is not None for t in texts]
+    assert sum(map(_may_hold_long_number, texts)) > 100  # both answers occur often
 
 
 def test_loads_array_reads_doubles_as_json_does():

@@ -52,6 +52,15 @@ _NEWLINE = orjson.Fragment(b"\n") if orjson is not None else None
 
 
 _LONG_NUMBER = re.compile(r"(?<![.\d])\d{19}")  # 19 digits not after a decimal point
+_AS_RUNS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))  # an ASCII digit → "0", all else → " "
+_RUN = b"0" * 19
+
+
+def _may_hold_long_number(text: str) -> bool:
+    """Whether ``text`` may hold a number of 19 digits or more. The regex costs about 50 ns a character; 19 ASCII
+    digits in a row (JSON numbers have no others) are found in the translated bytes at memory speed, and only a
+    text holding them is searched by the regex."""
+    return _RUN in text.encode("utf-8", "surrogatepass").translate(_AS_RUNS) and _LONG_NUMBER.search(text) is not None
 
 
 def loads_array(texts: Sequence[str]) -> list[Any] | None:
@@ -62,7 +71,7 @@ def loads_array(texts: Sequence[str]) -> list[Any] | None:
     if orjson is None:
         return None
     joined = "[" + ",".join(texts) + "]"
-    if _LONG_NUMBER.search(joined):
+    if _may_hold_long_number(joined):
         return None
     try:
         decoded: list[Any] = orjson.loads(joined)

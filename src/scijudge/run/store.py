@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from scijudge._bulk import collector_paused
+from scijudge._bulk import collector_paused, text_array
 from scijudge.errors import InputError, ScijudgeError, StoreWriteError
 from scijudge.records import (
     COLUMN_SQL, CURRENT_GROUP, JSON_COLUMNS, RUN_COLUMNS, Columns, JudgeResult, safe_endpoint,
@@ -524,18 +524,29 @@ class Run:
             return self._frame(names, json_columns, checks, where)
 
     def _frame(self, names: list[str], json_columns: list[str], checks: str, where: str) -> Any:
+        """The frame of the fetched rows, built a column at a time: text columns by pyarrow (``text_array``), JSON
+        columns decoded (``_decoded``), every other column inferred by pandas as ``DataFrame.from_records`` infers
+        it (which is what the whole frame was built by before: the same dtypes and values)."""
         import pandas as pd
 
         with self._lock, self._reading():
             cursor = self._db.execute(f"SELECT {self._select(names)}{checks} FROM judgments{where} ORDER BY rowid")
             fetched = cursor.fetchall()
-        flags = [f"_well_formed_{c}" for c in json_columns]
-        frame = pd.DataFrame.from_records(fetched, columns=[*names, *flags], coerce_float=True,
-                                          exclude=[*json_columns, *flags])
-        for k, column in enumerate(json_columns):  # decoded from the fetched values, never through a frame column
-            at, flag = names.index(column), len(names) + k
-            frame.insert(at, column, _decoded([row[at] for row in fetched], column, self.path,
-                                              all(row[flag] for row in fetched)))
+        if not fetched:
+            return pd.DataFrame.from_records(fetched, columns=names, coerce_float=True)
+        values = list(zip(*fetched))
+        built: dict[str, Any] = {}
+        for k, column in enumerate(json_columns):
+            flags = values[len(names) + k]
+            built[column] = _decoded(values[names.index(column)], column, self.path, all(flags))
+        for at, name in enumerate(names):
+            if name not in built and (array := text_array(values[at])) is not None:
+                built[name] = array
+        rest = [name for name in names if name not in built]
+        index = pd.RangeIndex(len(fetched))
+        inferred = pd.DataFrame.from_records(list(zip(*(values[names.index(n)] for n in rest))), columns=rest,
+                                             coerce_float=True) if rest else pd.DataFrame(index=index)
+        frame = pd.DataFrame({name: built[name] if name in built else inferred[name] for name in names}, index=index)
         if "current" in names:
             frame["current"] = frame["current"].astype(bool)
         return frame
@@ -568,7 +579,7 @@ def _column_names(columns: Sequence[str] | None) -> list[str]:
     return list(dict.fromkeys(columns))
 
 
-def _decoded(values: list[Any], column: str, path: Path, well_formed: bool) -> list[Any]:
+def _decoded(values: Sequence[Any], column: str, path: Path, well_formed: bool) -> list[Any]:
     """``_loads`` of each stored JSON text of a column (anything but text is None). When SQLite found every
     text well-formed (``well_formed``), the texts are decoded as one JSON array by one call, without the cost per
     call (a well-formed value cannot run into its neighbours): orjson's where it reads them as ``json`` would

@@ -185,10 +185,12 @@ def _consensus(lab: pd.DataFrame, scales: dict[str, ScaleTuple],
     else:  # one label per unit (the usual case): its score is its median, without a group-by over three text keys
         med = scored[keys].reset_index(drop=True).assign(median=scored["score"].to_numpy(),
                                                          size=np.ones(len(scored), dtype=np.int64))
-    lo = med["judge"].map({j: float(sc[0]) for j, sc in scales.items()}).astype(float)  # a dict maps by hash,
-    step = med["judge"].map({j: float(sc[2]) for j, sc in scales.items()}).astype(float)  # not a call per row
-    snapped = lo + np.round((med["median"] - lo) / step) * step
-    med["h_score"] = snapped.where(~med["judge"].isin(list(continuous)), med["median"])
+    codes, judges = pd.factorize(med["judge"])  # each judge's scale looked up once, then taken by code
+    lo = np.array([float(scales[j][0]) for j in judges])[codes]  # every judge here has a scale (scored's filter)
+    step = np.array([float(scales[j][2]) for j in judges])[codes]
+    median = med["median"].to_numpy(float)
+    snapped = lo + np.round((median - lo) / step) * step
+    med["h_score"] = np.where(np.isin(codes, [k for k, j in enumerate(judges) if j in continuous]), median, snapped)
     med = med.rename(columns={"size": "n_annotators"})[[*keys, "h_score", "n_annotators"]]
 
     verd = lab[lab["verdict"].notna()]
