@@ -251,15 +251,19 @@ def test_duplicate_labels_from_one_annotator(tmp_path: Path) -> None:
 def test_scores_outside_the_scale(tmp_path: Path) -> None:
     rows = [{"item_id": f"q{i}", "judge": RUBRICS[0], "score": 3} for i in range(10)]
     rows[6]["score"] = 7
+    rows[8]["score"] = 9
     labels = labels_to_frame(load_labels(_write(tmp_path / "l.jsonl", rows)))
     with pytest.raises(InputError) as err:
         calibrate(_small(), labels)
     assert "l.jsonl:7" in str(err.value) and "field 'score'" in str(err.value) and "1..5" in str(err.value)
+    assert "score 7 " in str(err.value)  # the first bad label, not a later one
     bad_judgment = _small()
     bad_judgment.loc[2, "score"] = 0.0
-    rows[6]["score"] = 3
-    with pytest.raises(InputError, match="outside the scale"):
+    bad_judgment.loc[5, "score"] = 6.0
+    rows[6]["score"] = rows[8]["score"] = 3
+    with pytest.raises(InputError, match="judgment of item 'q2' .* has score 0, outside the scale"):
         calibrate(bad_judgment, labels_to_frame(load_labels(_write(tmp_path / "l2.jsonl", rows))))
+    bad_judgment.loc[5, "score"] = 1.0
     # an explicit scale that fits is accepted
     assert calibrate(bad_judgment, labels_to_frame(load_labels(tmp_path / "l2.jsonl")), scale=(0, 5, 1), n_boot=0)
 

@@ -90,7 +90,8 @@ def _calibrate(judgments: pd.DataFrame, labels: pd.DataFrame, *, scale: Any, n_b
     df["verdict"] = norm_verdicts(df["verdict"])
 
     keys = ["item_id", "judge"]  # judges with an (item, judge) in both, by hash join, not a set of Python tuples
-    labelled_and_judged = pd.MultiIndex.from_frame(lab[keys]).isin(pd.MultiIndex.from_frame(df[keys]))
+    judged_keys = pd.MultiIndex.from_frame(df[keys])
+    labelled_and_judged = pd.MultiIndex.from_frame(lab[keys]).isin(judged_keys)
     overlap_judges = sorted(set(lab.loc[labelled_and_judged, "judge"].unique().tolist()))
     if not overlap_judges:
         raise InputError(
@@ -102,7 +103,7 @@ def _calibrate(judgments: pd.DataFrame, labels: pd.DataFrame, *, scale: Any, n_b
     scales, continuous, notes = _resolve_scales(df, overlap_judges, scale, specs)
     _validate_scores(df, lab, scales, continuous)
     score_cons, verdict_cons, no_consensus = _consensus(lab, scales, continuous)
-    score_cons, verdict_cons, n_unjudged = _judged_units_only(df, score_cons, verdict_cons)
+    score_cons, verdict_cons, n_unjudged = _judged_units_only(judged_keys, score_cons, verdict_cons)
     if n_unjudged:
         notes.append(f"{n_unjudged} labelled unit(s) of items no run judged with that judge were left out of "
                      "coverage (allow_extra_labels)")
@@ -161,9 +162,9 @@ def _ids(frame: pd.DataFrame) -> set[Any]:
     return set(frame["item_id"].unique().tolist())
 
 
-def _judged_units_only(df: pd.DataFrame, *cons: pd.DataFrame) -> tuple[Any, ...]:
-    """Consensus rows whose (item, judge) some run judged, and how many were dropped (extra labels)."""
-    judged = pd.MultiIndex.from_frame(df[["item_id", "judge"]].drop_duplicates())
+def _judged_units_only(judged: pd.MultiIndex, *cons: pd.DataFrame) -> tuple[Any, ...]:
+    """Consensus rows whose (item, judge) some run judged (``judged``: every judgment's pair; isin takes the
+    distinct ones itself), and how many were dropped (extra labels)."""
     kept, dropped = [], 0
     for frame in cons:
         inside = pd.MultiIndex.from_frame(frame[["item_id", "judge"]]).isin(judged) if len(frame) else np.ones(0, bool)

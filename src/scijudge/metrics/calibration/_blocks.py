@@ -35,8 +35,11 @@ class _Blocks:
         self.reps: np.ndarray | None = None
         self.draws: tuple[int, int] | None = None  # (n_boot, seed) of the resampling, once run
 
-    def add(self, name: Any, item_ids: np.ndarray, cells: np.ndarray, width: int, values: np.ndarray | None = None) -> None:
-        """Register a block: each (item, cell) pair adds ``values`` (default 1) to that item's row."""
+    def add(self, name: Any, item_ids: np.ndarray | pd.Series, cells: np.ndarray, width: int,
+            values: np.ndarray | None = None) -> None:
+        """Register a block: each (item, cell) pair adds ``values`` (default 1) to that item's row. A text column
+        may be given as it is (a Series): turning pandas' text into an array of Python strings first cost more
+        than the lookup."""
         self.offsets[name] = (self.width, width)
         rows = self._lookup.get_indexer(pd.Index(item_ids))
         if (rows < 0).any():

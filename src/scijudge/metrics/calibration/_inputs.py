@@ -129,19 +129,21 @@ def _check_unknown_items(df: pd.DataFrame, lab: pd.DataFrame) -> None:
 
 def _validate_scores(df: pd.DataFrame, lab: pd.DataFrame, scales: dict[str, ScaleTuple],
                      continuous: set[str] = frozenset()) -> None:  # type: ignore[assignment]
-    for judge, sc in scales.items():
+    lab_scores, df_scores = lab["score"].to_numpy(float), df["score"].to_numpy(float)
+    lab_scored, df_scored = ~np.isnan(lab_scores), (df["status"] == "ok").to_numpy() & ~np.isnan(df_scores)
+    for judge, sc in scales.items():  # masks on arrays; a frame's row is taken only for the error message
         check = in_range if judge in continuous else _on_scale
-        sel = lab[(lab["judge"] == judge) & lab["score"].notna()]
-        bad = ~check(sel["score"].to_numpy(), sc)
+        sel = (lab["judge"] == judge).to_numpy() & lab_scored
+        bad = ~check(lab_scores[sel], sc)
         if bad.any():
-            row = sel[bad].iloc[0]
+            row = lab.iloc[np.flatnonzero(sel)[np.argmax(bad)]]
             where = _scale_text(sc, judge in continuous)
             raise _label_error(row, f"score {row['score']:g} is outside the scale {where} of judge "
                                     f"{judge!r}", "score")
-        rows = df[(df["judge"] == judge) & (df["status"] == "ok") & df["score"].notna()]
-        bad = ~check(rows["score"].to_numpy(), sc)
+        sel = (df["judge"] == judge).to_numpy() & df_scored
+        bad = ~check(df_scores[sel], sc)
         if bad.any():
-            row = rows[bad].iloc[0]
+            row = df.iloc[np.flatnonzero(sel)[np.argmax(bad)]]
             raise InputError(
                 f"judgment of item {row['item_id']!r} by {row['model']!r} has score {row['score']:g}, outside the "
                 f"scale {_scale_text(sc, judge in continuous)} of judge {judge!r}; pass the right scale "

@@ -247,7 +247,7 @@ def _ordinal_groups(matched: pd.DataFrame, cons: pd.DataFrame, ctx: _Context) ->
             hi = _cat_index(pairs["h_score"].to_numpy(float), sc)
             ji = _cat_index(pairs["score"].to_numpy(float), sc)
             grp.block = ("ord", contender, judge)
-            ctx.blocks.add(grp.block, pairs["item_id"].to_numpy(), hi * k + ji, k * k)
+            ctx.blocks.add(grp.block, pairs["item_id"], hi * k + ji, k * k)
             if is_cont:
                 cells, vals = cont.moment_cells(*cont.split_raw(pairs))
                 items = np.repeat(pairs["item_id"].to_numpy(), cont.N_MOMENTS)

@@ -68,7 +68,7 @@ def _pair_blocks(ord_groups: list[_Group], ver_groups: list[_Group], ctx: _Conte
                         hi = np.array([index[v] for v in p["h_verdict"]], dtype=np.int64)
                         ji = np.array([index[v] for v in p["j_verdict"]], dtype=np.int64)
                     name = ("pair", a, b, judge, tag)
-                    ctx.blocks.add(name, p["item_id"].to_numpy(), hi * k + ji, k * k)
+                    ctx.blocks.add(name, p["item_id"], hi * k + ji, k * k)
                     blocks.append(name)
                 specs.append(_PairSpec(a=a, b=b, judge=judge, track=ga.track, pool=ga.pool, categories=cats,
                                        pairs_a=pa, pairs_b=pb, block_a=blocks[0], block_b=blocks[1]))

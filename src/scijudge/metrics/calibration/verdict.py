@@ -51,7 +51,7 @@ def _verdict_groups(matched: pd.DataFrame, cons: pd.DataFrame, ctx: _Context) ->
             hi = np.array([index[v] for v in pairs["h_verdict"]], dtype=np.int64)
             ji = np.array([index[v] for v in pairs["j_verdict"]], dtype=np.int64)
             grp.block = ("ver", contender, judge)
-            ctx.blocks.add(grp.block, pairs["item_id"].to_numpy(), hi * k + ji, k * k)
+            ctx.blocks.add(grp.block, pairs["item_id"], hi * k + ji, k * k)
         groups.append(grp)
     return groups
 
