@@ -374,25 +374,43 @@ def test_to_pandas_is_the_plain_pandas_frame_of_the_stored_rows(tmp_path, odd):
     ['{"n": -9223372036854775809}'], ['{"n": 18446744073709551616}'], ['{"n": 18446744073709551615}'],
     ['{"h": "1234567890123456789"}'], ['{"x": NaN}'], ['{"x": 1e400}'], ['{"x": -1e-400}'], ['"\\ud800"'],
     ['{"a": 1, "a": 2}'], ["[" * 2000 + "]" * 2000], ["1", "2.5", "-0", "-0.0", "1E5", "4.9406564584124654e-324"],
+    ["1,2", "[3", "4]"], ['{"a": [1', '2]}'], ["", "1"], ["1 2"], [" {} "], ["123456789012", "1234567890"],
 ])
-def test_loads_array_is_json_loads_of_the_array_or_stands_down(texts):
+def test_loads_each_is_json_loads_of_each_text_or_stands_down(texts):
     """Run.to_pandas decodes a column's stored JSON with orjson where it reads it as json would: an integer beyond
-    64 bits (orjson: a float), NaN, 1e400 or a lone surrogate (orjson refuses) leave it to json."""
-    from scijudge.run._orjson import loads_array
+    64 bits (orjson: a float), NaN, 1e400, a lone surrogate or a malformed text (orjson refuses) leave it to json.
+    Each text alone: texts that would make a valid array together ('1,2', '[3', '4]') are still refused."""
+    from scijudge.run._orjson import loads_each
 
-    fast = loads_array(texts)
+    fast = loads_each(texts)
     try:
-        expected = json.loads("[" + ",".join(texts) + "]")
+        expected = [json.loads(t) for t in texts]
     except (ValueError, RecursionError):
         assert fast is None
         return
     assert fast is None or repr(fast) == repr(expected)
     if any(s in "".join(texts) for s in ("9223372036854775809", "18446744073709551616", "NaN", "1e400", "ud800")):
         assert fast is None
+    if texts == ["123456789012", "1234567890"]:  # 22 digits only if the texts ran together
+        assert fast == [123456789012, 1234567890]
+
+
+def test_to_pandas_refuses_stored_json_that_is_valid_only_joined_to_its_neighbours(tmp_path):
+    path = tmp_path / "r.sqlite"
+    with Run(path) as run:
+        for n in range(3):
+            run.record(_result(n, probs={"1": 1.0}))
+    db = sqlite3.connect(path)
+    for item, text in (("q0", "1,2"), ("q1", "[3"), ("q2", "4]")):
+        db.execute("UPDATE judgments SET probs = ? WHERE item_id = ?", (text, item))
+    db.commit()
+    db.close()
+    with Run(path, create=False) as run, pytest.raises(InputError, match="corrupt run store: unreadable probs"):
+        run.to_pandas(columns=["item_id", "probs"])
 
 
 def test_the_long_number_prefilter_finds_what_the_regex_finds():
-    """loads_array searches a column's text with the 19-digit regex only where 19 ASCII digits stand in a row:
+    """loads_each searches a column's text with the 19-digit regex only where 19 ASCII digits stand in a row:
     the same answer on texts of digits, points and other characters, at memory speed."""
     from scijudge.run._orjson import _LONG_NUMBER, _may_hold_long_number
 
@@ -404,16 +422,16 @@ def test_the_long_number_prefilter_finds_what_the_regex_finds():
     assert sum(map(_may_hold_long_number, texts)) > 100  # both answers occur often
 
 
-def test_loads_array_reads_doubles_as_json_does():
+def test_loads_each_reads_doubles_as_json_does():
     import struct
 
-    from scijudge.run._orjson import loads_array
+    from scijudge.run._orjson import loads_each
 
     rng = random.Random(7)
     doubles = [struct.unpack("d", struct.pack("Q", rng.getrandbits(64)))[0] for _ in range(20_000)]
     texts = [t for x in doubles if math.isfinite(x) for t in (repr(x), f"{x:.17g}", f"{x:.15e}", f"{x:.6g}")]
-    fast = loads_array(texts)
-    assert fast is not None and repr(fast) == repr(json.loads("[" + ",".join(texts) + "]"))
+    fast = loads_each(texts)
+    assert fast is not None and repr(fast) == repr([json.loads(t) for t in texts])
 
 
 _NASTY = ["", " ", " lead", "trail ", "a,b", 'say "hi"', '"', '""', ",", "\r", "\n", "\r\n", "x\ry", "l1\nl2",

@@ -27,7 +27,7 @@ from scijudge.records import (
     COLUMN_SQL, CURRENT_GROUP, JSON_COLUMNS, RUN_COLUMNS, Columns, JudgeResult, safe_endpoint,
 )
 from scijudge.redaction import redact_data
-from scijudge.run._orjson import loads_array
+from scijudge.run._orjson import loads_each
 from scijudge.run._writer_lock import WriterLock as _WriterLock
 from scijudge.run.rows import CURRENT_AT, chunks, group_of, row_of, rows_of
 
@@ -519,26 +519,23 @@ class Run:
             return pd.DataFrame(columns=names)
         where = "" if history else f" WHERE {self._current_is()}"
         json_columns = [c for c in JSON_COLUMNS if c in names]
-        checks = "".join(f", {self._well_formed(c)}" for c in json_columns)  # one flag per JSON column, after them
         with collector_paused():  # 10^5 rows of tuples: the collector's passes would walk them again and again
-            return self._frame(names, json_columns, checks, where)
+            return self._frame(names, json_columns, where)
 
-    def _frame(self, names: list[str], json_columns: list[str], checks: str, where: str) -> Any:
+    def _frame(self, names: list[str], json_columns: list[str], where: str) -> Any:
         """The frame of the fetched rows, built a column at a time: text columns by pyarrow (``text_array``), JSON
         columns decoded (``_decoded``), every other column inferred by pandas as ``DataFrame.from_records`` infers
         it (which is what the whole frame was built by before: the same dtypes and values)."""
         import pandas as pd
 
         with self._lock, self._reading():
-            cursor = self._db.execute(f"SELECT {self._select(names)}{checks} FROM judgments{where} ORDER BY rowid")
+            cursor = self._db.execute(f"SELECT {self._select(names)} FROM judgments{where} ORDER BY rowid")
             fetched = cursor.fetchall()
         if not fetched:
             return pd.DataFrame.from_records(fetched, columns=names, coerce_float=True)
         values = list(zip(*fetched))
-        built: dict[str, Any] = {}
-        for k, column in enumerate(json_columns):
-            flags = values[len(names) + k]
-            built[column] = _decoded(values[names.index(column)], column, self.path, all(flags))
+        built: dict[str, Any] = {column: _decoded(values[names.index(column)], column, self.path)
+                                 for column in json_columns}
         for at, name in enumerate(names):
             if name not in built and (array := text_array(values[at])) is not None:
                 built[name] = array
@@ -579,21 +576,14 @@ def _column_names(columns: Sequence[str] | None) -> list[str]:
     return list(dict.fromkeys(columns))
 
 
-def _decoded(values: Sequence[Any], column: str, path: Path, well_formed: bool) -> list[Any]:
-    """``_loads`` of each stored JSON text of a column (anything but text is None). When SQLite found every
-    text well-formed (``well_formed``), the texts are decoded as one JSON array by one call, without the cost per
-    call (a well-formed value cannot run into its neighbours): orjson's where it reads them as ``json`` would
-    (``loads_array``), else ``json.loads``; otherwise one by one."""
+def _decoded(values: Sequence[Any], column: str, path: Path) -> list[Any]:
+    """``_loads`` of each stored JSON text of a column (anything but text is None): by orjson where it reads
+    them as ``json`` would (``loads_each``), else one by one by ``json``, where a corrupt one raises."""
     texts = [v if isinstance(v, str) else None for v in values]
-    if well_formed:
-        given = [t for t in texts if t is not None]
-        fast = loads_array(given)  # orjson where it reads them as json would
-        try:
-            decoded = iter(fast if fast is not None else json.loads("[" + ",".join(given) + "]"))
-        except (ValueError, RecursionError):
-            pass
-        else:
-            return [None if t is None else next(decoded) for t in texts]
+    fast = loads_each([t for t in texts if t is not None])
+    if fast is not None:
+        decoded = iter(fast)
+        return [None if t is None else next(decoded) for t in texts]
     return [_loads(t, column, path, None) for t in texts]
 
 
