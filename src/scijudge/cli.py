@@ -294,7 +294,17 @@ _INFOS: dict[str, CommandInfo] = {}
 
 
 def main() -> None:  # pragma: no cover - console script entry point
+    """The console script. When the command is done, the collector is frozen: at exit the interpreter runs full
+    collections over every object still alive (the libraries' own: millions once pandas, scipy, scikit-learn and
+    matplotlib are imported), only to free memory the OS takes back anyway, about 0.6 s of CPU after a calibrate.
+    Frozen objects are skipped; atexit handlers and weakref finalizers still run, and every command closes its
+    files and stores itself."""
+    import gc
+
     from scijudge.lm._dspy_compat import use_local_cost_map
 
     use_local_cost_map()
-    app()
+    try:
+        app()
+    finally:
+        gc.freeze()
