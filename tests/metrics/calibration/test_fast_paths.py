@@ -273,3 +273,35 @@ def test_consensus_of_single_labels_equals_the_group_by_median() -> None:
         expected = doubled.assign(n_annotators=1)
         pd.testing.assert_frame_equal(got, expected.astype({"n_annotators": "int64"}), check_exact=True)
         assert list(got[keys].itertuples(index=False)) == list(lab[keys].itertuples(index=False))
+
+
+@pytest.mark.parametrize("noise", ["ordinal", "continuous"])
+def test_point_estimates_of_a_large_row_are_the_librarys_own_bits(noise: str) -> None:
+    """calibrate runs its point estimates on one BLAS thread, except Pearson's r (on the caller's threads): each
+    is the value scipy and scikit-learn give when called here, as a user would, bit for bit, on a row long enough
+    (60,000 pairs) for multi-threaded BLAS to split its sums."""
+    from scipy import stats
+    from sklearn import metrics as skm
+
+    from scijudge.metrics.calibration import calibrate
+
+    rng = np.random.default_rng(11)
+    n = 60_000
+    h = rng.integers(1, 6, n).astype(float)
+    j = np.clip(h + rng.choice([-1.0, 0.0, 0.0, 1.0], n), 1, 5)
+    scale: tuple = (1, 5, 1)
+    if noise == "continuous":
+        j = np.clip(h + rng.normal(0, 0.7, n), 1, 5)
+        scale = (1, 5, 1, "continuous")
+    items = [f"q{i:05d}" for i in range(n)]
+    judgments = pd.DataFrame({"item_id": items, "judge": "m.r", "part": "", "family": "likert", "spec_hash": "h",
+                              "model": "m", "status": "ok", "score": j, "verdict": None})
+    labels = pd.DataFrame({"item_id": items, "judge": "m.r", "score": h})
+    row = calibrate(judgments, labels, scale=scale, n_boot=0).per_rubric.iloc[0]
+    assert row["pearson"] == stats.pearsonr(j, h).statistic
+    assert row["spearman"] == stats.spearmanr(j, h).statistic
+    assert row["kendall"] == stats.kendalltau(j, h, variant="b").statistic
+    assert row["bias_t"] == stats.ttest_rel(j, h).statistic
+    if noise == "ordinal":
+        assert row["kappa_w"] == skm.cohen_kappa_score(h, j, weights="quadratic")
+        assert row["kappa_linear"] == skm.cohen_kappa_score(h, j, weights="linear")

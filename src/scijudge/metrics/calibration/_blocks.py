@@ -101,9 +101,9 @@ def one_blas_thread() -> Iterator[Callable[[], AbstractContextManager[Any]]]:
 
     calibrate's own arithmetic (tables, moments, products of small matrices) gets the same numbers with any number
     of BLAS threads, but every multi-threaded BLAS call leaves its helper threads spinning for a while: on two cores
-    that was more than a second of CPU. The library point estimates (scipy's Pearson r sums its dot product in
-    per-thread parts, so its last bits depend on the thread count) run inside ``caller_threads()``, so they give
-    exactly what they gave before.
+    that was more than a second of CPU. A library estimate whose last bits depend on the thread count (scipy's
+    Pearson r sums its dot product in per-thread parts) runs inside ``caller_threads()``, so it gives exactly what
+    the library gives its caller; the stretch is kept short, as the helper threads spin through all of it.
     """
     try:
         from threadpoolctl import threadpool_info, threadpool_limits

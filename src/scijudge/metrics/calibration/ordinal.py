@@ -33,10 +33,10 @@ from scijudge.metrics.tables import (
 
 
 def _ordinal_point(j: np.ndarray, h: np.ndarray, values: np.ndarray, tol: float, table: np.ndarray,
-                   reliability: dict[str, float] | None) -> tuple[dict[str, float], list[str]]:
+                   reliability: dict[str, float] | None, pearson: float) -> tuple[dict[str, float], list[str]]:
     """Point estimates from the library-backed functions, plus why any of them is undefined. ``table``: the pairs'
     ``ag.confusion``, which both kappas are computed from; ``reliability``: their ``ag.ordinal_reliability``
-    (None for fewer than 2 pairs)."""
+    (None for fewer than 2 pairs); ``pearson``: their ``ag.pearson``, computed on the caller's BLAS threads."""
     notes: list[str] = []
     n = j.size
     out: dict[str, float] = {
@@ -64,7 +64,7 @@ def _ordinal_point(j: np.ndarray, h: np.ndarray, values: np.ndarray, tol: float,
                    else {"alpha_ordinal": nan, "alpha_interval": nan, "ac2": nan})
         out["spearman"] = ag.spearman(j, h)
         out["kendall"] = ag.kendall_tau_b(j, h)
-        out["pearson"] = ag.pearson(j, h)
+        out["pearson"] = pearson
         icc = ag.icc(pair) if n >= 2 and not (j_const and h_const) else {"ICC(A,1)": float("nan"), "ICC(C,1)": float("nan")}
         out["icc_a1"], out["icc_c1"] = icc["ICC(A,1)"], icc["ICC(C,1)"]
         out["sd_ratio"] = ag.sd_ratio(j, h) if not h_const else float("nan")
@@ -261,9 +261,11 @@ _Points = dict[tuple[int, ...], tuple[np.ndarray, dict[str, float], list[str]]]
 
 def _library_points(groups: list[_Group], ctx: _Context) -> _Points:
     """(confusion table, ``_ordinal_point``) of every row ``_ordinal_frames`` makes that has pairs (each rubric, each
-    pool), the library estimates all in one stretch on the caller's BLAS threads (one_blas_thread): after each
-    stretch of multi-threaded BLAS calls the helper threads spin for a while, which cost about 0.1 s of CPU per row
-    when each row had its own stretch."""
+    pool). Pearson's r is the one estimate whose bits depend on the BLAS thread count (scipy sums its dot product in
+    per-thread parts; ``tests/metrics/calibration/test_fast_paths.py`` checks the others give the library's bits on
+    one thread), so the r of every row is computed in one short stretch on the caller's threads (one_blas_thread):
+    after a stretch of multi-threaded BLAS calls the helper threads spin for a while, and while the whole of the
+    point estimates ran on them that was about 0.5 s of CPU."""
     prepared = []
     for gs in [[g] for g in groups] + pools(groups):
         if not any(len(g.pairs) for g in gs):
@@ -277,9 +279,10 @@ def _library_points(groups: list[_Group], ctx: _Context) -> _Points:
         with np.errstate(all="ignore"):
             reliability = ag.ordinal_reliability(np.column_stack([h, j]), values) if j.size >= 2 else None
         prepared.append((_row_key(gs), j, h, values, cm, reliability))
-    with ctx.caller_threads():  # library point estimates: the caller's BLAS threads (one_blas_thread)
-        return {key: (cm, *_ordinal_point(j, h, values, float(values[1] - values[0]), cm, reliability))
-                for key, j, h, values, cm, reliability in prepared}
+    with ctx.caller_threads(), np.errstate(all="ignore"):  # the caller's BLAS threads (one_blas_thread)
+        pearsons = [ag.pearson(j, h) for _, j, h, *_ in prepared]
+    return {key: (cm, *_ordinal_point(j, h, values, float(values[1] - values[0]), cm, reliability, r))
+            for (key, j, h, values, cm, reliability), r in zip(prepared, pearsons)}
 
 
 def _row_key(groups: list[_Group]) -> tuple[int, ...]:
