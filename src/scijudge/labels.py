@@ -362,15 +362,16 @@ def load_labels_frame(path: str | Path) -> Any:
         columns = _label_columns(path)
     lines = columns.pop()
     annotators = [a or "" for a in columns[5]]
-    if len(set(zip(columns[0], columns[1], columns[2], annotators))) < len(lines):  # _check_duplicates' check
+    frame = _frame([*columns, [name] * len(lines), lines], by_column=True)
+    keys = frame[["item_id", "judge", "part"]].assign(annotator=annotators)  # _check_duplicates' check, by pandas
+    if keys.duplicated().any():  # the first repeated label, named as _check_duplicates names it
         seen: dict[tuple[str, str, str, str], int] = {}
         for key_line in zip(columns[0], columns[1], columns[2], annotators, lines):
             key, line = key_line[:4], key_line[4]
             if key in seen:
                 raise _duplicate(key, seen[key], name, line)
             seen[key] = line
-    columns += [[name] * len(lines), lines]
-    return _frame(columns, by_column=True)
+    return frame
 
 
 def _label_columns(path: Path) -> list[list[Any]]:
