@@ -174,3 +174,15 @@ def test_html_page_behind_http_200_is_retried_as_a_transport_error():
     # the run stops with a message that says what came back, and nothing is stored as a judgment.
     assert len(hits) == 3
     assert "HTTP 200 text/html reply" in str(stopped.value) and "--api-base" in str(stopped.value)
+
+
+def test_is_finite_and_number_text_take_integers_beyond_any_float() -> None:
+    """math.isfinite raises OverflowError on 10**400 and Python refuses to turn 10**5000 into text: the shared
+    checks answer and describe such a number instead, so the error is one line."""
+    from scijudge.vocab import is_finite, number_text
+
+    assert [is_finite(v) for v in (1.0, 2**1023, -(2**1023), 10**400, -(10**400), float("nan"), float("inf"))] == [
+        True, True, True, False, False, False, False]
+    assert number_text(10**400) == "an integer of about 401 digits"
+    assert number_text(-(10**5000)) == "an integer of about 5001 digits"
+    assert (number_text(2.5), number_text(7), number_text(float("nan"))) == ("2.5", "7", "nan")

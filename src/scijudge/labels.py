@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from scijudge._bulk import collector_paused, text_array
 from scijudge.errors import InputError, from_validation_error
+from scijudge.vocab import is_finite
 
 LABEL_COLUMNS: tuple[str, ...] = ("item_id", "judge", "part", "score", "verdict", "annotator", "rationale", "source")
 LABEL_SOURCES: tuple[str, ...] = ("expert", "crowd", "human", "llm", "unknown")
@@ -53,11 +54,7 @@ class HumanLabel(BaseModel):
     def _real_number(cls, value: Any) -> Any:
         if isinstance(value, bool):
             raise ValueError(f"score must be a number, not {str(value).lower()}")
-        try:
-            finite = not isinstance(value, (int, float)) or math.isfinite(value)
-        except OverflowError:  # an integer beyond any float (10**400): no number a scale can hold
-            finite = False
-        if not finite:
+        if isinstance(value, (int, float)) and not is_finite(value):
             raise ValueError("score must be a finite number")
         return value
 

@@ -14,6 +14,23 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 
+def is_finite(value: float) -> bool:
+    """``math.isfinite``, but False for an integer beyond any float (10**400) where ``math.isfinite`` raises
+    OverflowError: no scale, weight or score can hold one, and bad input must get one clear line."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def number_text(value: float) -> str:
+    """A number as a message shows it: its repr, or for an integer beyond any float its size in words (its digits
+    can pass Python's limit on turning integers into text, and would fill the line)."""
+    if isinstance(value, int) and not is_finite(value):
+        return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits"
+    return repr(value)
+
+
 class ScaleTuple(NamedTuple):
     """A numeric scale: lowest value, highest value, step between allowed values."""
 

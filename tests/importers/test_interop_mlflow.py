@@ -115,3 +115,15 @@ def test_missing_experiment_is_one_clear_error(tracking_uri):
 
     with pytest.raises(InputError, match="no MLflow experiment named 'nope'"):
         read_mlflow(tracking_uri, "nope")
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), 10**400, -(10**5000)],
+                         ids=["nan", "inf", "10**400", "-10**5000"])  # pytest cannot show -10**5000 itself
+def test_a_value_beyond_any_float_is_an_error_not_a_crash(value) -> None:
+    """An assessment value of NaN, infinity or an integer no float holds is one error for that assessment (an
+    integer of 10**400 made math.isfinite raise OverflowError, and the digits of 10**5000 cannot even be shown)."""
+    from scijudge.importers.mlflow import _value
+
+    score, verdict, error = _value(value)
+    assert score is None and verdict is None and error is not None and error.startswith("value is not finite: ")
+    assert len(error) < 80

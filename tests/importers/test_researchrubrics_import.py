@@ -87,7 +87,7 @@ def test_axis_names_are_normalised_to_the_published_spelling(tmp_path: Path) -> 
 @pytest.mark.parametrize(
     ("weight", "message"),
     [(0, "must not be zero"), ("heavy", "must be a number"), ("3", "must be a number"), (True, "must be a number"),
-     (None, "must be a number")],
+     (None, "must be a number"), (10**400, "must be finite, got an integer of about 401 digits")],
 )
 def test_bad_weights_name_file_line_and_field(tmp_path: Path, weight: Any, message: str) -> None:
     rubrics = _task()["rubrics"]

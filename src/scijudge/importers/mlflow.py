@@ -16,7 +16,6 @@ imported only when one of these functions runs (the ``interop`` extra).
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -30,6 +29,7 @@ from scijudge.importers._mlflow_compat import ITEM_TAG, RUN_TAG, fast_path_avail
 from scijudge.labels import HUMAN_SOURCES, HumanLabel
 from scijudge.records import JudgeResult
 from scijudge.redaction import redact_url
+from scijudge.vocab import is_finite, number_text
 
 FORMAT = "mlflow"
 ABSTAINED = "ABSTAINED"
@@ -100,7 +100,7 @@ def _value(value: Any) -> tuple[float | None, str | None, str | None]:
     if isinstance(value, bool):
         return None, None, f"value {value!r} is a boolean, not a score or a verdict"
     if isinstance(value, (int, float)):
-        return (None, None, f"value {value!r} is not finite") if not math.isfinite(value) else (float(value), None, None)
+        return (None, None, f"value is not finite: {number_text(value)}") if not is_finite(value) else (float(value), None, None)
     if isinstance(value, str) and value.strip():
         return None, value.strip(), None
     return None, None, f"value of type {type(value).__name__} is not a score or a verdict"

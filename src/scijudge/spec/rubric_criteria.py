@@ -8,10 +8,11 @@ import DSPy. ``Criterion`` validates with the published axis set unless the vali
 from __future__ import annotations
 
 import hashlib
-import math
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from scijudge.vocab import is_finite, number_text
 
 AXES: tuple[str, ...] = (
     "Explicit Criteria",
@@ -59,8 +60,8 @@ class Criterion(BaseModel):
     def _weight(cls, value: Any) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f"weight must be a number, got {value!r}")
-        if not math.isfinite(value):
-            raise ValueError(f"weight must be finite, got {value!r}")
+        if not is_finite(value):
+            raise ValueError(f"weight must be finite, got {number_text(value)}")
         if abs(value) > MAX_WEIGHT:  # sums of weights must stay finite (1e308 + 1e308 overflows)
             raise ValueError(f"weight {value!r} is too large: use weights between -{MAX_WEIGHT:g} and {MAX_WEIGHT:g}")
         if value == 0:
