@@ -177,7 +177,7 @@ def _plain_chunk(raws: list[bytes], loads: Any, same: dict[Any, Any]) -> list[li
     elif not (score_types == _NONE and verdict_types == {str}):
         return None
     annotators, rationales, sources = column("annotator"), column("rationale"), column("source", "unknown")
-    if not set(map(type, annotators)) | set(map(type, rationales)) <= _TEXT_TYPES \
+    if not set(map(type, annotators)) | set(map(type, rationales)) <= _TEXT_OR_NONE \
             or set(map(type, sources)) != {str} or not set(sources) <= _SOURCE_SET:
         return None
     keep = same.setdefault
@@ -185,7 +185,7 @@ def _plain_chunk(raws: list[bytes], loads: Any, same: dict[Any, Any]) -> list[li
             list(map(keep, annotators, annotators)), rationales, sources]  # LABEL_COLUMNS order
 
 
-_NUMBER, _NONE, _TEXT_TYPES = frozenset({int, float}), frozenset({type(None)}), frozenset({str, type(None)})
+_NUMBER, _NONE, _TEXT_OR_NONE = frozenset({int, float}), frozenset({type(None)}), frozenset({str, type(None)})
 _SOURCE_SET = frozenset(LABEL_SOURCES)
 
 
@@ -389,9 +389,6 @@ def _label_columns(path: Path) -> list[list[Any]]:
     if not lines:
         raise InputError("no labels in file", file=path)
     return [*columns, lines]
-
-
-_TEXT_OR_NONE = (str, type(None))
 
 
 def _plain_values(obj: dict[str, Any]) -> tuple[Any, ...] | None:

@@ -302,6 +302,10 @@ def test_point_estimates_of_a_large_row_are_the_librarys_own_bits(noise: str) ->
     assert row["spearman"] == stats.spearmanr(j, h).statistic
     assert row["kendall"] == stats.kendalltau(j, h, variant="b").statistic
     assert row["bias_t"] == stats.ttest_rel(j, h).statistic
+    from scijudge.metrics import agreement as ag
+
+    icc = ag.icc(np.column_stack([h, j]))  # scijudge's own ICC, here on the caller's threads
+    assert (row["icc_a1"], row["icc_c1"]) == (icc["ICC(A,1)"], icc["ICC(C,1)"])
     if noise == "ordinal":
         assert row["kappa_w"] == skm.cohen_kappa_score(h, j, weights="quadratic")
         assert row["kappa_linear"] == skm.cohen_kappa_score(h, j, weights="linear")

@@ -262,10 +262,11 @@ _Points = dict[tuple[int, ...], tuple[np.ndarray, dict[str, float], list[str]]]
 def _library_points(groups: list[_Group], ctx: _Context) -> _Points:
     """(confusion table, ``_ordinal_point``) of every row ``_ordinal_frames`` makes that has pairs (each rubric, each
     pool). Pearson's r is the one estimate whose bits depend on the BLAS thread count (scipy sums its dot product in
-    per-thread parts; ``tests/metrics/calibration/test_fast_paths.py`` checks the others give the library's bits on
-    one thread), so the r of every row is computed in one short stretch on the caller's threads (one_blas_thread):
-    after a stretch of multi-threaded BLAS calls the helper threads spin for a while, and while the whole of the
-    point estimates ran on them that was about 0.5 s of CPU."""
+    per-thread parts; ``tests/metrics/calibration/test_fast_paths.py`` checks that Spearman's ρ, Kendall's τ, the
+    t statistic, both kappas and the ICCs give the bits they give on the caller's threads), so the r of every row
+    is computed in one short stretch on the caller's threads (one_blas_thread): after a stretch of multi-threaded
+    BLAS calls the helper threads spin for a while, and while the whole of the point estimates ran on them that was
+    about 0.5 s of CPU."""
     prepared = []
     for gs in [[g] for g in groups] + pools(groups):
         if not any(len(g.pairs) for g in gs):
