@@ -343,22 +343,20 @@ def _reference_frame(path, columns) -> pd.DataFrame:
 @pytest.mark.parametrize("odd", ["none", "sql"])
 def test_to_pandas_is_the_plain_pandas_frame_of_the_stored_rows(tmp_path, odd):
     """to_pandas builds text columns by pyarrow and the rest by pandas, a column at a time: the same dtypes and
-    values as one DataFrame.from_records of the rows, also where SQL wrote odd values (a number, bytes or NULL in
-    a text column, a column of nothing but NULL, text in a number column, an empty text)."""
+    values as one DataFrame.from_records of the rows, also where SQL wrote odd values the schema allows (a column
+    of nothing but NULL, free text where none was, an empty text). Values the schema does not allow are refused
+    (``test_to_pandas_refuses_a_value_the_schema_does_not_allow``)."""
     path = tmp_path / "r.sqlite"
     with Run(path) as run:
         for n in range(40):
             run.record(_result(n, part="p" if n % 3 else "", rationale=("é😀" if n % 2 else None)))
     if odd == "sql":
         db = sqlite3.connect(path)
-        db.execute("UPDATE judgments SET model = 7 WHERE item_id = 'q3'")
-        db.execute("UPDATE judgments SET judge = x'6a' WHERE item_id = 'q4'")
         db.execute("UPDATE judgments SET reason = 'why' WHERE item_id = 'q5'")
-        db.execute("UPDATE judgments SET rationale = x'00ff' WHERE item_id = 'q8'")
         db.execute("UPDATE judgments SET verdict = NULL")
-        db.execute("UPDATE judgments SET score = 'high' WHERE item_id = 'q6'")
+        db.execute("UPDATE judgments SET score = NULL WHERE item_id = 'q6'")
+        db.execute("UPDATE judgments SET score = 3 WHERE item_id = 'q9'")
         db.execute("UPDATE judgments SET item_id = '' WHERE item_id = 'q7'")
-        db.execute("UPDATE judgments SET spec_hash = 2.5")
         db.commit()
         db.close()
     for columns in (list(RUN_COLUMNS), ["score", "probs", "judge", "result", "current"], ["verdict"], ["tokens_in"]):
@@ -367,6 +365,31 @@ def test_to_pandas_is_the_plain_pandas_frame_of_the_stored_rows(tmp_path, odd):
         expected = _reference_frame(path, columns)
         assert got.dtypes.to_dict() == expected.dtypes.to_dict(), columns
         pd.testing.assert_frame_equal(got, expected)
+
+
+@pytest.mark.parametrize(("sql", "column"), [
+    ("judge = x'6a'", "judge"), ("score = 'high'", "score"), ("rationale = x'00ff'", "rationale"),
+    ("status = ''", "status"), ("status = 'error'", "status"), ("tokens_in = 1.5", "tokens_in"),
+])
+def test_to_pandas_refuses_a_value_the_schema_does_not_allow(tmp_path, sql, column):
+    """A value scijudge never writes (read back from a damaged page, or written by hand) is one line naming the
+    store, the row's item and the column, from every reader; a reader of other columns is not stopped by it."""
+    path = tmp_path / "r.sqlite"
+    with Run(path) as run:
+        for n in range(5):
+            run.record(_result(n))
+    db = sqlite3.connect(path)
+    db.execute(f"UPDATE judgments SET {sql} WHERE item_id = 'q3'")
+    db.commit()
+    db.close()
+    with Run(path, create=False) as run:
+        for read in (run.to_pandas, lambda: list(run.rows()), lambda: run.export(tmp_path / "o.jsonl")):
+            with pytest.raises(InputError, match=f"damaged run store: the row of item 'q3' has {column} ") as info:
+                read()
+            assert info.value.file == str(path) and info.value.field == column
+        others = [c for c in ("item_id", "score", "tokens_in") if c != column]
+        assert len(run.to_pandas(columns=others)) == 5
+    assert not (tmp_path / "o.jsonl").exists()
 
 
 @pytest.mark.parametrize("texts", [
@@ -498,8 +521,8 @@ def test_csv_export_is_the_csv_writers_bytes_for_stored_nasty_values(tmp_path, m
                                created_at=text() if k % 9 == 0 else "2026-12-01T10:00:00+00:00"))
             if k == 300:
                 run.record(_result(k, item_id="with a credential", rationale="Authorization: Bearer abcdefghijkl"))
-    db = sqlite3.connect(path)  # values of other types than the schema's, as an older or foreign writer may leave
-    db.execute("UPDATE judgments SET score = 'high, \"very\"', tokens_out = 2.5, cost = 'inf' WHERE rowid % 50 = 1")
+    db = sqlite3.connect(path)  # edge values of the schema's types (others are refused: test_to_pandas_refuses_...)
+    db.execute("UPDATE judgments SET score = 1e308, tokens_out = -1, cost = -9e999 WHERE rowid % 50 = 1")
     db.execute("UPDATE judgments SET latency_s = 9e999, confidence = -0.0 WHERE rowid % 50 = 2")
     db.commit()
     db.close()

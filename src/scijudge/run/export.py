@@ -1,4 +1,5 @@
-"""Writing run-store rows to JSONL or CSV, streamed row by row (flat memory at any store size).
+"""Writing run-store rows to JSONL or CSV, streamed row by row (flat memory at any store size), to a temporary
+file renamed to the output only when every row was written (``scijudge._files.atomic_output``).
 
 Rows written before redaction existed may hold credentials in their free text, so the fields that can hold
 one are redacted on the way out: the rationale, the reason, the verdict, the result and each attempt's
@@ -18,6 +19,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
+from scijudge._files import atomic_output
 from scijudge.records import JSON_COLUMNS, RUN_COLUMNS
 from scijudge.run._orjson import dumps_each
 from scijudge.redaction import Redactor, redact_data, redactor
@@ -158,8 +160,10 @@ class _Writer:
         self.count = 0
         self.redact = redactor()  # the secrets known now, computed once for the whole export
         self._jsonl = fmt == "jsonl"
+        self._output = atomic_output(out, "wb" if self._jsonl else "w", newline="")
+        handle = self._output.__enter__()  # a temporary file beside ``out``, renamed to it on a clean exit
         if self._jsonl:
-            self._binary = Path(out).open("wb")
+            self._binary = handle
             self._encode = _json_line()
             self._fragment: Any = None
             try:
@@ -170,15 +174,15 @@ class _Writer:
             except ImportError:  # pragma: no cover - orjson comes with DSPy
                 pass
         else:
-            self._text = Path(out).open("w", encoding="utf-8", newline="")
+            self._text = handle
             self._csv = csv.writer(self._text, lineterminator="\n")
             self._csv.writerow(RUN_COLUMNS)
 
     def __enter__(self) -> _Writer:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        (self._binary if self._jsonl else self._text).close()
+    def __exit__(self, *exc: Any) -> None:
+        self._output.__exit__(*exc)  # renamed to the output when nothing failed, else removed
 
     def row(self, row: dict[str, Any]) -> None:
         raw = _redact_row(row, self.redact)

@@ -6,9 +6,11 @@ completed, and a re-run reads the completed keys and skips them. A newer judgmen
 at a time writes a store (a lock file next to it, released by the OS when the process dies). The store
 never knows which judge family produced a row, and imports no DSPy: only ``records`` and ``errors``.
 
-Reading never changes a store: an existing file is opened read-only (``mode=ro``; ``immutable`` on a
-read-only file system) and becomes writable, migrated to this schema, only at its first write. A store of
-a newer schema is refused. Reads stream from the cursor, so exporting a large store takes flat memory.
+Reading never changes a store or adds a file beside it: an existing file is opened read-only, every committed
+row read (a killed writer's WAL included, from a private copy where it cannot be read in place:
+``_open.connect_read``), and becomes writable, checked by SQLite's quick_check and migrated to this schema,
+only at its first write. A file that is not a store (empty, text, another program's SQLite file), a store of a
+newer schema, a damaged one opened to write and a damaged row read are each refused in one line. Reads stream from the cursor, so exporting a large store takes flat memory.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import json
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -27,7 +29,8 @@ from scijudge.records import (
     COLUMN_SQL, CURRENT_GROUP, JSON_COLUMNS, RUN_COLUMNS, Columns, JudgeResult, safe_endpoint,
 )
 from scijudge.redaction import redact_data
-from scijudge.run._orjson import loads_each
+from scijudge.run._open import ReadConnection, check_header, check_row, check_tables, connect_read, quick_check
+from scijudge.run._open import STATUSES, column_names, decoded, loads_column, row_check_sql
 from scijudge.run._writer_lock import WriterLock as _WriterLock
 from scijudge.run.rows import CURRENT_AT, chunks, group_of, row_of, rows_of
 
@@ -45,6 +48,7 @@ _ADDED_IN_V2 = {name: COLUMN_SQL[name] for name in ("endpoint", "input_hash", "d
 _V1_CURRENT = ("CASE WHEN rowid IN (SELECT MAX(rowid) FROM judgments GROUP BY item_id, judge, part, model) "
                "THEN 1 ELSE 0 END")
 _CHUNK = 5000
+_DONE = f"IN ({', '.join(repr(s) for s in STATUSES)})"  # any other status (a damaged row) is not a judgment
 _MODEL, _ENDPOINT = CURRENT_GROUP.index("model"), CURRENT_GROUP.index("endpoint")
 _FETCH = 2000
 
@@ -73,8 +77,10 @@ class Run:
         self._in_transaction = False
         self._columns: dict[str, str] = {c: c for c in RUN_COLUMNS}  # column -> SQL that reads it
         self._db: sqlite3.Connection
-        self._readonly = exists
+        self._reader: ReadConnection | None = None
+        self._readonly, self._create = exists, create
         if exists:
+            self._create = create and not check_header(self.path, allow_empty=create)  # empty: a new store's file
             self._db = self._connect_read()
             self._inspect()
             return
@@ -86,25 +92,17 @@ class Run:
 
     # --- opening -------------------------------------------------------------------------------
     def _connect_read(self) -> sqlite3.Connection:
-        """A read-only connection that creates no file either. With no ``-wal`` file beside the store (its
-        last writer closed it, none has it open) the file is all there is: read it as ``immutable``. With
-        one, a writer may be active: read through the WAL (``mode=ro``), and as ``immutable`` only where
-        SQLite cannot open its shared memory (a read-only file system)."""
-        uri = self.path.resolve().as_uri()
-        last: sqlite3.Error | None = None
-        wal = self.path.with_name(self.path.name + "-wal").exists()
-        for query in ("mode=ro", "mode=ro&immutable=1")[0 if wal else 1:]:
-            db = sqlite3.connect(f"{uri}?{query}", uri=True, check_same_thread=False, timeout=30)
-            try:
-                db.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
-                return db
-            except sqlite3.OperationalError as exc:
-                db.close()
-                last = exc
-            except sqlite3.DatabaseError as exc:
-                db.close()
-                raise InputError(f"not a scijudge run store ({exc})", file=self.path) from None
-        raise InputError(f"cannot open the run store ({last})", file=self.path) from None
+        """A read-only connection that creates no file and reads every committed row (``_open.connect_read``)."""
+        try:
+            self._reader = connect_read(self.path)
+        except sqlite3.Error as exc:
+            raise InputError(f"cannot open the run store ({exc})", file=self.path) from None
+        return self._reader.db
+
+    def _close_read(self) -> None:
+        if self._reader is not None:
+            self._reader.close()  # and its private copy, if it read one
+            self._reader = None
 
     def _inspect(self) -> None:
         """Check the schema of an existing store (without writing): refuse a newer one; read an older one as
@@ -118,6 +116,7 @@ class Run:
             version, api_base = meta.get("schema_version"), meta.get("api_base")
         except (sqlite3.DatabaseError, ValueError) as exc:
             raise InputError(f"not a scijudge run store ({exc})", file=self.path) from None
+        check_tables(tables, self.path, allow_none=self._create)
         if not existing:
             self._columns = {}  # no judgment yet (an empty file, or only batch bookkeeping): nothing to read
             return
@@ -133,12 +132,15 @@ class Run:
                   "current": _V1_CURRENT}
         self._columns = {c: (legacy[c] if c in missing else c) for c in RUN_COLUMNS}
 
-    def _open_write(self) -> None:
+    def _open_write(self, *, check: bool = False) -> None:
+        """Open for writing; ``check``: an existing store passes SQLite's quick_check first (before any write)."""
         try:
             db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
         except sqlite3.Error as exc:
             raise StoreWriteError(f"cannot write the run store {self.path} ({exc})") from None
         try:
+            if check:
+                quick_check(db, self.path)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute(f"PRAGMA cache_size = {_WRITE_CACHE_KIB}")  # keys are hashes: the key index is hit at random
@@ -159,8 +161,9 @@ class Run:
         if not self._readonly:
             return
         self._db.close()
+        self._close_read()
         try:
-            self._open_write()
+            self._open_write(check=True)
         except BaseException:
             self._db = self._connect_read()  # still readable as before
             raise
@@ -194,6 +197,7 @@ class Run:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+            self._close_read()
             if self._writer is not None:
                 self._writer.release()
                 self._writer = None
@@ -387,7 +391,7 @@ class Run:
         """Keys already judged; abstentions count unless the caller wants to retry them."""
         if not self._columns:
             return set()
-        query = "SELECT key FROM judgments" + ("" if include_abstained else " WHERE status = 'ok'")
+        query = "SELECT key FROM judgments WHERE status " + (_DONE if include_abstained else "= 'ok'")
         return {k for (k,) in self._query(query)}
 
     def current_index(self) -> dict[tuple[str, ...], CurrentRow]:
@@ -395,7 +399,7 @@ class Run:
         if not self._columns:
             return {}
         names = [*CURRENT_GROUP, "key", "spec_hash", "input_hash", "status"]
-        fetched = self._query(f"SELECT {self._select(names)} FROM judgments WHERE {self._current_is()}")
+        fetched = self._query(f"SELECT {self._select(names)} FROM judgments WHERE {self._current_is()} AND status {_DONE}")
         width = len(CURRENT_GROUP)
         return {tuple(r[:width]): CurrentRow(*r[width:]) for r in fetched}
 
@@ -429,15 +433,18 @@ class Run:
         Streams from the cursor (flat memory). ``columns`` reads only those; ``decode=False`` leaves the JSON
         columns (``probs``, ``result``, ``attempts``) as their stored text.
         """
-        names = _column_names(columns)
+        names = column_names(columns)
         if not self._columns:
             return
         where = "" if history else f" WHERE {self._current_is()}"
         json_columns = [c for c in JSON_COLUMNS if c in names] if decode else []
-        for values in self._stream(f"SELECT {self._select(names)} FROM judgments{where} ORDER BY rowid"):
+        valid = row_check_sql(self._columns, names)
+        for values in self._stream(f"SELECT {self._select(names)}, {valid} FROM judgments{where} ORDER BY rowid"):
             row = dict(zip(names, values))
+            if not values[-1]:
+                check_row(row, self.path)
             for column in json_columns:
-                row[column] = _loads(row[column], column, self.path, row.get("item_id"))
+                row[column] = loads_column(row[column], column, self.path, row.get("item_id"))
             if "current" in row:
                 row["current"] = bool(row["current"])
             yield row
@@ -454,7 +461,8 @@ class Run:
                     return
                 yield from fetched
         finally:
-            cursor.close()
+            with self._lock, suppress(sqlite3.ProgrammingError):  # the store was closed before the reader
+                cursor.close()
 
     def raw_rows(self, *, history: bool = False) -> Iterator[dict[str, Any]]:
         """Like ``rows()``, but a JSON column that SQLite finds well-formed comes as its stored text
@@ -466,12 +474,12 @@ class Run:
     def raw_tuples(self, *, history: bool = False) -> Iterator[tuple[Any, ...]]:
         """The rows as stored, for writers that copy them through: values in ``RUN_COLUMNS`` order (JSON
         columns as their text, ``current`` 0/1), then one flag, true where SQLite found every JSON column of
-        the row well-formed (always false where SQLite has no JSON functions). ``raw_row`` turns one into a
+        the row well-formed and every value of the schema's type (always false where SQLite has no JSON functions). ``raw_row`` turns one into a
         ``raw_rows()`` dict. Streams from the cursor: a tuple costs a fraction of a dict."""
         if not self._columns:
             return
         where = "" if history else f" WHERE {self._current_is()}"
-        valid = " AND ".join(self._well_formed(c) for c in JSON_COLUMNS)
+        valid = " AND ".join([*(self._well_formed(c) for c in JSON_COLUMNS), row_check_sql(self._columns, RUN_COLUMNS)])
         yield from self._stream(f"SELECT {self._select(RUN_COLUMNS)}, {valid} FROM judgments{where} ORDER BY rowid")
 
     def raw_row(self, values: Sequence[Any]) -> dict[str, Any]:
@@ -479,10 +487,12 @@ class Run:
         else decoded: a corrupt one raises, naming the row)."""
         row = dict(zip(RUN_COLUMNS, values))
         ok = values[len(RUN_COLUMNS)]
+        if not ok:
+            check_row(row, self.path)
         for column in JSON_COLUMNS:
             raw = row[column]
             if raw is not None:
-                row[column] = RawJSON(raw) if ok else _loads(raw, column, self.path, row.get("item_id"))
+                row[column] = RawJSON(raw) if ok else loads_column(raw, column, self.path, row.get("item_id"))
         row["current"] = bool(row["current"])
         return row
 
@@ -514,7 +524,7 @@ class Run:
         """
         import pandas as pd
 
-        names = _column_names(columns)
+        names = column_names(columns)
         if not self._columns:
             return pd.DataFrame(columns=names)
         where = "" if history else f" WHERE {self._current_is()}"
@@ -529,12 +539,15 @@ class Run:
         import pandas as pd
 
         with self._lock, self._reading():
-            cursor = self._db.execute(f"SELECT {self._select(names)} FROM judgments{where} ORDER BY rowid")
+            cursor = self._db.execute(f"SELECT {self._select(names)}, {row_check_sql(self._columns, names)} "
+                                      f"FROM judgments{where} ORDER BY rowid")
             fetched = cursor.fetchall()
         if not fetched:
             return pd.DataFrame.from_records(fetched, columns=names, coerce_float=True)
         values = list(zip(*fetched))
-        built: dict[str, Any] = {column: _decoded(values[names.index(column)], column, self.path)
+        if not all(values.pop()):  # a damaged row: refused in one line naming it
+            check_row(dict(zip(names, next(row for row in fetched if not row[-1]))), self.path)
+        built: dict[str, Any] = {column: decoded(values[names.index(column)], column, self.path)
                                  for column in json_columns}
         for at, name in enumerate(names):
             if name not in built and (array := text_array(values[at])) is not None:
@@ -549,9 +562,12 @@ class Run:
         return frame
 
     def export(self, out: str | Path, fmt: str = "jsonl", *, history: bool = False) -> int:
-        """Write current judgments (or all) to JSONL or CSV, streamed; returns the number of rows written."""
+        """Write current judgments (or all) to JSONL or CSV, streamed, to a temporary file renamed to ``out`` when
+        every row was written (never over this store); returns the number of rows written."""
+        from scijudge._files import refuse_overwrite
         from scijudge.run.export import write_tuples
 
+        refuse_overwrite(out, stores=[self.path])
         if fmt not in ("jsonl", "csv"):
             raise InputError(f"unknown export format {fmt!r}: use jsonl or csv", field="format")
         return write_tuples(self.raw_tuples(history=history), out, fmt, self.raw_row)
@@ -565,36 +581,6 @@ class RawJSON(str):
 
 _INSERT = f"INSERT OR REPLACE INTO judgments ({', '.join(RUN_COLUMNS)}) VALUES ({', '.join('?' for _ in RUN_COLUMNS)})"
 _UPDATE_CURRENT = f"UPDATE judgments SET current = 0 WHERE {' AND '.join(f'{c} = ?' for c in CURRENT_GROUP)} AND current = 1"
-
-
-def _column_names(columns: Sequence[str] | None) -> list[str]:
-    if columns is None:
-        return list(RUN_COLUMNS)
-    unknown = [c for c in columns if c not in RUN_COLUMNS]
-    if unknown:
-        raise InputError(f"unknown run-store column {unknown[0]!r}: use {', '.join(RUN_COLUMNS)}", field="columns")
-    return list(dict.fromkeys(columns))
-
-
-def _decoded(values: Sequence[Any], column: str, path: Path) -> list[Any]:
-    """``_loads`` of each stored JSON text of a column (anything but text is None): by orjson where it reads
-    them as ``json`` would (``loads_each``), else one by one by ``json``, where a corrupt one raises."""
-    texts = [v if isinstance(v, str) else None for v in values]
-    fast = loads_each([t for t in texts if t is not None])
-    if fast is not None:
-        decoded = iter(fast)
-        return [None if t is None else next(decoded) for t in texts]
-    return [_loads(t, column, path, None) for t in texts]
-
-
-def _loads(value: Any, column: str, path: Path, item_id: Any) -> Any:
-    if value is None:
-        return None
-    try:
-        return json.loads(value)
-    except (ValueError, TypeError, RecursionError):
-        where = f" in the row of item {item_id!r}" if item_id is not None else ""
-        raise InputError(f"corrupt run store: unreadable {column}{where}", file=path, field=column) from None
 
 
 _WRITE_CACHE_KIB = -65536  # at most 64 MiB of page cache for a writer (SQLite's default is 2 MiB)

@@ -1,0 +1,223 @@
+"""Opening a run store file safely: for reading without creating or changing a file, and checks of what is in it.
+
+- ``check_header``: an existing store is an SQLite file (a cheap look at its first bytes): an empty file, a JSONL
+  file, a file of another format is not a store, in one line naming it.
+- ``connect_read``: a read-only connection that creates no file beside the store and reads every committed
+  judgment, the ones still in a killed writer's ``-wal`` file included. Where SQLite cannot read the WAL in place
+  without creating its ``-shm`` file (a read-only file system, a store copied without its ``-shm``), the store and
+  its WAL are copied to a private temporary folder and read there (``immutable=1`` would silently ignore the WAL).
+- ``check_tables``: a SQLite file of another program is not a store; ``quick_check``: SQLite's own check of the
+  file's structure, run when a store is opened to write (a damaged store is never resumed as if it were whole).
+- ``row_check_sql`` / ``check_row``: what a stored row must be (text where the schema says text, a status of
+  ``ok`` or ``abstained``, numbers where numbers): readers refuse a damaged row in one line naming it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from scijudge.errors import InputError
+from scijudge.records import RUN_COLUMNS
+from scijudge.run._orjson import loads_each
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+STORE_TABLES = frozenset({"judgments", "meta", "batches"})  # a file with none of these is not a run store
+STATUSES = ("ok", "abstained")
+_TEXT = ("key", "item_id", "judge", "part", "family", "spec_hash", "model", "endpoint", "input_hash", "decoding",
+         "status")
+_NUMBER = ("score", "confidence", "cost", "latency_s")
+_INTEGER = ("tokens_in", "tokens_out")
+_TEXT_OR_NULL = ("verdict", "probs", "result", "rationale", "reason", "attempts", "created_at")
+_SQL_TYPES = {**{c: ("text",) for c in _TEXT}, **{c: ("real", "integer", "null") for c in _NUMBER},
+              **{c: ("integer", "null") for c in _INTEGER}, **{c: ("text", "null") for c in _TEXT_OR_NULL},
+              "current": ("integer",)}
+_PY_TYPES: dict[str, tuple[type, ...]] = {
+    **{c: (str,) for c in _TEXT}, **{c: (float, int, type(None)) for c in _NUMBER},
+    **{c: (int, type(None)) for c in _INTEGER}, **{c: (str, type(None)) for c in _TEXT_OR_NULL},
+    "current": (int,)}
+_EXPECTED = {("text",): "text", ("real", "integer", "null"): "a number or empty", ("integer", "null"):
+             "an integer or empty", ("text", "null"): "text or empty", ("integer",): "0 or 1"}
+
+
+def check_header(path: Path, *, allow_empty: bool = False) -> bool:
+    """Whether ``path`` is an SQLite file; False for an empty file where ``allow_empty`` (a file to write a new
+    store into). Anything else is refused in one line naming the file."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise InputError(f"cannot read the run store ({exc.strerror or exc})", file=path) from None
+    if not head:
+        if allow_empty:
+            return False
+        raise InputError("not a scijudge run store (an empty file)", file=path)
+    if head != SQLITE_HEADER:
+        raise InputError("not a scijudge run store (not an SQLite file: "
+                         f"{_kind(head)})", file=path)
+    return True
+
+
+def _kind(head: bytes) -> str:
+    stripped = head.lstrip()
+    if stripped[:1] in (b"{", b"["):
+        return "it looks like JSON or JSONL"
+    if b"\x00" not in head and all(32 <= b < 127 or b in (9, 10, 13) for b in head):
+        return "it looks like text"
+    return "it starts with other bytes"
+
+
+class ReadConnection:
+    """A read-only connection to a store and the private copy it reads, if any (removed on ``close``)."""
+
+    def __init__(self, db: sqlite3.Connection, copy: tempfile.TemporaryDirectory[str] | None) -> None:
+        self.db, self._copy = db, copy
+
+    def close(self) -> None:
+        self.db.close()
+        if self._copy is not None:
+            self._copy.cleanup()
+            self._copy = None
+
+
+def connect_read(path: Path) -> ReadConnection:
+    """A read-only connection that creates no file beside ``path`` and sees every committed row (see the module
+    docstring). Errors are one line naming the store."""
+    uri = path.resolve().as_uri()
+    wal = path.with_name(path.name + "-wal")
+    shm = path.with_name(path.name + "-shm")
+    wal_size = wal.stat().st_size if wal.exists() else 0
+    if not wal.exists() or (wal_size == 0 and not shm.exists()):
+        # the file is all there is (its last writer closed it, or nothing was ever written to the WAL)
+        return ReadConnection(_open(f"{uri}?mode=ro&immutable=1", path), None)
+    if shm.exists():  # a writer may be active: read through its WAL and shared memory, in place
+        try:
+            return ReadConnection(_open(f"{uri}?mode=ro", path), None)
+        except sqlite3.OperationalError:  # the shared memory cannot be used here (a read-only file system)
+            if wal_size == 0:
+                return ReadConnection(_open(f"{uri}?mode=ro&immutable=1", path), None)
+    return _private_copy(path, wal)
+
+
+def _private_copy(path: Path, wal: Path) -> ReadConnection:
+    """Read ``path`` with its WAL from a private copy: SQLite reads a WAL only beside its ``-shm`` file, which it
+    cannot create here (or must not: reading never adds files beside a store)."""
+    folder = tempfile.TemporaryDirectory(prefix="scijudge-store-")
+    try:
+        copy = Path(folder.name) / "run.sqlite"
+        shutil.copyfile(path, copy)
+        shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
+        return ReadConnection(_open(f"{copy.resolve().as_uri()}?mode=ro", path), folder)
+    except OSError as exc:
+        folder.cleanup()
+        raise InputError(f"cannot read the judgments in {wal.name} (a copy of the store and its WAL to "
+                         f"{tempfile.gettempdir()} failed: {exc.strerror or exc}); open the store where it can be "
+                         "written once, or copy it with its -wal file to a writable folder", file=path) from None
+    except BaseException:
+        folder.cleanup()
+        raise
+
+
+def _open(uri: str, path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=30)
+    try:
+        db.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
+    except sqlite3.OperationalError:
+        db.close()
+        raise
+    except sqlite3.DatabaseError as exc:
+        db.close()
+        raise InputError(f"not a scijudge run store ({exc})", file=path) from None
+    return db
+
+
+def check_tables(tables: set[str], path: Path, *, allow_none: bool) -> None:
+    """Refuse an SQLite file with none of a run store's tables (another program's database; with no table at
+    all, unless ``allow_none``: a file a new store may be written into)."""
+    if tables & STORE_TABLES or (allow_none and not tables):
+        return
+    found = ", ".join(sorted(tables)[:3]) or "none"
+    raise InputError(f"not a scijudge run store (an SQLite file without a judgments table; its tables: {found})",
+                     file=path)
+
+
+def quick_check(db: sqlite3.Connection, path: Path) -> None:
+    """SQLite's ``PRAGMA quick_check`` of the whole file (its b-trees, pages and records, in time linear in the
+    file's size; not the index-to-table agreement ``integrity_check`` adds): a damaged store is refused in one
+    line before anything is planned, sent or written."""
+    try:
+        found = [row[0] for row in db.execute("PRAGMA quick_check(1)")]
+    except sqlite3.DatabaseError as exc:
+        found = [str(exc)]
+    if found != ["ok"]:
+        first = " ".join(str(found[0]).replace("*** in database main ***", "").split())
+        raise InputError(f"damaged run store (SQLite's quick_check: {first}); nothing was written to it: judge "
+                         f"into a new --run, or recover what is readable with `sqlite3 {path} .recover`", file=path)
+
+
+def row_check_sql(columns: Mapping[str, str], names: Sequence[str]) -> str:
+    """SQL true where the row's ``names`` (read by ``columns[name]``) hold what the schema says they hold."""
+    parts = []
+    for name in names:
+        sql = columns[name]
+        types = _SQL_TYPES[name]
+        parts.append(f"typeof({sql}) = '{types[0]}'" if len(types) == 1 else
+                     f"typeof({sql}) IN ({', '.join(repr(t) for t in types)})")
+        if name == "status":
+            parts.append(f"{sql} IN ({', '.join(repr(s) for s in STATUSES)})")
+    return "(" + " AND ".join(parts) + ")" if parts else "1"
+
+
+def check_row(row: Mapping[str, Any], path: Path) -> None:
+    """Refuse a stored row whose values are not what the schema says (read back from a damaged page), in one line
+    naming the store, the row's item and the column."""
+    item = row.get("item_id")
+    where = f"the row of item {item!r}" if isinstance(item, str) else "a row"
+    for name, value in row.items():
+        types = _PY_TYPES.get(name)
+        if types is None:
+            continue
+        if not isinstance(value, types):
+            expected = _EXPECTED[_SQL_TYPES[name]]
+            raise InputError(f"damaged run store: {where} has {name} {value!r}, not {expected}", file=path,
+                             field=name)
+        if name == "status" and value not in STATUSES:
+            raise InputError(f"damaged run store: {where} has status {value!r}, not ok or abstained", file=path,
+                             field=name)
+
+
+def column_names(columns: Sequence[str] | None) -> list[str]:
+    """The run-store columns a reader asked for (all by default), each once; an unknown one is refused."""
+    if columns is None:
+        return list(RUN_COLUMNS)
+    unknown = [c for c in columns if c not in RUN_COLUMNS]
+    if unknown:
+        raise InputError(f"unknown run-store column {unknown[0]!r}: use {', '.join(RUN_COLUMNS)}", field="columns")
+    return list(dict.fromkeys(columns))
+
+
+def decoded(values: Sequence[Any], column: str, path: Path) -> list[Any]:
+    """``loads_column`` of each stored JSON text of a column (anything but text is None): by orjson where it reads
+    them as ``json`` would (``loads_each``), else one by one by ``json``, where a corrupt one raises."""
+    texts = [v if isinstance(v, str) else None for v in values]
+    fast = loads_each([t for t in texts if t is not None])
+    if fast is not None:
+        each = iter(fast)
+        return [None if t is None else next(each) for t in texts]
+    return [loads_column(t, column, path, None) for t in texts]
+
+
+def loads_column(value: Any, column: str, path: Path, item_id: Any) -> Any:
+    """One stored JSON text decoded; a corrupt one is refused in one line naming the store, row and column."""
+    if value is None:
+        return None
+    try:
+        return json.loads(value)
+    except (ValueError, TypeError, RecursionError):
+        where = f" in the row of item {item_id!r}" if item_id is not None else ""
+        raise InputError(f"corrupt run store: unreadable {column}{where}", file=path, field=column) from None
