@@ -46,14 +46,16 @@ def clashes(out: str | Path, inputs: Iterable[str | Path | None], *, stores: Ite
 
 
 def refuse_overwrite(out: str | Path, inputs: Iterable[str | Path | None] = (), *, stores: Iterable[str | Path] = (),
-                     field: str = "--out") -> None:
+                     field: str = "out") -> None:
     """Raise a one-line ``InputError`` when the output ``out`` is one of the command's ``inputs`` or one of the run
-    ``stores`` it reads (or a file SQLite keeps beside one): no command writes over what it reads."""
+    ``stores`` it reads (or a file SQLite keeps beside one): no command writes over what it reads. ``field`` is the
+    option (its parameter name: the CLI shows it as typed, ``--out``)."""
+    stores = list(stores)
     found = clashes(out, inputs, stores=stores)
     if found is not None:
         what = "the run store" if any(_same(found, Path(s)) for s in stores) else "the input"
         raise InputError(f"the output {out} is {what} {found} this command reads: writing it would destroy it; "
-                         "choose another output path", file=out, field=field)
+                         "choose another output path", field=field)
 
 
 _WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG}

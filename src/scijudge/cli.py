@@ -196,7 +196,8 @@ def _option_flags(fn) -> dict[str, str]:
     for name in inspect.signature(fn).parameters:
         flag = "--" + name.replace("_", "-")
         for meta in getattr(hints.get(name), "__metadata__", ()):
-            decls = [d for d in getattr(meta, "param_decls", None) or () if d.startswith("--")]
+            given = (getattr(meta, "default", None), *(getattr(meta, "param_decls", None) or ()))  # typer: 1st = default
+            decls = [d for d in given if isinstance(d, str) and d.startswith("--")]
             if decls:
                 flag = decls[0].split("/")[0]
             elif type(meta).__name__ == "ArgumentInfo":

@@ -27,11 +27,12 @@ def batches_cmd(
     from rich.console import Console
     from rich.table import Table
 
-    from scijudge.run.batch.store import BatchStore, batches_table_exists
+    from scijudge.run.batch.store import BatchStore
+    from scijudge.run.store import Run
 
-    if not run.is_file():
-        raise InputError("run store not found", file=run)
-    if not batches_table_exists(run):
+    with Run(run, create=False) as checked:  # a missing, foreign or damaged file: one line, and no file created
+        has_batches = checked.has_table("batches")
+    if not has_batches:
         if abandon is not None:
             raise InputError(f"no batch {abandon!r}: this run has no batches", file=run, field="--abandon")
         Console().print(f"{run}: no batches (this run was not judged with --batch)")

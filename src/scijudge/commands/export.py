@@ -9,12 +9,15 @@ import typer
 from rich.markup import escape
 
 from scijudge.commands._console import out
+from scijudge.errors import InputError
 
 
 def export_cmd(
     run: Annotated[Path, typer.Argument(help="Run store to export.")],
-    format: Annotated[str, typer.Option("--format", "-f", help="jsonl or csv.")] = "jsonl",
-    output: Annotated[Path | None, typer.Option("--out", "-o", help="Output file (default: next to the run).")] = None,
+    format: Annotated[str | None, typer.Option("--format", "-f", help="jsonl or csv (default: the --out file's "
+                                               "suffix, .csv or .jsonl; else jsonl).")] = None,
+    output: Annotated[Path | None, typer.Option("--out", "-o", help="Output file (default: next to the run, named "
+                                                "like it with the format's suffix).")] = None,
     history: Annotated[bool, typer.Option(
         help="Also export judgments superseded by a newer one (column 'current' tells them apart).")] = False,
     to: Annotated[str | None, typer.Option("--to", help="mlflow: log the judgments as MLflow assessments (jsonl/csv: as --format).")] = None,
@@ -26,21 +29,28 @@ def export_cmd(
     With --to mlflow --tracking-uri URI --experiment NAME, each judgment becomes an MLflow assessment (value,
     rationale, source type LLM judge, model) on one trace per item.
 
-    Example: scijudge export runs/qa.sqlite --format csv --out qa.csv
+    The file is written whole or not at all (a temporary file renamed at the end), never over the run store.
+
+    Example: scijudge export runs/qa.sqlite --out qa.csv
     """
     if to in ("jsonl", "csv"):
-        format = to
+        format = format or to
     elif to is not None:
         from scijudge.commands._interop import export_mlflow
-        from scijudge.errors import InputError
 
         if to != "mlflow":
             raise InputError(f"unknown --to {to!r}: use mlflow, jsonl or csv", field="to")
         export_mlflow(run, tracking_uri, experiment)
         return
+    from scijudge._files import refuse_overwrite
+    from scijudge.run.export import output_format
     from scijudge.run.store import Run
 
-    store = Run(run, create=False)
-    target = output or run.with_suffix("." + format)
-    count = store.export(target, format, history=history)
+    fmt = output_format(format, output)
+    target = output or run.with_suffix("." + fmt)
+    if output is None and target.resolve() == run.resolve():
+        raise InputError(f"the default output {target} is the run store itself: give another path", field="output")
+    refuse_overwrite(target, stores=[run], field="output")
+    with Run(run, create=False) as store:
+        count = store.export(target, fmt, history=history)
     out.print(f"wrote {count} judgments to {escape(str(target))}", highlight=False)

@@ -35,6 +35,9 @@ def select_labels_cmd(
     from scijudge.estimation.select import select_labels
     from scijudge.run.store import Run
 
+    from scijudge._files import atomic_output, refuse_overwrite
+
+    refuse_overwrite(out, [strata, labels], stores=run)
     frames = []
     for path in run:
         if not path.is_file():
@@ -46,8 +49,8 @@ def select_labels_cmd(
     known = _labels(labels, judge) if labels is not None else None
     picks = select_labels(judgments, judge=judge, budget=budget, strategy=strategy, seed=seed, strata=mapping,
                           labels=known, tau=floor)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    picks.to_csv(out, index=False)
+    with atomic_output(out, newline="") as handle:  # whole or not at all
+        picks.to_csv(handle, index=False)
     typer.echo(f"wrote {out}: {int(picks.picked.sum())} of {len(picks)} items picked (expected {picks.pi.sum():.1f}; "
                f"design {strategy}" + (f", uncertainty from {picks.uncertainty_source.iloc[0]}"
                                        if picks.uncertainty_source.iloc[0] else "") + ")")

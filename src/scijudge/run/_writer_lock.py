@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from scijudge.errors import RunBusyError
+from scijudge.errors import RunBusyError, StoreWriteError
 
 
 class WriterLock:
@@ -14,7 +14,11 @@ class WriterLock:
 
     def __init__(self, store: Path) -> None:
         self.path = store.with_name(store.name + ".lock")
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:  # a read-only file system or folder: the store cannot be written either
+            raise StoreWriteError(f"cannot write the run store {store} (its lock file {self.path.name}: "
+                                  f"{exc.strerror or exc}); reading it works: export, calibrate") from None
         try:
             import fcntl
         except ImportError:  # pragma: no cover - Windows: no advisory locks; one writer is not enforced

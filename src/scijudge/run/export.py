@@ -25,6 +25,19 @@ from scijudge.run._orjson import dumps_each
 from scijudge.redaction import Redactor, redact_data, redactor
 
 FREE_TEXT_COLUMNS = ("verdict", "rationale", "reason")
+FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}
+
+
+def output_format(given: str | None, out: str | Path | None) -> str:
+    """The export format: ``given`` (``--format``) when there is one, else the output's suffix (``.csv``,
+    ``.jsonl``), else JSONL."""
+    from scijudge.errors import InputError
+
+    if given is not None:
+        if given not in ("jsonl", "csv"):
+            raise InputError(f"unknown export format {given!r}: use jsonl or csv", field="format")
+        return given
+    return FORMATS.get(Path(out).suffix.lower(), "jsonl") if out is not None else "jsonl"
 
 
 def redact_free_text(row: dict[str, Any], redact: Callable[[Any], Any] | None = None) -> dict[str, Any]:

@@ -10,7 +10,8 @@ Reading never changes a store or adds a file beside it: an existing file is open
 row read (a killed writer's WAL included, from a private copy where it cannot be read in place:
 ``_open.connect_read``), and becomes writable, checked by SQLite's quick_check and migrated to this schema,
 only at its first write. A file that is not a store (empty, text, another program's SQLite file), a store of a
-newer schema, a damaged one opened to write and a damaged row read are each refused in one line. Reads stream from the cursor, so exporting a large store takes flat memory.
+newer schema, a damaged one opened to write and a damaged row read are each refused in one line. Reads stream
+from the cursor, so exporting a large store takes flat memory.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ class Run:
         self._reader: ReadConnection | None = None
         self._readonly, self._create = exists, create
         if exists:
-            self._create = create and not check_header(self.path, allow_empty=create)  # empty: a new store's file
+            check_header(self.path, allow_empty=create)  # an empty file (to write to): a new store's file
             self._db = self._connect_read()
             self._inspect()
             return
@@ -379,12 +380,13 @@ class Run:
         try:
             rows = self._query("SELECT key, value FROM meta")
         except InputError:
-            if not self._has_table("meta"):
+            if not self.has_table("meta"):
                 return {}
             raise
         return {k: json.loads(v) for k, v in rows}
 
-    def _has_table(self, name: str) -> bool:
+    def has_table(self, name: str) -> bool:
+        """The store's file has this table (``batches``: it was judged with ``--batch``)."""
         return bool(self._query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)))
 
     def completed_keys(self, *, include_abstained: bool = True) -> set[str]:
@@ -473,8 +475,8 @@ class Run:
 
     def raw_tuples(self, *, history: bool = False) -> Iterator[tuple[Any, ...]]:
         """The rows as stored, for writers that copy them through: values in ``RUN_COLUMNS`` order (JSON
-        columns as their text, ``current`` 0/1), then one flag, true where SQLite found every JSON column of
-        the row well-formed and every value of the schema's type (always false where SQLite has no JSON functions). ``raw_row`` turns one into a
+        columns as their text, ``current`` 0/1), then one flag, true where SQLite found every JSON column of the
+        row well-formed and every value of the schema's type (always false where SQLite has no JSON functions). ``raw_row`` turns one into a
         ``raw_rows()`` dict. Streams from the cursor: a tuple costs a fraction of a dict."""
         if not self._columns:
             return

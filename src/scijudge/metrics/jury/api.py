@@ -137,8 +137,9 @@ def jury(runs: Any, members: Sequence[str | Member], *, name: str, method: str =
         raise InputError(f"unknown weight fit {fit!r}: use {' or '.join(FITS)}", field="fit")
     if out is not None and not isinstance(runs, pd.DataFrame):
         paths = [runs] if isinstance(runs, (str, Path)) else list(runs)
-        if any(Path(p).resolve() == Path(out).resolve() for p in paths):
-            raise InputError("the jury store must not be one of the runs it reads", file=out, field="out")
+        from scijudge._files import refuse_overwrite
+
+        refuse_overwrite(out, [labels] if isinstance(labels, (str, Path)) else [], stores=paths, field="out")
     frame, stored = read_runs(runs)
     sel, specs = select_members(frame, members)
     scales = member_scales(sel, scale, stored)

@@ -82,8 +82,12 @@ class BatchStore:
     """The ``batches`` table of a run store file (opened on its own connection)."""
 
     def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
-        if read_only:  # listing batches changes nothing in the file
-            self._db = sqlite3.connect(f"file:{Path(path)}?mode=ro", uri=True, check_same_thread=False, timeout=30)
+        self._reader: Any = None
+        if read_only:  # listing batches changes nothing in the file and creates none beside it
+            from scijudge.run._open import connect_read
+
+            self._reader = connect_read(Path(path))
+            self._db = self._reader.db
         else:
             self._db = sqlite3.connect(Path(path), check_same_thread=False, timeout=30)
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -93,6 +97,8 @@ class BatchStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+            if self._reader is not None:
+                self._reader.close()
 
     def intend(self, *, provider: str, endpoint: str | None, model: str, stage: int, strategy: str,
                temperature: float, keys: list[str], price_basis: str | None) -> str:
@@ -225,8 +231,10 @@ class BatchStore:
 
 def batches_table_exists(path: str | Path) -> bool:
     """Whether a run store file has any batch bookkeeping (read-only check)."""
-    db = sqlite3.connect(f"file:{Path(path)}?mode=ro", uri=True)
+    from scijudge.run._open import connect_read
+
+    reader = connect_read(Path(path))
     try:
-        return db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='batches'").fetchone() is not None
+        return reader.db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='batches'").fetchone() is not None
     finally:
-        db.close()
+        reader.close()
