@@ -47,8 +47,9 @@ def _summary_line(fmt: str, summary: dict[str, Any]) -> str:
 
 
 def _write_labels(path: Path, labels: list[Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as handle:
+    from scijudge._files import atomic_output
+
+    with atomic_output(path) as handle:  # whole or not at all
         for label in labels:
             handle.write(json.dumps(label.model_dump(exclude_none=True), ensure_ascii=False) + "\n")
 

@@ -125,7 +125,7 @@ def calibrate_cmd(
         robust = robustness(judgments, n_boot=n_boot, seed=seed) if is_variant.any() else None
     if out is not None:  # files first: a closed pipe must not lose them
         with _status(console, "writing the report ..."):
-            paths = write_report(result, out, robust)
+            paths = write_report(result, out, robust, inputs=[labels, *run, *(spec or []), tasks])
         console.print(f"report written to {paths['html']} (numbers in {paths['json'].name})", highlight=False)
     from scijudge.labels import provenance_note
 
@@ -167,9 +167,11 @@ def perturb_cmd(
     not_made: list[dict[str, Any]] = []
     variants = perturb_items(dicts, level, seed, list(rubric) if rubric else None, pools=pools,
                              include_original=with_original, not_made=not_made)
+    from scijudge._files import atomic_output, refuse_overwrite
+
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", encoding="utf-8") as handle:
+    refuse_overwrite(out, [items, pools])
+    with atomic_output(out) as handle:  # whole or not at all
         for variant in variants:
             handle.write(json.dumps(variant, ensure_ascii=False) + "\n")
     from rich.console import Console

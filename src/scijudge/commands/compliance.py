@@ -122,9 +122,11 @@ def compliance_cmd(
         result["agreement"] = [json.loads(a.model_dump_json()) for a in agreements]
 
     if out is not None:
+        from scijudge._files import refuse_overwrite, write_text
+
         out = Path(out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
+        refuse_overwrite(out, [labels, tasks], stores=[run])
+        write_text(out, json.dumps(result, indent=2, default=str))  # whole or not at all
         console.print(f"numbers written to {out}")
     for table, title in shown + confusions:
         print_frame(table, title, stdout)

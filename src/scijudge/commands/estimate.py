@@ -122,14 +122,16 @@ def estimate_cmd(
     from scijudge.commands._console import console
 
     if out is not None:  # files first: a closed pipe (| head) must not lose them
+        from scijudge._files import atomic_output, refuse_overwrite
         from scijudge.report.estimate import write_estimate_html
 
-        out.mkdir(parents=True, exist_ok=True)
-        table.to_csv(out / "estimate.csv", index=False)
-        sets.to_csv(out / "conformal.csv", index=False)
-        cover.to_csv(out / "conformal_coverage.csv", index=False)
-        if needed is not None:
-            needed.to_csv(out / "labels_needed.csv", index=False)
+        tables = {"estimate.csv": table, "conformal.csv": sets, "conformal_coverage.csv": cover,
+                  **({"labels_needed.csv": needed} if needed is not None else {})}
+        for name in (*tables, "estimate.html"):  # every file checked before the first is written
+            refuse_overwrite(out / name, [*run, labels, picks, items])
+        for name, frame in tables.items():
+            with atomic_output(out / name, newline="") as handle:
+                frame.to_csv(handle, index=False)
         write_estimate_html(table, out / "estimate.html", cover, needed)
         console.print(f"estimates written to {out / 'estimate.csv'} (conformal sets in conformal.csv)")
     for note in units.notes or []:

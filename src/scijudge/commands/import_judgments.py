@@ -48,8 +48,12 @@ def import_judgments_cmd(
 
     Example: scijudge import-judgments ratings.csv --run runs/released.sqlite --map rating=score --map llm=model
     """
+    from scijudge._files import refuse_overwrite
     from scijudge.commands import _interop
 
+    refuse_overwrite(run, [file], field="run")  # never the imported file as the store it is written into
+    if labels_out is not None:
+        refuse_overwrite(labels_out, [file], stores=[run], field="labels_out")
     if from_ is not None or file is None or _interop.recognised(file):
         if map_:
             raise InputError("--map renames columns of generic JSONL/CSV files only", field="map")

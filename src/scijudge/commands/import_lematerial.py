@@ -21,8 +21,11 @@ def import_lematerial_cmd(
 
     Example: scijudge import-lematerial annotations/ --run runs/lemat.sqlite --labels lemat_labels.jsonl
     """
+    from scijudge._files import atomic_output, refuse_overwrite
     from scijudge.commands._store import write_records
     from scijudge.importers.lematerial import load_lematerial_annotations
+
+    refuse_overwrite(labels, stores=[run], field="labels")  # the labels file is never the store written beside it
 
     imported = load_lematerial_annotations(folder, match_threshold=threshold)
     written = write_records(run, imported.results, imports={
@@ -32,8 +35,7 @@ def import_lematerial_cmd(
 
     with Run(run) as store:  # calibrate reads these: the overall is continuous, criteria on half steps
         store.set_meta(scales={**(store.meta().get("scales") or {}), **imported.scales()})
-    labels.parent.mkdir(parents=True, exist_ok=True)
-    with labels.open("w", encoding="utf-8") as handle:
+    with atomic_output(labels) as handle:  # whole or not at all
         for label in imported.labels:
             handle.write(label.model_dump_json(exclude_none=True) + "\n")
     out.print(f"{written} judge results -> {escape(str(run))}; {len(imported.labels)} human labels -> {escape(str(labels))}; "

@@ -45,7 +45,7 @@ def robustness_cmd(
         frames.append(frame)
     result = robustness_table(pd.concat(frames, ignore_index=True), n_boot=n_boot, seed=seed)
     if out is not None:  # files first: a closed pipe (| head) must not lose them
-        paths = write_robustness(result, out)
+        paths = write_robustness(result, out, inputs=runs)
         typer.echo(f"wrote {paths['csv']} and {paths['html']}", err=True)
     left = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in result.excluded.items() if v)
     typer.echo(f"left out: {left or 'nothing'}", err=True)

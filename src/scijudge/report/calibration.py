@@ -10,6 +10,7 @@ import base64
 import html
 import io
 import json
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from scijudge._files import atomic_output, refuse_overwrite, write_text
 from scijudge.metrics.calibration import POOLED, CalibrationResult, frame_records
 from scijudge.report.summary import (
     position_html,
@@ -73,8 +75,7 @@ def report_dict(result: CalibrationResult, robustness: pd.DataFrame | None = Non
 def write_json(result: CalibrationResult, path: str | Path, robustness: pd.DataFrame | None = None) -> Path:
     """Write ``report_dict`` as indented JSON."""
     path = Path(path)
-    path.write_text(json.dumps(report_dict(result, robustness), indent=2, ensure_ascii=False, allow_nan=False),
-                    encoding="utf-8")
+    write_text(path, json.dumps(report_dict(result, robustness), indent=2, ensure_ascii=False, allow_nan=False))
     return path
 
 
@@ -366,23 +367,26 @@ def write_html(result: CalibrationResult, path: str | Path, robustness: pd.DataF
                title: str = "scijudge calibration report") -> Path:
     """Write ``render_html`` to a file."""
     path = Path(path)
-    path.write_text(render_html(result, robustness, title), encoding="utf-8")
+    write_text(path, render_html(result, robustness, title))
     return path
 
 
-def write_report(result: CalibrationResult, out_dir: str | Path, robustness: pd.DataFrame | None = None) -> dict[str, Path]:
-    """Write report.html, report.json and one CSV per table into ``out_dir``; returns their paths."""
+def write_report(result: CalibrationResult, out_dir: str | Path, robustness: pd.DataFrame | None = None, *,
+                 inputs: Iterable[str | Path | None] = ()) -> dict[str, Path]:
+    """Write report.html, report.json and one CSV per table into ``out_dir`` (each whole or not at all; none over
+    one of ``inputs``, checked before the first is written); returns their paths."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    frames = {name: frame for name, frame in dict(result.frames(), robustness=robustness).items()
+              if frame is not None and not frame.empty}
+    inputs = list(inputs)
+    for name in ("report.html", "report.json", *(f"{name}.csv" for name in frames)):
+        refuse_overwrite(out / name, inputs)
     paths = {"html": write_html(result, out / "report.html", robustness),
              "json": write_json(result, out / "report.json", robustness)}
-    frames = dict(result.frames())
-    if robustness is not None:
-        frames["robustness"] = robustness
     for name, frame in frames.items():
-        if frame is not None and not frame.empty:
-            paths[name] = out / f"{name}.csv"
-            frame.to_csv(paths[name], index=False)
+        paths[name] = out / f"{name}.csv"
+        with atomic_output(paths[name], newline="") as handle:
+            frame.to_csv(handle, index=False)
     return paths
 
 

@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from scijudge._files import write_text
+
 _METHOD_STYLE = {"ppi": ("PPI++", "#1f77b4", "o"), "human-only": ("human only", "#2ca02c", "s"),
                  "judge-only": ("judge only", "#d62728", "^")}
 MAX_PLOTTED_ROWS = 40
@@ -75,5 +77,5 @@ def write_estimate_html(table: pd.DataFrame, path: str | Path, coverage: pd.Data
     page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
             f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>"
             + estimate_section_html(table, coverage, needed) + "</body></html>")
-    path.write_text(page, encoding="utf-8")
+    write_text(path, page)  # whole or not at all
     return path

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import html
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from scijudge._files import atomic_output, refuse_overwrite, write_text
 from scijudge.metrics.robustness import ALL_JUDGES, RobustnessResult
 from scijudge.report.calibration import _CSS, _img, _plt, _png, _table
 
@@ -57,11 +59,16 @@ def render_robustness_html(result: RobustnessResult, title: str = "scijudge robu
     return "\n".join(parts)
 
 
-def write_robustness(result: RobustnessResult, out_dir: str | Path) -> dict[str, Path]:
-    """Write robustness.csv and robustness.html into ``out_dir``."""
+def write_robustness(result: RobustnessResult, out_dir: str | Path, *,
+                     inputs: Iterable[str | Path | None] = ()) -> dict[str, Path]:
+    """Write robustness.csv and robustness.html into ``out_dir`` (each whole or not at all, none over one of
+    ``inputs``)."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     paths = {"csv": out / "robustness.csv", "html": out / "robustness.html"}
-    result.table.to_csv(paths["csv"], index=False)
-    paths["html"].write_text(render_robustness_html(result), encoding="utf-8")
+    inputs = list(inputs)
+    for path in paths.values():
+        refuse_overwrite(path, inputs)
+    with atomic_output(paths["csv"], newline="") as handle:
+        result.table.to_csv(handle, index=False)
+    write_text(paths["html"], render_robustness_html(result))
     return paths
