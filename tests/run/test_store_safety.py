@@ -115,24 +115,21 @@ def test_a_killed_writers_wal_without_its_shm_file_is_read_whole_and_no_file_is_
 
 @pytest.fixture
 def read_only_mount(tmp_path):
-    """A tmpfs mounted at a folder, filled by the test, then remounted read-only (needs root; skipped otherwise)."""
-    folder = tmp_path / "ro"
-    folder.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a read-only file system needs root")
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(folder)], capture_output=True)
-    if made.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.decode(errors='replace').strip()}")
+    """A tmpfs mounted at a folder, filled by the test, then ``freeze()``-d read-only (skipped where no mount can be
+    made: not root, or no mount permission in this container)."""
+    from scijudge.testing.mounts import mount_unavailable, tmpfs
 
-    def freeze() -> None:
-        subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True, capture_output=True)
-        with pytest.raises(OSError):
-            (folder / "probe").write_text("x")
-
+    if (why := mount_unavailable()) is not None:
+        pytest.skip(why)
+    mounted = tmpfs(tmp_path / "ro")
     try:
-        yield folder, freeze
+        mount = mounted.__enter__()
+    except OSError as exc:
+        pytest.skip(str(exc))
+    try:
+        yield mount.folder, mount.freeze  # (an OSError of the test itself fails it: it is not caught here)
     finally:
-        subprocess.run(["umount", str(folder)], capture_output=True)
+        mounted.__exit__(None, None, None)
 
 
 def test_a_killed_writers_store_on_a_read_only_mount_reads_every_committed_judgment(tmp_path, read_only_mount):

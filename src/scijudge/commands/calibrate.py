@@ -158,19 +158,18 @@ def perturb_cmd(
 
     Example: scijudge perturb items.jsonl --level extreme --seed 1 --out perturbed.jsonl
     """
+    from scijudge._files import atomic_output, refuse_overwrite
     from scijudge.data import load_items
     from scijudge.perturb import perturb_items
 
+    refuse_overwrite(out, [items, pools])
     loaded = load_items(items)
     models = loaded[0] if isinstance(loaded, tuple) else loaded
     dicts = [m.model_dump(exclude_none=True) if hasattr(m, "model_dump") else dict(m) for m in models]
     not_made: list[dict[str, Any]] = []
     variants = perturb_items(dicts, level, seed, list(rubric) if rubric else None, pools=pools,
                              include_original=with_original, not_made=not_made)
-    from scijudge._files import atomic_output, refuse_overwrite
-
     out = Path(out)
-    refuse_overwrite(out, [items, pools])
     with atomic_output(out) as handle:  # whole or not at all
         for variant in variants:
             handle.write(json.dumps(variant, ensure_ascii=False) + "\n")
