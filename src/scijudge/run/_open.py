@@ -8,8 +8,9 @@
   its WAL are copied to a private temporary folder and read there (``immutable=1`` would silently ignore the WAL).
 - ``check_tables``: a SQLite file of another program is not a store; ``quick_check``: SQLite's own check of the
   file's structure, run when a store is opened to write (a damaged store is never resumed as if it were whole).
-- ``row_check_sql`` / ``check_row``: what a stored row must be (text where the schema says text, a status of
-  ``ok`` or ``abstained``, numbers where numbers): readers refuse a damaged row in one line naming it.
+- ``check_columns`` / ``check_row``: what a stored row must be (text where the schema says text, a status of
+  ``ok`` or ``abstained``, numbers where numbers): readers refuse a damaged row in one line naming it. Checked in
+  Python, a column of fetched values at a time: a type-check column in the query itself cost a fifth of a read.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ _PY_TYPES: dict[str, tuple[type, ...]] = {
     **{c: (str,) for c in _TEXT}, **{c: (float, int, type(None)) for c in _NUMBER},
     **{c: (int, type(None)) for c in _INTEGER}, **{c: (str, type(None)) for c in _TEXT_OR_NULL},
     "current": (int,)}
+_PY_TYPE_SETS = {name: frozenset(types) for name, types in _PY_TYPES.items()}
+_STATUS_SET = frozenset(STATUSES)
 _EXPECTED = {("text",): "text", ("real", "integer", "null"): "a number or empty", ("integer", "null"):
              "an integer or empty", ("text", "null"): "text or empty", ("integer",): "0 or 1"}
 
@@ -160,17 +163,17 @@ def quick_check(db: sqlite3.Connection, path: Path) -> None:
                          f"into a new --run, or recover what is readable with `sqlite3 {path} .recover`", file=path)
 
 
-def row_check_sql(columns: Mapping[str, str], names: Sequence[str]) -> str:
-    """SQL true where the row's ``names`` (read by ``columns[name]``) hold what the schema says they hold."""
-    parts = []
-    for name in names:
-        sql = columns[name]
-        types = _SQL_TYPES[name]
-        parts.append(f"typeof({sql}) = '{types[0]}'" if len(types) == 1 else
-                     f"typeof({sql}) IN ({', '.join(repr(t) for t in types)})")
-        if name == "status":
-            parts.append(f"{sql} IN ({', '.join(repr(s) for s in STATUSES)})")
-    return "(" + " AND ".join(parts) + ")" if parts else "1"
+def check_columns(names: Sequence[str], columns: Sequence[Sequence[Any]], rows: Sequence[Sequence[Any]],
+                  path: Path) -> None:
+    """``check_row`` of every fetched row, a column at a time (``columns[i]`` holds ``names[i]`` of each of ``rows``):
+    the set of a column's value types is all that is looked at unless one is wrong (a C-speed pass per column)."""
+    for name, column in zip(names, columns):
+        allowed = _PY_TYPE_SETS.get(name)
+        if allowed is None:
+            continue
+        if not set(map(type, column)) <= allowed or (name == "status" and not set(column) <= _STATUS_SET):
+            for row in rows:
+                check_row(dict(zip(names, row)), path)
 
 
 def check_row(row: Mapping[str, Any], path: Path) -> None:

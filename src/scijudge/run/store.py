@@ -30,8 +30,8 @@ from scijudge.records import (
     COLUMN_SQL, CURRENT_GROUP, JSON_COLUMNS, RUN_COLUMNS, Columns, JudgeResult, safe_endpoint,
 )
 from scijudge.redaction import redact_data
-from scijudge.run._open import ReadConnection, check_header, check_row, check_tables, connect_read, quick_check
-from scijudge.run._open import STATUSES, column_names, decoded, loads_column, row_check_sql
+from scijudge.run._open import ReadConnection, check_columns, check_header, check_tables, connect_read, quick_check
+from scijudge.run._open import STATUSES, column_names, decoded, loads_column
 from scijudge.run._writer_lock import WriterLock as _WriterLock
 from scijudge.run.rows import CURRENT_AT, chunks, group_of, row_of, rows_of
 
@@ -440,19 +440,17 @@ class Run:
             return
         where = "" if history else f" WHERE {self._current_is()}"
         json_columns = [c for c in JSON_COLUMNS if c in names] if decode else []
-        valid = row_check_sql(self._columns, names)
-        for values in self._stream(f"SELECT {self._select(names)}, {valid} FROM judgments{where} ORDER BY rowid"):
+        for values in self._stream(f"SELECT {self._select(names)} FROM judgments{where} ORDER BY rowid", names):
             row = dict(zip(names, values))
-            if not values[-1]:
-                check_row(row, self.path)
             for column in json_columns:
                 row[column] = loads_column(row[column], column, self.path, row.get("item_id"))
             if "current" in row:
                 row["current"] = bool(row["current"])
             yield row
 
-    def _stream(self, sql: str) -> Iterator[tuple[Any, ...]]:
-        """The rows of one query, fetched in chunks under the store's lock (flat memory on large stores)."""
+    def _stream(self, sql: str, names: Sequence[str]) -> Iterator[tuple[Any, ...]]:
+        """The rows of one query (its first columns: ``names``), fetched in chunks under the store's lock (flat
+        memory on large stores); a chunk with a damaged row is refused (``check_columns``) before any of it is given."""
         with self._lock, self._reading():
             cursor = self._db.execute(sql)
         try:
@@ -461,6 +459,7 @@ class Run:
                     fetched = cursor.fetchmany(_FETCH)
                 if not fetched:
                     return
+                check_columns(names, list(zip(*fetched)), fetched, self.path)
                 yield from fetched
         finally:
             with self._lock, suppress(sqlite3.ProgrammingError):  # the store was closed before the reader
@@ -476,21 +475,21 @@ class Run:
     def raw_tuples(self, *, history: bool = False) -> Iterator[tuple[Any, ...]]:
         """The rows as stored, for writers that copy them through: values in ``RUN_COLUMNS`` order (JSON
         columns as their text, ``current`` 0/1), then one flag, true where SQLite found every JSON column of the
-        row well-formed and every value of the schema's type (always false where SQLite has no JSON functions). ``raw_row`` turns one into a
-        ``raw_rows()`` dict. Streams from the cursor: a tuple costs a fraction of a dict."""
+        row well-formed (always false where SQLite has no JSON functions); a damaged row is refused in one line.
+        ``raw_row`` turns one into a ``raw_rows()`` dict. Streams from the cursor: a tuple costs a fraction of a
+        dict."""
         if not self._columns:
             return
         where = "" if history else f" WHERE {self._current_is()}"
-        valid = " AND ".join([*(self._well_formed(c) for c in JSON_COLUMNS), row_check_sql(self._columns, RUN_COLUMNS)])
-        yield from self._stream(f"SELECT {self._select(RUN_COLUMNS)}, {valid} FROM judgments{where} ORDER BY rowid")
+        valid = " AND ".join(self._well_formed(c) for c in JSON_COLUMNS)
+        yield from self._stream(f"SELECT {self._select(RUN_COLUMNS)}, {valid} FROM judgments{where} ORDER BY rowid",
+                                RUN_COLUMNS)
 
     def raw_row(self, values: Sequence[Any]) -> dict[str, Any]:
         """One ``raw_tuples()`` tuple as a ``raw_rows()`` dict (JSON columns as ``RawJSON`` when well-formed,
         else decoded: a corrupt one raises, naming the row)."""
         row = dict(zip(RUN_COLUMNS, values))
         ok = values[len(RUN_COLUMNS)]
-        if not ok:
-            check_row(row, self.path)
         for column in JSON_COLUMNS:
             raw = row[column]
             if raw is not None:
@@ -541,14 +540,12 @@ class Run:
         import pandas as pd
 
         with self._lock, self._reading():
-            cursor = self._db.execute(f"SELECT {self._select(names)}, {row_check_sql(self._columns, names)} "
-                                      f"FROM judgments{where} ORDER BY rowid")
+            cursor = self._db.execute(f"SELECT {self._select(names)} FROM judgments{where} ORDER BY rowid")
             fetched = cursor.fetchall()
         if not fetched:
             return pd.DataFrame.from_records(fetched, columns=names, coerce_float=True)
         values = list(zip(*fetched))
-        if not all(values.pop()):  # a damaged row: refused in one line naming it
-            check_row(dict(zip(names, next(row for row in fetched if not row[-1]))), self.path)
+        check_columns(names, values, fetched, self.path)  # a damaged row: refused in one line naming it
         built: dict[str, Any] = {column: decoded(values[names.index(column)], column, self.path)
                                  for column in json_columns}
         for at, name in enumerate(names):
