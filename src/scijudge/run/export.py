@@ -174,11 +174,9 @@ class _Writer:
         self.redact = redactor()  # the secrets known now, computed once for the whole export
         self._jsonl = fmt == "jsonl"
         self._output = atomic_output(out, "wb" if self._jsonl else "w", newline="")
-        handle = self._output.__enter__()  # a temporary file beside ``out``, renamed to it on a clean exit
+        self._encode = _json_line()
+        self._fragment: Any = None
         if self._jsonl:
-            self._binary = handle
-            self._encode = _json_line()
-            self._fragment: Any = None
             try:
                 import orjson
 
@@ -186,12 +184,19 @@ class _Writer:
                 self._fragment, self._dumps = orjson.Fragment, orjson.dumps
             except ImportError:  # pragma: no cover - orjson comes with DSPy
                 pass
-        else:
-            self._text = handle
-            self._csv = csv.writer(self._text, lineterminator="\n")
-            self._csv.writerow(RUN_COLUMNS)
 
     def __enter__(self) -> _Writer:
+        handle = self._output.__enter__()  # a temporary file beside ``out``, renamed to it on a clean exit
+        if self._jsonl:
+            self._binary = handle
+            return self
+        self._text = handle
+        self._csv = csv.writer(self._text, lineterminator="\n")
+        try:
+            self._csv.writerow(RUN_COLUMNS)
+        except BaseException as exc:
+            self._output.__exit__(type(exc), exc, exc.__traceback__)
+            raise
         return self
 
     def __exit__(self, *exc: Any) -> None:
