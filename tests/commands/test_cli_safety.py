@@ -160,3 +160,27 @@ def test_batches_on_a_read_only_mount_or_a_444_file_reads_and_creates_nothing(fo
         assert sorted(p.name for p in mount.folder.iterdir()) == ["S.sqlite", "bad.sqlite"]
     finally:
         mounted.__exit__(None, None, None)
+
+
+@pytest.mark.slow  # two `scijudge judge` processes and 240 requests through the loopback server: seconds
+def test_judge_resumes_no_damaged_store_as_done_and_buys_nothing(loopback, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    spec = 'name = "t.cli"\nfamily = "likert"\ndescription = "d"\ninstructions = "Rate it."\n[[inputs]]\nname = "answer"\n'
+    (tmp_path / "spec.toml").write_text(spec)
+    (tmp_path / "items.jsonl").write_text("".join(json.dumps({"id": f"it{i:03d}", "answer": f"text {i} " * 20}) + "\n"
+                                                 for i in range(240)))
+    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="true", DSPY_CACHEDIR=str(tmp_path / "cache"))
+    server = loopback(lambda body: json.dumps({"judgment": {"rationale": "r" * 200, "rating": 4}}))
+    args = [sys.executable, "-m", "scijudge", "judge", "items.jsonl", "-j", "spec.toml", "-m", "openai/judge",
+            "--api-base", server.url, "--run", "run.sqlite", "--no-progress", "--no-cache", "--concurrency", "16"]
+    first = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0 and server.count == 240, first.stderr
+    store = tmp_path / "run.sqlite"
+    store.write_bytes(store.read_bytes()[:-1000])
+    again = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 2, again.stdout + again.stderr
+    assert "damaged run store" in again.stderr and "Traceback" not in again.stderr, again.stderr
+    assert server.count == 240, "nothing asked again on top of the damage, nothing taken as done"
