@@ -85,6 +85,13 @@ def atomic_output(path: str | Path, mode: str = "w", *, encoding: str | None = "
         raise ValueError(f"atomic_output writes text ('w') or bytes ('wb'), not {mode!r}")
     if target.is_dir():
         raise InputError("expected an output file, got a folder", file=target)
+    if target.exists() and not target.is_file():  # a terminal, a pipe (/dev/stdout): nothing to rename over
+        binary = mode == "wb"
+        with target.open(mode, encoding=None if binary else encoding, newline=None if binary else newline) as handle:
+            yield handle
+        return
+    if target.is_symlink():  # write the file the link names, and keep the link
+        target = Path(os.path.realpath(target))
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)

@@ -238,3 +238,11 @@ def test_atomic_output_replaces_the_file_only_when_the_block_succeeds(tmp_path):
     with atomic_output(out, "wb") as handle:
         handle.write(b"b\n")
     assert out.read_bytes() == b"b\n" and out.stat().st_mode & 0o777 == 0o640
+    link = tmp_path / "link.csv"
+    link.symlink_to(out)
+    with atomic_output(link) as handle:
+        handle.write("c\n")
+    assert link.is_symlink() and out.read_text() == "c\n", "the file a link names is written, the link kept"
+    with atomic_output("/dev/null") as handle:  # not a regular file: written in place, never renamed over
+        handle.write("x")
+    assert Path("/dev/null").is_char_device()
