@@ -286,3 +286,52 @@ def cost_per_item(result: CascadeResult) -> pd.DataFrame:
                     "cascade_cost": float(g["cost"].mean()) if g["cost"].notna().all() else math.nan,
                     "last_cost": float(g["last_cost"].mean()) if g["last_cost"].notna().all() else math.nan})
     return pd.DataFrame(out, columns=["judge", "last_member", "units", "cascade_calls", "cascade_cost", "last_cost"])
+
+
+def load_thresholds(path: str | Path) -> dict[str, Any]:
+    """A thresholds file written by ``scijudge cascade --save``: its members in order, each with ``model``,
+    ``endpoint``, ``mode``, ``decision_score``, ``rating_probs`` and ``thresholds`` ({judge: Threshold | None});
+    errors name the file and the field."""
+    file = Path(path)
+    try:
+        doc = json.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError("thresholds file not found", file=file) from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InputError(f"not a JSON thresholds file ({exc})", file=file) from None
+    if not isinstance(doc, dict) or doc.get("format") != "scijudge-cascade/1":
+        raise InputError("not a thresholds file of `scijudge cascade --save` (format scijudge-cascade/1)", file=file,
+                         field="format")
+    members = doc.get("members")
+    if not isinstance(members, list) or not members:
+        raise InputError("the thresholds file names no member", file=file, field="members")
+    out = []
+    for i, m in enumerate(members):
+        where = f"members[{i}]"
+        if not isinstance(m, dict) or not isinstance(m.get("model"), str) or not m["model"]:
+            raise InputError("a member needs a model", file=file, field=f"{where}.model")
+        if m["model"].startswith(("jury:", CASCADE_PREFIX)):
+            raise InputError(f"member {m['model']!r} is a view over stored judgments, not a model to call: a cascade "
+                             "judged with --cascade needs models as members", file=file, field=f"{where}.model")
+        if m.get("mode", "generate") not in ("generate", "decision"):
+            raise InputError(f"mode must be generate or decision, got {m.get('mode')!r}", file=file,
+                             field=f"{where}.mode")
+        raw = m.get("thresholds") or {}
+        if not isinstance(raw, dict):
+            raise InputError("thresholds must map judge names to {value, tie} or null", file=file,
+                             field=f"{where}.thresholds")
+        try:
+            thresholds = {str(j): Threshold.of(t) for j, t in raw.items()}
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise InputError("a threshold must be {\"value\": number, \"tie\": number} or null", file=file,
+                             field=f"{where}.thresholds") from None
+        out.append({"member": str(m.get("member") or m["model"]), "model": m["model"],
+                    "endpoint": str(m.get("endpoint") or ""), "mode": m.get("mode", "generate"),
+                    "decision_score": str(m.get("decision_score") or "expected"),
+                    "rating_probs": bool(m.get("rating_probs", m.get("mode", "generate") == "generate")),
+                    "thresholds": thresholds})
+    try:
+        seed = int(doc.get("seed", 0))
+    except (TypeError, ValueError):
+        raise InputError("seed must be an integer", file=file, field="seed") from None
+    return {"name": str(doc.get("name") or ""), "seed": seed, "members": out}

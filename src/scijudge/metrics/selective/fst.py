@@ -6,7 +6,8 @@ candidate thresholds in that order; at the candidate that keeps the first ``n`` 
 with the humans, test H0: "the agreement of the judgments this threshold keeps is below ``target``" with the
 exact one-sided binomial p-value ``P(Bin(n, target) >= x)``. Reject when it is <= ``delta``; stop at the first
 candidate not rejected. The chosen threshold is the last rejected candidate (the lowest confidence tested
-successfully); none when the first is not rejected. The sequence starts at the first candidate that could be
+successfully), kept with its whole confidence group when the cut falls at the group's end (tie 0), otherwise
+cut inside the group at its tie key; none when the first is not rejected. The sequence starts at the first candidate that could be
 rejected at all, the one keeping ``n0`` judgments, the least ``n`` with ``target ** n <= delta`` (a candidate
 keeping fewer is rejected by no data; ``n0`` depends on ``target`` and ``delta`` only, never on the labels).
 Every test is at level ``delta`` and the order is the confidence order, so with probability >= 1 - delta the
@@ -73,8 +74,9 @@ def fixed_sequence(confidence: np.ndarray, tie: np.ndarray, agree: np.ndarray, *
                              f"calibration judgments (the {n0} most confident give p = {p[n0 - 1]:.3g})")
     last = n0 - 1 + (int(np.argmin(rejected)) - 1 if not rejected.all() else rejected.size - 1)
     best = idx[last]
-    return FixedSequence((float(conf[best]), float(np.asarray(tie, float)[best])), n_cal, last + 1, int(hits[last]),
-                         float(p[last]))
+    whole = last + 1 == n_cal or conf[idx[last + 1]] < conf[best]  # the cut keeps its whole confidence group
+    return FixedSequence((float(conf[best]), 0.0 if whole else float(np.asarray(tie, float)[best])), n_cal, last + 1,
+                         int(hits[last]), float(p[last]))
 
 
 def first_testable(target: float, delta: float) -> int:
