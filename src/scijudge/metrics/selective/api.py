@@ -26,12 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from scijudge.errors import InputError
 from scijudge.metrics.jury.api import read_runs
 from scijudge.metrics.jury.members import Member, members_of_judge, select_members
-from scijudge.metrics.selective.fst import clopper_pearson, fixed_sequence
+from scijudge.metrics.selective.fst import cascade_core, clopper_pearson
 from scijudge.run.cascade import Threshold, confidence_of, tie_key
 
 CASCADE_PREFIX = "cascade:"
@@ -219,58 +220,53 @@ def _endpoint(sel: pd.DataFrame, label: str) -> str:
 
 def _judge_cascade(rows: pd.DataFrame, judge: str, order: list[str], definition: dict[str, Any],
                    decisions: list[dict[str, Any]], thresholds: list[dict[str, Any]], notes: list[str]) -> None:
-    """The cascade of one judge: thresholds member by member, then one decision per unit."""
+    """The cascade of one judge (``cascade_core`` on its members' arrays), then one decision per unit."""
     units = sorted(set(zip(rows["item_id"], rows["part"])))
-    by_member = {m: g.set_index(["item_id", "part"]) for m, g in rows.groupby("member")}
+    index = pd.MultiIndex.from_tuples(units, names=["item_id", "part"])
+    by_member = [rows[rows["member"] == m].set_index(["item_id", "part"]).reindex(index) for m in order]
+    usable = [(g["status"] == "ok").to_numpy() & g["confidence"].notna().to_numpy() for g in by_member]
+    conf = np.array([np.where(u, g["confidence"].to_numpy(float), np.nan) for g, u in zip(by_member, usable)])
+    agree = np.array([np.where(u, g["agree"].to_numpy(float), np.nan) for g, u in zip(by_member, usable)])
+    tie = np.nanmax(np.array([g["tie"].to_numpy(float) for g in by_member]), axis=0)
+    core = cascade_core(conf, tie, agree, target=definition["target"], risk=definition["risk"])
     delta = definition["risk"] / len(order)
-    open_units = list(units)
-    decided: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
-    consulted: dict[tuple[str, str], list[dict[str, Any]]] = {u: [] for u in units}
-    for position, member in enumerate(order):
-        mine = by_member.get(member)
-        if mine is None:
-            mine = rows.iloc[:0].set_index(["item_id", "part"])
-        reach = mine.reindex([u for u in open_units if u in mine.index])
-        has = reach["confidence"].notna() & (reach["status"] == "ok")
-        cal = reach[has & reach["agree"].notna()]
-        fst = fixed_sequence(cal["confidence"].to_numpy(float), cal["tie"].to_numpy(float),
-                             cal["agree"].to_numpy(float) > 0.5, target=definition["target"], delta=delta)
-        thr = Threshold(*fst.threshold) if fst.threshold is not None else None
-        trusted = set()
-        for unit, rec in zip(reach.index, reach.to_dict("records")):
-            if thr is not None:
-                consulted[unit].append(rec)
-                if has.loc[unit] and thr.trusts(rec["confidence"], rec["tie"]):
-                    trusted.add(unit)
-                    decided[unit] = (member, rec)
+    decided = core.decided
+    for k, (member, fst, n_reached) in enumerate(zip(order, core.tests, core.reached)):
+        thr = fst.threshold
+        n_trusted = int((decided == k).sum())
         lo, hi = clopper_pearson(fst.n_agree, fst.n_kept) if thr is not None else (math.nan, math.nan)
         thresholds.append({
-            "judge": judge, "member": member, "position": position + 1,
-            "threshold": thr.value if thr else math.nan, "tie": thr.tie if thr else math.nan,
-            "reason": "" if thr else fst.reason, "risk_share": delta, "n_reached": len(open_units),
-            "n_trusted": len(trusted), "coverage": len(trusted) / len(units) if units else math.nan,
+            "judge": judge, "member": member, "position": k + 1,
+            "threshold": thr[0] if thr else math.nan, "tie": thr[1] if thr else math.nan,
+            "reason": "" if thr else fst.reason, "risk_share": delta, "n_reached": n_reached,
+            "n_trusted": n_trusted, "coverage": n_trusted / len(units) if units else math.nan,
             "n_calibration": fst.n_calibration, "n_kept": fst.n_kept if thr else 0,
             "n_agree": fst.n_agree if thr else 0, "agreement": fst.agreement if thr else math.nan,
             "ci_low": lo, "ci_high": hi, "p_value": fst.p_value})
-        open_units = [u for u in open_units if u not in trusted]
-    final = by_member.get(order[-1])
-    last_costs = {} if final is None else {u: (float(c) if c is not None and not pd.isna(c) else math.nan)
-                                           for u, c in zip(final.index, final["cost"])}
-    for unit in units:
-        member, rec = decided.get(unit, ("", None))
-        seen = consulted[unit]
+    records = [g.to_dict("records") for g in by_member]
+    tested = [t.threshold is not None for t in core.tests]
+    for u, unit in enumerate(units):
+        d = int(decided[u])
+        stop = d if d >= 0 else len(order) - 1
+        seen = [{**records[k][u], "member": order[k]} for k in range(stop + 1)
+                if tested[k] and isinstance(records[k][u].get("status"), str)]
+        rec = {**records[d][u], "member": order[d]} if d >= 0 else None
         last = rec if rec is not None else (seen[-1] if seen else None)
         costs = [float(r["cost"]) for r in seen if r.get("cost") is not None and not pd.isna(r.get("cost"))]
+        final = records[-1][u]
+        last_cost = final.get("cost") if isinstance(final.get("status"), str) else None
         decisions.append({
-            "item_id": unit[0], "judge": judge, "part": unit[1], "member": member,
-            "score": float(last["score"]) if last is not None and not pd.isna(last["score"]) else math.nan,
-            "confidence": float(last["confidence"]) if last is not None and not pd.isna(last["confidence"]) else math.nan,
-            "trusted": rec is not None,
+            "item_id": unit[0], "judge": judge, "part": unit[1], "member": order[d] if d >= 0 else "",
+            "score": _float(last["score"]) if last is not None else math.nan,
+            "confidence": _float(last["confidence"]) if last is not None else math.nan,
+            "trusted": d >= 0, "labelled": bool(last is not None and not pd.isna(last["agree"])),
+            "agree": _float(last["agree"]) if last is not None else math.nan,
             "cost": math.fsum(costs) if len(costs) == len(seen) else math.nan, "calls": len(seen),
-            "last_cost": last_costs.get(unit, math.nan), "last_member": order[-1],
-            "labelled": bool(last is not None and not pd.isna(last["agree"])),
-            "agree": float(last["agree"]) if last is not None else math.nan,
-            "_rec": rec, "_consulted": seen})
+            "last_cost": _float(last_cost), "last_member": order[-1], "_rec": rec, "_consulted": seen})
+
+
+def _float(value: Any) -> float:
+    return math.nan if value is None or pd.isna(value) else float(value)
 
 
 def digest(values: Sequence[str], n: int = 24) -> str:

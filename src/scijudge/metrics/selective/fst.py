@@ -8,8 +8,11 @@ exact one-sided binomial p-value ``P(Bin(n, target) >= x)``. Reject when it is <
 candidate not rejected. The chosen threshold is the last rejected candidate (the lowest confidence tested
 successfully), kept with its whole confidence group when the cut falls at the group's end (tie 0), otherwise
 cut inside the group at its tie key; none when the first is not rejected. The sequence starts at the first candidate that could be
-rejected at all, the one keeping ``n0`` judgments, the least ``n`` with ``target ** n <= delta`` (a candidate
-keeping fewer is rejected by no data; ``n0`` depends on ``target`` and ``delta`` only, never on the labels).
+rejected at all and keeps at least ``start`` (default 10%) of the calibration judgments: the one keeping
+``max(n0, ceil(start * n))``, with ``n0`` the least ``n`` such that ``target ** n <= delta`` (a candidate keeping
+fewer is rejected by no data). Starting lower makes the whole sequence hang on the first few judgments (at
+``n0`` every one must agree), which stops it early whenever one of the most confident disagrees; the start
+depends on ``target``, ``delta`` and the number of calibration judgments only, never on the labels.
 Every test is at level ``delta`` and the order is the confidence order, so with probability >= 1 - delta the
 chosen threshold's agreement on new judgments from the same distribution is >= target.
 """
@@ -22,6 +25,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from scipy import stats
+
+
+START = 0.1
+"""The first candidate threshold keeps this share of the calibration judgments (or n0, if more)."""
 
 
 @dataclass(frozen=True)
@@ -52,13 +59,14 @@ def binomial_p_values(n_agree: np.ndarray, n: np.ndarray, target: float) -> np.n
 
 
 def fixed_sequence(confidence: np.ndarray, tie: np.ndarray, agree: np.ndarray, *, target: float,
-                   delta: float) -> FixedSequence:
-    """The threshold chosen by fixed-sequence testing (module docstring) on calibration judgments."""
+                   delta: float, start: float = START) -> FixedSequence:
+    """The threshold chosen by fixed-sequence testing (module docstring) on calibration judgments; the first
+    candidate keeps ``max(n0, ceil(start * n))`` of the ``n`` judgments."""
     conf = np.asarray(confidence, float)
     n_cal = int(conf.size)
     if n_cal == 0:
         return FixedSequence(None, 0, 0, 0, float("nan"), "no labelled calibration judgment with a confidence")
-    n0 = first_testable(target, delta)
+    n0 = max(first_testable(target, delta), math.ceil(start * n_cal - 1e-9))
     if n_cal < n0:
         return FixedSequence(None, n_cal, 0, 0, float("nan"),
                              f"{n_cal} labelled calibration judgment(s): agreement {target:g} at risk {delta:.3g} "
@@ -102,3 +110,42 @@ def selective_curve(confidence: np.ndarray, tie: np.ndarray, agree: np.ndarray) 
     hits = np.cumsum(np.asarray(agree, bool)[idx])
     n = np.arange(1, conf.size + 1)
     return pd.DataFrame({"threshold": conf[idx], "n_kept": n, "coverage": n / conf.size, "agreement": hits / n})
+
+
+@dataclass(frozen=True)
+class CascadeCore:
+    """One judge's cascade over N units and K members: each member's test, how many units reached it, and the
+    member that decided each unit (-1: escalated)."""
+
+    tests: list[FixedSequence]
+    reached: list[int]
+    decided: np.ndarray
+
+
+def cascade_core(confidence: np.ndarray, tie: np.ndarray, agree: np.ndarray, *, target: float,
+                 risk: float, start: float = START) -> CascadeCore:
+    """The cascade rule on arrays: ``confidence`` and ``agree`` are K x N (NaN: no judgment with a confidence /
+    no label), ``tie`` has N. Member k is tested at level ``risk / K`` on the labelled units no earlier member
+    trusted, and trusts the units it reaches whose (confidence, tie) reaches its threshold."""
+    conf = np.asarray(confidence, float)
+    agr = np.asarray(agree, float)
+    ties = np.asarray(tie, float)
+    k_members, n_units = conf.shape
+    delta = risk / k_members
+    open_ = np.ones(n_units, bool)
+    decided = np.full(n_units, -1)
+    tests, reached = [], []
+    for k in range(k_members):
+        reached.append(int(open_.sum()))
+        has = open_ & np.isfinite(conf[k])
+        cal = has & np.isfinite(agr[k])
+        fst = fixed_sequence(conf[k, cal], ties[cal], agr[k, cal] > 0.5, target=target, delta=delta, start=start)
+        tests.append(fst)
+        if fst.threshold is None:
+            continue
+        value, cut = fst.threshold
+        with np.errstate(invalid="ignore"):
+            trusted = has & ((conf[k] > value) | ((conf[k] == value) & (ties >= cut)))
+        decided[trusted] = k
+        open_ &= ~trusted
+    return CascadeCore(tests, reached, decided)
