@@ -80,9 +80,8 @@ def select_members(frame: pd.DataFrame, members: Sequence[str | Member], *,
     """Rows of ``frame`` that belong to a member, with a ``member`` column (its label), and the members.
 
     Refuses (one line each): fewer than ``minimum`` members (a jury: two; a cascade: one), a member given twice,
-    a member matching no row, a member
-    without endpoint whose model was judged at several endpoints, two members claiming one row, and a member
-    with two rows for one (item, judge, part) (the same run passed twice).
+    a member matching no row, a member without endpoint whose model was judged at several endpoints, two members
+    claiming one row, and a member with two rows for one (item, judge, part) (the same run passed twice).
     """
     specs = [Member.parse(m) for m in members]
     if len(specs) < minimum:
