@@ -210,3 +210,18 @@ def test_several_raters_are_averaged_and_tolerance_widens_agreement() -> None:
     assert not exact.decisions["trusted"].any()  # |3 - 3.5| > 0
     loose = cascade(judgments, labels, members=["m"], target=0.8, risk=0.1, tolerance=0.5)
     assert loose.decisions["trusted"].all()  # 30 of 30 agree: p = 0.8**30 = 0.0012 <= 0.1
+
+
+def test_a_majority_jury_carries_its_vote_shares_as_probs() -> None:
+    from scijudge.metrics.jury import jury
+
+    rows = [{"item_id": "i1", "judge": "j", "model": m, "status": "ok", "score": s}
+            for m, s in (("a", 4.0), ("b", 4.0), ("c", 2.0))]
+    rows.append({"item_id": "i2", "judge": "j", "model": "a", "status": "ok", "score": 3.0})
+    rows += [{"item_id": "i2", "judge": "j", "model": m, "status": "ok", "score": 3.0} for m in ("b",)]
+    rows.append({"item_id": "i2", "judge": "j", "model": "c", "status": "abstained", "score": None})
+    result = jury(pd.DataFrame(rows), ["a", "b", "c"], name="p", method="majority", scale="1,5,1").rows
+    by_item = result.set_index("item_id")
+    assert by_item.loc["i1", "probs"] == pytest.approx({"4": 2 / 3, "2": 1 / 3})
+    assert by_item.loc["i2", "probs"] == pytest.approx({"3": 2 / 3})  # the abstaining member counts against
+    assert confidence_of(by_item.loc["i1", "score"], None, by_item.loc["i1", "probs"]) == pytest.approx(2 / 3)
