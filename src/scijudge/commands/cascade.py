@@ -14,9 +14,9 @@ _MEMBER_HELP = ("A member, cheapest first: MODEL, MODEL@ENDPOINT (as stored, wit
                 "repeat for a cascade. Each needs stored rating probabilities (--mode decision, --rating-probs, "
                 "or a majority / dawid-skene jury).")
 _RULE = ("decision rule: for each judge, member k of K sees the items no earlier member trusted; on its labelled "
-         "ones, from the most confident down, it tests H0 'agreement of the kept < target' with the exact binomial "
-         "p-value P(Bin(n, target) >= agreeing) at level risk/K, stops at the first non-rejection and trusts "
-         "confidence >= the last rejected threshold")
+         "ones, from the most confident down (starting at 10% of them, or at the fewest a test can reject with), it "
+         "tests H0 'agreement of the kept < target' with the exact binomial p-value P(Bin(n, target) >= agreeing) "
+         "at level risk/K, stops at the first non-rejection and trusts confidence >= the last rejected threshold")
 
 
 def cascade_cmd(
