@@ -118,3 +118,16 @@ def test_judge_cascade_refuses_model_options_and_a_bad_file_in_one_line(tmp_path
         assert out.exit_code == 2
         assert len([line for line in out.output.splitlines() if line.strip()]) == 1, out.output
     assert not (tmp_path / "r.sqlite").exists()
+
+
+def test_judge_cascade_refuses_a_judge_the_cascade_has_no_threshold_for(tmp_path: Path) -> None:
+    items = tmp_path / "i.jsonl"
+    _items(items, "x", 1, 0)
+    plan = tmp_path / "t.json"
+    plan.write_text(json.dumps({"format": "scijudge-cascade/1", "seed": 0, "members": [
+        {"member": "openai/a", "model": "openai/a", "endpoint": "http://127.0.0.1:9/v1", "mode": "decision",
+         "thresholds": {"yescieval.qa.coherence": {"value": 0.9, "tie": 0.0}, JUDGE: None}}]}))
+    out = CliRunner().invoke(app, ["judge", str(items), "-j", JUDGE, "--cascade", str(plan), "--run",
+                                   str(tmp_path / "r.sqlite")], env={"COLUMNS": "200", "OPENAI_API_KEY": "k"})
+    assert out.exit_code == 2 and f"no member of the cascade has a threshold for judge {JUDGE!r}" in out.output
+    assert len([line for line in out.output.splitlines() if line.strip()]) == 1, out.output

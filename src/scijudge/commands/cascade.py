@@ -28,7 +28,8 @@ def cascade_cmd(
     name: Annotated[str, typer.Option("--name", help="The cascade's name: its judgments get model 'cascade:NAME'.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Run store (SQLite) to write the cascade's judgments to.")],
     risk: Annotated[float, typer.Option(help="Probability that the guarantee fails (split over the members).")] = 0.1,
-    tolerance: Annotated[float, typer.Option(help="Agreement is |score - human| <= T (0: exact match).")] = 0.0,
+    tolerance: Annotated[float, typer.Option(help="Agreement is |score - human| <= T (0: exact match; decision mode's "
+                                             "expected scores need --decision-score mode or T >= 0.5).")] = 0.0,
     seed: Annotated[int, typer.Option(help="Orders judgments of equal confidence (a seeded hash of the item).")] = 0,
     escalated: Annotated[Path | None, typer.Option(help="Write the escalated items as a select-labels picks CSV "
                                                    "(the labelling queue).")] = None,
