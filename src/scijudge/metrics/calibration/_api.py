@@ -153,7 +153,8 @@ def _calibrate(judgments: pd.DataFrame, labels: pd.DataFrame, *, scale: Any, n_b
         leaderboard=leaderboard, per_rubric=per_rubric, verdict_leaderboard=v_leaderboard,
         verdict_per_rubric=v_per_rubric, human_ceiling=ceiling, paired=paired, confusion=confusion,
         reliability=reliability, scales=scales, n_boot=n_boot, seed=seed, level=level, notes=notes,
-        continuous=sorted(continuous), position=position, selective=_selective(df_rel, lab),
+        continuous=sorted(continuous), position=position,
+        selective=_selective(df_rel, lab),
     )
 
 

@@ -159,9 +159,11 @@ def cascade(judgments: Any, labels: Any, *, members: Sequence[str | Member], tar
             a tie; the same seed orders them the same way at judge time.
 
     Decision rule: member k (of K) of a judge sees the units earlier members did not trust; on its labelled ones,
-    from the most confident down, it tests H0 "agreement of the kept < target" with the exact binomial p-value
-    P(Bin(n, target) >= agreeing) at level risk/K and stops at the first non-rejection; its threshold is the
-    last rejected candidate (none if the first is not rejected: it then trusts nothing).
+    from the most confident down, starting at the candidate that keeps 10% of them (or the fewest, n0, that a
+    test can reject with: target**n0 <= risk/K), it tests H0 "agreement of the kept < target" with the exact
+    binomial p-value P(Bin(n, target) >= agreeing) at level risk/K and stops at the first non-rejection; its
+    threshold is the last rejected candidate (none if the first is not rejected: it then trusts nothing). A unit
+    is trusted when (confidence, tie key) >= the threshold; the first member that trusts it decides it.
     """
     if not 0 < target < 1:
         raise InputError(f"target must be between 0 and 1, got {target}", field="target")
