@@ -225,3 +225,9 @@ def test_a_majority_jury_carries_its_vote_shares_as_probs() -> None:
     assert by_item.loc["i1", "probs"] == pytest.approx({"4": 2 / 3, "2": 1 / 3})
     assert by_item.loc["i2", "probs"] == pytest.approx({"3": 2 / 3})  # the abstaining member counts against
     assert confidence_of(by_item.loc["i1", "score"], None, by_item.loc["i1", "probs"]) == pytest.approx(2 / 3)
+
+
+def test_cascade_is_a_lazy_user_verb() -> None:
+    import scijudge
+
+    assert "cascade" in scijudge.__all__ and scijudge.cascade is cascade
