@@ -253,7 +253,9 @@ def _judge_cascade(rows: pd.DataFrame, judge: str, order: list[str], definition:
         seen = [{**records[k][u], "member": order[k]} for k in range(stop + 1)
                 if tested[k] and isinstance(records[k][u].get("status"), str)]
         rec = {**records[d][u], "member": order[d]} if d >= 0 else None
-        last = rec if rec is not None else (seen[-1] if seen else None)
+        judged = [{**records[k][u], "member": order[k]} for k in range(len(order))
+                  if isinstance(records[k][u].get("status"), str)]
+        last = rec if rec is not None else (seen[-1] if seen else (judged[-1] if judged else None))
         costs = [float(r["cost"]) for r in seen if r.get("cost") is not None and not pd.isna(r.get("cost"))]
         final = records[-1][u]
         last_cost = final.get("cost") if isinstance(final.get("status"), str) else None
@@ -264,7 +266,7 @@ def _judge_cascade(rows: pd.DataFrame, judge: str, order: list[str], definition:
             "trusted": d >= 0, "labelled": bool(last is not None and not pd.isna(last["agree"])),
             "agree": _float(last["agree"]) if last is not None else math.nan,
             "cost": math.fsum(costs) if len(costs) == len(seen) else math.nan, "calls": len(seen),
-            "last_cost": _float(last_cost), "last_member": order[-1], "_rec": rec, "_consulted": seen})
+            "last_cost": _float(last_cost), "last_member": order[-1], "_rec": rec, "_consulted": seen, "_last": last})
 
 
 def _float(value: Any) -> float:

@@ -36,7 +36,7 @@ def cascade_results(result: CascadeResult) -> list[JudgeResult]:
         decoding = json.dumps({**result.definition, "thresholds": {m: thresholds.get((judge, m))
                                                                    for m in result.definition["members"]}},
                               sort_keys=True, separators=(",", ":"))
-        base = rec if rec is not None else (seen[-1] if seen else {})
+        base = rec if rec is not None else (row.get("_last") or {})
         keys = sorted(str(r["key"]) for r in seen if r.get("key"))
         info = {"name": result.name, "member": row["member"],
                 "consulted": [{"member": r["member"], "key": r.get("key", ""), "status": r["status"],
