@@ -14,8 +14,12 @@ def selective_plot(curves: pd.DataFrame, png: Callable[[Any], str], plt: Any) ->
     if curves is None or curves.empty:
         return None
     judges = sorted(curves["judge"].unique())[:12]
-    fig, axes = plt.subplots(1, len(judges), figsize=(3.6 * len(judges), 3.4), squeeze=False, layout="constrained")
-    for ax, judge in zip(axes[0], judges):
+    cols = min(4, len(judges))
+    rows = -(-len(judges) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.4 * rows), squeeze=False, layout="constrained")
+    for ax in axes.flat[len(judges):]:
+        ax.set_visible(False)
+    for ax, judge in zip(axes.flat, judges):
         sel = curves[curves["judge"] == judge]
         for contender, g in sel.groupby("contender", sort=True):
             line = ax.plot(g["coverage"], g["agreement"], "-", lw=1.2, label=str(contender))[0]
