@@ -35,7 +35,7 @@ _LAZY: dict[str, str] = {
     # calibration and optimization
     "calibrate": "scijudge.metrics.calibration", "optimize": "scijudge.optimization",
     "estimate": "scijudge.estimation", "select_labels": "scijudge.estimation.select",
-    "jury": "scijudge.metrics.jury", "distill": "scijudge.distillation",
+    "jury": "scijudge.metrics.jury", "cascade": "scijudge.metrics.selective", "distill": "scijudge.distillation",
     # shipped data (example datasets, specs, recipes)
     "bundled_path": "scijudge._resources",
 }
@@ -45,7 +45,7 @@ __all__ = [
     "JudgeProtocol", "JudgeRecipe",
     "JudgeResult", "JudgeSpec", "LikertRating", "ModelError", "PairwiseJudgment", "Paper", "Run", "RunFields",
     "RunSummary", "ScijudgeError", "SpecError", "StructuredChain", "UnknownJudgeError", "__version__", "bundled_path",
-    "calibrate", "distill", "estimate", "get_spec", "judge_items", "jury", "list_specs", "load_items", "load_judge",
+    "calibrate", "cascade", "distill", "estimate", "get_spec", "judge_items", "jury", "list_specs", "load_items", "load_judge",
     "load_labels", "load_spec_file", "make_lm", "optimize", "select_labels",
 ]
 
@@ -74,6 +74,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from scijudge.lm import make_lm
     from scijudge.metrics.calibration import calibrate
     from scijudge.metrics.jury import jury
+    from scijudge.metrics.selective import cascade
     from scijudge.optimization import optimize
     from scijudge.spec.outputs import JudgeOutput, LikertRating, PairwiseJudgment, RunFields
     from scijudge.records import Attempt, JudgeResult

@@ -64,6 +64,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "jury": ("jury", "jury_cmd",
              "Aggregate several judges into a jury, stored as a run (model jury:NAME) that calibrate, estimate and "
              "export read."),
+    "cascade": ("cascade", "cascade_cmd",
+                "Trust a judge where it is confident enough to meet a target agreement with humans; escalate the "
+                "rest."),
     "drift": ("drift", "drift_cmd",
               "Judge drift per judge and model: n, flip rate (exact and beyond +-1), kappa between runs, mean shift "
               "with a\n95% paired-t interval."),

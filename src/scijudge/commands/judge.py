@@ -18,7 +18,8 @@ def judge_cmd(
     items: Annotated[Path, typer.Argument(help="Items in canonical JSONL (see `scijudge schema`).")],
     judge: Annotated[list[str], typer.Option(
         "--judge", "-j", help="Judge name, glob (yescieval.qa.*) or spec path; repeatable.")],
-    model: Annotated[str, typer.Option("--model", "-m", help="DSPy/litellm model string, or hf:<model or adapter>.")],
+    model: Annotated[str | None, typer.Option(
+        "--model", "-m", help="DSPy/litellm model string, or hf:<model or adapter>.")] = None,
     api_base: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL, e.g. http://localhost:8000/v1.")] = None,
     run: Annotated[Path | None, typer.Option(help="Run store (SQLite). Re-running with the same store resumes.")] = None,
     concurrency: Annotated[int, typer.Option(min=1, help="Judgments in flight at once.")] = 8,
@@ -75,6 +76,9 @@ def judge_cmd(
     layout: Annotated[str, typer.Option(
         help="Prompt order: rubric-first (default) or item-first (a local engine then shares each item's prefix across its "
              "rubrics).")] = "rubric-first",
+    cascade: Annotated[Path | None, typer.Option(
+        help="Judge with a cascade saved by `scijudge cascade --save`: its first member judges every item, each next "
+             "member only the items no earlier one trusted (models, endpoints and modes come from the file).")] = None,
 ) -> None:
     """Judge every item with every judge; each judgment is saved to the run store as it completes.
 
@@ -92,6 +96,8 @@ def judge_cmd(
     Decision example: scijudge judge items.jsonl -j 'yescieval.qa.*' --mode decision --layout item-first -m hf:/models/adapter
 
     Fused example: scijudge judge items.jsonl -j 'yescieval.qa.*' --fused --layout item-first -m hf:/models/adapter
+
+    Cascade example: scijudge judge items.jsonl -j yescieval.qa.correctness --cascade thresholds.json --run runs/c.sqlite
     """
     from scijudge.data import load_items
     from scijudge.judges.build import judges_for_run
@@ -108,6 +114,12 @@ def judge_cmd(
         raise InputError("choose --batch (provider batch APIs) or --ray (local hf: models on Ray), not both",
                          field="--batch")
     name = "batch" if batch else "ray" if ray is not None else "processes" if processes > 1 else "threads"
+    if cascade is not None and (model is not None or api_base is not None or mode != "generate" or rating_probs
+                                or fused or ray is not None or limit is not None):
+        raise InputError("--cascade takes its members' models, endpoints and modes from the thresholds file: drop "
+                         "--model, --api-base, --mode, --rating-probs, --fused, --ray and --limit", field="--cascade")
+    if cascade is None and model is None:
+        raise InputError("give the model to judge with (--model) or a saved cascade (--cascade)", field="--model")
     specs = apply_blocks_and_preset(resolve_judges(judge), blocks=block or [], preset=preset)
     if reports is not None:
         from scijudge.importers.researchrubrics import load_checklist_items
@@ -117,11 +129,23 @@ def judge_cmd(
         loaded, skipped = load_items(items, skip_invalid=skip_invalid)
     for s in skipped:
         console.print(f"[yellow]skipped[/] {escape(redact(str(s)))}", highlight=False, soft_wrap=True)
-    judges = judges_for_run(specs, model, lm_options=dict(api_base=api_base, cache=cache, timeout=timeout,
-                                                          max_tokens=max_tokens),
-                            rating_probs=rating_probs, chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens,
-                            fused=fused, layout=layout, chain_options=dict(retry_after_cap=retry_after_cap),
-                            executor=name, mode=mode, decision_score=decision_score)
+    def build(model_: str, api_base_: str | None, mode_: str, decision_score_: str, rating_probs_: bool) -> list:
+        return judges_for_run(specs, model_, lm_options=dict(api_base=api_base_, cache=cache, timeout=timeout,
+                                                             max_tokens=max_tokens),
+                              rating_probs=rating_probs_, chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens,
+                              fused=fused, layout=layout, chain_options=dict(retry_after_cap=retry_after_cap),
+                              executor=name, mode=mode_, decision_score=decision_score_)
+
+    stages: list | None = None
+    if cascade is not None:
+        from scijudge.commands._cascade import cascade_stages, judge_through
+
+        stages, seed, models = cascade_stages(cascade, build)
+        judges = stages[0].judges
+        model = ",".join(models)
+    else:
+        assert model is not None
+        judges = build(model, api_base, mode, decision_score, rating_probs)
     options: dict = {}
     if name == "processes":
         options = dict(processes=processes, use_cache=cache)
@@ -132,7 +156,8 @@ def judge_cmd(
     elif name == "ray":
         options = dict(address=None if ray == "local" else ray)
     executor = make_executor(name, concurrency=concurrency, **options)
-    executor.check(judges)
+    for stage_judges in [s.judges for s in stages] if stages else [judges]:
+        executor.check(stage_judges)
     if skip_invalid and name != "ray":
         loaded, problems = valid_items(loaded, judges)
         for problem in problems:
@@ -141,13 +166,20 @@ def judge_cmd(
     store = Run(run_path).claim_writer()
     store.set_meta(items=str(items), judges=[s.name for s in specs], model=model,
                    api_base=safe_endpoint(api_base) or None, argv=safe_argv(),
+                   **({"cascade": str(cascade)} if cascade is not None else {}),
                    # the score scale of each judge as its spec declared it, for calibration (issue 11)
                    scales={s.name: list(score_scale_of(s)) for s in specs if s.scale is not None})
     stop = StopOnSignal(grace)
     with stop, progress_bar(progress and name in ("threads", "processes")) as on_result:
         try:
-            summary = judge_items(loaded, judges, store, executor=executor, concurrency=concurrency, limit=limit,
-                                  retry_abstained=retry_abstained, stop=stop.event, grace=grace, on_result=on_result)
+            if stages is not None:
+                summary = judge_through(loaded, stages, store, seed=seed, say=_say, executor=executor,
+                                        concurrency=concurrency, retry_abstained=retry_abstained, stop=stop.event,
+                                        grace=grace, on_result=on_result)
+            else:
+                summary = judge_items(loaded, judges, store, executor=executor, concurrency=concurrency, limit=limit,
+                                      retry_abstained=retry_abstained, stop=stop.event, grace=grace,
+                                      on_result=on_result)
         except ScijudgeError as exc:
             partial = getattr(exc, "summary", None)
             if partial is not None:
@@ -167,6 +199,10 @@ def judge_cmd(
                       f"them: {escape(resume_command())}", highlight=False, soft_wrap=True)
         exit_run(store, EXIT_INCOMPLETE)
     store.close()
+
+
+def _say(text: str) -> None:
+    console.print(escape(text), highlight=False, soft_wrap=True)
 
 
 def _print_batch(record) -> None:

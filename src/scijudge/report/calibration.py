@@ -315,6 +315,9 @@ def render_html(result: CalibrationResult, robustness: pd.DataFrame | None = Non
         if not sel.empty:
             parts.append(_table(sel[[c for c in ("contender", "judge", "calibration_source", "n_calibration", "brier",
                                                  "ece", "ece_mass") if c in sel]]))
+    from scijudge.report.selective import selective_section_html  # issue 37
+
+    parts.append(selective_section_html(getattr(result, "selective", None), _table, _png, _plt()))
     parts.append("<h2>Human ceiling (agreement among annotators)</h2>")
     if result.human_ceiling.empty:
         parts.append("<p class='note'>Fewer than two annotators per unit: no ceiling.</p>")
@@ -439,5 +442,9 @@ def print_summary(result: CalibrationResult, robustness: pd.DataFrame | None = N
         show(robustness, "Robustness (mean score; drop = original − variant)",
              ["contender", "judge", "mean_benign", "mean_subtle", "mean_extreme", "drop_extreme",
               "p_benign_above_extreme", "inflation_extreme"])
+    from scijudge.report.selective import selective_lines  # issue 37
+
+    for line in selective_lines(getattr(result, "selective", None)):
+        say(line)
     for note in result.notes:
         say(f"note: {note}")

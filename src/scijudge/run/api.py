@@ -17,7 +17,7 @@ from scijudge.data import Item
 from scijudge.errors import InputError, ModelError
 from scijudge.judges.recipe import JudgeRecipe
 from scijudge.run.lifecycle import Lifecycle
-from scijudge.run.plan import Task, pending
+from scijudge.run.plan import Select, Task, pending
 from scijudge.run.store import Run
 from scijudge.run.summary import DEFAULT_BREAKER, DEFAULT_GRACE, Progress, RunSummary
 
@@ -72,7 +72,8 @@ def _no_options(name: str, options: dict[str, Any]) -> None:
 def judge_items(items: Sequence[Item], judges: Sequence[Any], store: Run | None = None, *,
                 executor: ExecutorName | Executor | str = "threads", concurrency: int = 8, limit: int | None = None,
                 retry_abstained: bool = False, stop: threading.Event | None = None, grace: float = DEFAULT_GRACE,
-                on_result: Progress | None = None, breaker: int = DEFAULT_BREAKER, run: Run | None = None) -> RunSummary:
+                on_result: Progress | None = None, breaker: int = DEFAULT_BREAKER, run: Run | None = None,
+                select: Select | None = None) -> RunSummary:
     """Judge every item with every judge; every result is written to ``store`` as soon as it completes.
 
     Args:
@@ -86,6 +87,8 @@ def judge_items(items: Sequence[Item], judges: Sequence[Any], store: Run | None 
             seconds and their answers are stored; the summary says ``interrupted``.
         on_result: called after each stored result (progress bars, logging).
         breaker: stop the run (``EndpointError``) after this many judgments in a row got no answer.
+        select: a policy ``(item, judge, part) -> bool`` consulted when planning: only the units it keeps are
+            judged (a cascade's later members, ``scijudge.run.cascade``); the others are neither judged nor counted.
     Raises:
         EndpointError: a run-level fault (unreachable endpoint, auth, model not found, rate limit over the
             cap, the breaker); what completed before is stored, and the error's ``summary`` says so.
@@ -101,6 +104,9 @@ def judge_items(items: Sequence[Item], judges: Sequence[Any], store: Run | None 
         store.claim_writer()
     try:
         if not chosen.plans_locally:
+            if select is not None:
+                raise ModelError(f"a cascade is not supported with the {chosen.name} executor (its workers plan "
+                                 "their own items)")
             if limit is not None:
                 raise ModelError(f"--limit is not supported with the {chosen.name} executor (its workers plan "
                                  "their own items)")
@@ -109,7 +115,7 @@ def judge_items(items: Sequence[Item], judges: Sequence[Any], store: Run | None 
             left = remote.execute_remote(items, judges, life, retry_abstained=retry_abstained)
             return life.finish(abandoned=left)
         built = [j.build() if isinstance(j, JudgeRecipe) else j for j in judges]
-        tasks, summary = pending(items, built, store, retry_abstained=retry_abstained, limit=limit)
+        tasks, summary = pending(items, built, store, retry_abstained=retry_abstained, limit=limit, select=select)
         life = Lifecycle(store, summary, stop=stop, grace=grace, breaker=breaker, on_result=on_result)
         left = chosen.execute(tasks, life)
         return life.finish(abandoned=left)

@@ -6,8 +6,9 @@ changed); judgments stored before content was part of the key are adopted as the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from scijudge.data import Item
 from scijudge.judges.contract import JudgeProtocol
@@ -15,6 +16,8 @@ from scijudge.run.store import Run
 from scijudge.run.summary import RunSummary
 
 Task = tuple[Item, JudgeProtocol, str]
+Select = Callable[[Item, Any, str], bool]
+"""A planning policy: whether to judge this (item, judge, part) at all (a cascade's later members)."""
 
 
 @dataclass
@@ -28,7 +31,7 @@ class Plan:
 
 
 def plan_run(items: Sequence[Item], judges: Sequence[JudgeProtocol], run: Run | None, *,
-             retry_abstained: bool = False) -> Plan:
+             retry_abstained: bool = False, select: Select | None = None) -> Plan:
     """Every (item, judge, part) not yet in the run store, in item-major order, what was done already, the ids
     of items whose content changed since their current judgment, and the (item, judge) pairs with nothing to
     judge (a pairwise judge and an item with one answer). Computing identities reads every input, so a
@@ -46,6 +49,8 @@ def plan_run(items: Sequence[Item], judges: Sequence[JudgeProtocol], run: Run | 
                 not_applicable.append((item.id, judge.name))
                 continue
             for part in parts:
+                if select is not None and not select(item, judge, part):
+                    continue
                 identities = judge.identity(item, part)
                 if all(one.key in done for one in identities):
                     skipped += 1
@@ -63,9 +68,9 @@ def plan_run(items: Sequence[Item], judges: Sequence[JudgeProtocol], run: Run | 
 
 
 def pending(items: Sequence[Item], judges: Sequence[JudgeProtocol], run: Run | None, *, retry_abstained: bool,
-            limit: int | None) -> tuple[list[Task], RunSummary]:
+            limit: int | None, select: Select | None = None) -> tuple[list[Task], RunSummary]:
     """The tasks to run now (at most ``limit``) and a summary that already counts what is skipped."""
-    found = plan_run(items, judges, run, retry_abstained=retry_abstained)
+    found = plan_run(items, judges, run, retry_abstained=retry_abstained, select=select)
     tasks = found.tasks[:limit] if limit is not None else found.tasks
     return tasks, RunSummary(planned=len(tasks), skipped_done=found.skipped, not_applicable=len(found.not_applicable),
                              changed=len(found.changed_items))

@@ -154,7 +154,15 @@ def _calibrate(judgments: pd.DataFrame, labels: pd.DataFrame, *, scale: Any, n_b
         verdict_per_rubric=v_per_rubric, human_ceiling=ceiling, paired=paired, confusion=confusion,
         reliability=reliability, scales=scales, n_boot=n_boot, seed=seed, level=level, notes=notes,
         continuous=sorted(continuous), position=position,
+        selective=_selective(df_rel, lab),
     )
+
+
+def _selective(judgments: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
+    """The selective curves of the contenders with rating probabilities (``scijudge.metrics.selective``)."""
+    from scijudge.metrics.selective.curve import selective_curves
+
+    return selective_curves(judgments, labels)
 
 
 def _ids(frame: pd.DataFrame) -> set[Any]:

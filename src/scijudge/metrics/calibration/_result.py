@@ -38,6 +38,7 @@ class CalibrationResult:
     notes: list[str] = field(default_factory=list)
     continuous: list[str] = field(default_factory=list)  # judges calibrated on a continuous scale
     position: pd.DataFrame = field(default_factory=pd.DataFrame)  # pairwise judges: consistency across orders
+    selective: pd.DataFrame = field(default_factory=pd.DataFrame)  # agreement vs coverage by confidence (issue 37)
 
     def confusion_matrix(self, contender: str, judge: str = POOLED, track: str | None = None) -> pd.DataFrame:
         """One confusion matrix (rows human, columns judge) from the long ``confusion`` frame."""
@@ -62,6 +63,7 @@ class CalibrationResult:
             "confusion": self.confusion,
             "reliability": self.reliability,
             "position": self.position,
+            "selective": self.selective,
         }
 
     def to_dict(self) -> dict[str, Any]:

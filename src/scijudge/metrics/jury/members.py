@@ -75,16 +75,18 @@ def normalise(frame: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def select_members(frame: pd.DataFrame, members: Sequence[str | Member]) -> tuple[pd.DataFrame, list[Member]]:
+def select_members(frame: pd.DataFrame, members: Sequence[str | Member], *,
+                   minimum: int = 2) -> tuple[pd.DataFrame, list[Member]]:
     """Rows of ``frame`` that belong to a member, with a ``member`` column (its label), and the members.
 
-    Refuses (one line each): fewer than two members, a member given twice, a member matching no row, a member
-    without endpoint whose model was judged at several endpoints, two members claiming one row, and a member
-    with two rows for one (item, judge, part) (the same run passed twice).
+    Refuses (one line each): fewer than ``minimum`` members (a jury: two; a cascade: one), a member given twice,
+    a member matching no row, a member without endpoint whose model was judged at several endpoints, two members
+    claiming one row, and a member with two rows for one (item, judge, part) (the same run passed twice).
     """
     specs = [Member.parse(m) for m in members]
-    if len(specs) < 2:
-        raise InputError("a jury needs at least two members (--member MODEL, repeated)", field="member")
+    if len(specs) < minimum:
+        raise InputError("a jury needs at least two members (--member MODEL, repeated)" if minimum == 2 else
+                         f"give at least {minimum} member(s) (--member MODEL)", field="member")
     labels = [s.label for s in specs]
     for label in labels:
         if labels.count(label) > 1:

@@ -50,7 +50,8 @@ def _missing(v: Any) -> bool:
 
 def majority(vals: pd.DataFrame, status: pd.DataFrame, *, scale: Scale | None, is_verdict: bool) -> list[dict[str, Any]]:
     """Strict majority of ALL members: a value wins with more than half of every member's vote (abstaining and
-    missing members count in the denominator); otherwise the jury abstains."""
+    missing members count in the denominator); otherwise the jury abstains. ``probs``: each value's vote share
+    of all members (a cascade's confidence in the jury)."""
     m = vals.shape[1]
     out: list[dict[str, Any]] = []
     for idx, values in zip(vals.index, vals.to_numpy(object)):
@@ -71,7 +72,8 @@ def majority(vals: pd.DataFrame, status: pd.DataFrame, *, scale: Scale | None, i
         top = max(votes.items(), key=lambda kv: kv[1]) if votes else None
         if top is not None and 2 * top[1] > m:
             out.append({"status": "ok", "score": None if is_verdict else top[0], "verdict": top[0] if is_verdict else None,
-                        "confidence": top[1] / m, "extra": {"votes": shown}})
+                        "confidence": top[1] / m, "probs": {k: c / m for k, c in shown.items()},  # vote shares
+                        "extra": {"votes": shown}})
         else:
             absent = absent_text(status.loc[idx])
             out.append({"status": "abstained", "extra": {"votes": shown},

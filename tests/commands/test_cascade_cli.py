@@ -1,0 +1,133 @@
+"""`scijudge cascade` on the bundled panel (the help's example): the cascade:NAME store that calibrate, export and
+estimate read, escalated items abstaining with reason 'escalated', the picks file select-labels' readers take, the
+thresholds file, the printed guarantee; one-line refusals. Plus the selective curve of `calibrate`."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from scijudge.cli import app
+from scijudge.estimation.select import PICK_COLUMNS, read_picks
+from scijudge.run.store import Run
+
+REPO = Path(__file__).resolve().parents[2]
+LABELS = REPO / "datasets/yescieval_example/labels.jsonl"
+ENV = {"COLUMNS": "200"}
+
+
+@pytest.fixture(scope="module")
+def jury_store(tmp_path_factory) -> Path:
+    base = tmp_path_factory.mktemp("cascade")
+    runner = CliRunner()
+    panel, jury = base / "panel.sqlite", base / "jury.sqlite"
+    ran = runner.invoke(app, ["import-judgments", str(REPO / "datasets/jury_example/panel.jsonl"), "--run", str(panel)])
+    assert ran.exit_code == 0, ran.output
+    ran = runner.invoke(app, ["jury", str(panel), "-m", "judge-a", "-m", "judge-b", "-m", "judge-c", "--method",
+                              "majority", "--name", "panel", "--out", str(jury)])
+    assert ran.exit_code == 0, ran.output
+    return jury
+
+
+@pytest.fixture(scope="module")
+def example(jury_store: Path, tmp_path_factory) -> dict:
+    """The help's example, run once: its outputs and what it printed."""
+    base = tmp_path_factory.mktemp("example")
+    out, picks, saved = base / "cascade.sqlite", base / "picks.csv", base / "thresholds.json"
+    before = jury_store.read_bytes()
+    ran = CliRunner().invoke(app, ["cascade", str(jury_store), "-m", "jury:panel", "--labels", str(LABELS),
+                                   "--target", "0.6", "--tolerance", "1", "--risk", "0.2", "--name", "demo", "--out",
+                                   str(out), "--save", str(saved), "--escalated", str(picks)], env=ENV)
+    assert ran.exit_code == 0, ran.output
+    return {"out": out, "picks": picks, "saved": saved, "output": ran.output, "unchanged": jury_store.read_bytes()
+            == before, "jury": jury_store}
+
+
+def test_the_help_example_writes_a_store_picks_and_thresholds(example: dict) -> None:
+    out, picks, saved = example["out"], example["picks"], example["saved"]
+    assert example["unchanged"]  # reading a store never modifies it
+    text = " ".join(example["output"].split())
+    assert "guarantee: with probability >= 0.8" in text and "decision rule:" in text and "coverage:" in text
+    assert "cost per item" in text
+    frame = Run(out, create=False).to_pandas()
+    assert set(frame["model"]) == {"cascade:demo"} and len(frame) == 108  # 12 items x 9 rubrics
+    escalated = frame[frame["status"] == "abstained"]
+    assert len(escalated) and set(escalated["reason"]) == {"escalated"}
+    ok = frame[frame["status"] == "ok"]
+    assert ok["probs"].map(lambda p: isinstance(p, dict)).all() and ok["score"].notna().all()
+    # the trusted judgments are the jury's own, unchanged
+    jury = Run(example["jury"], create=False).to_pandas().set_index(["item_id", "judge"])
+    mine = ok.set_index(["item_id", "judge"])
+    assert (mine["score"] == jury.loc[mine.index, "score"]).all()
+    queue = read_picks(picks)
+    assert list(pd.read_csv(picks).columns) == list(PICK_COLUMNS)
+    assert set(queue["item_id"]) == set(escalated["item_id"]) and queue["picked"].all()
+    doc = json.loads(saved.read_text())
+    assert doc["format"] == "scijudge-cascade/1" and doc["members"][0]["member"] == "jury:panel"
+    assert doc["risk_split"] == "bonferroni" and doc["target"] == 0.6
+
+
+@pytest.mark.parametrize("command", ["calibrate", "export"])
+def test_calibrate_and_export_read_the_cascade_store(example: dict, command: str, tmp_path: Path) -> None:
+    args = (["calibrate", "--labels", str(LABELS), "--run", str(example["out"]), "--n-boot", "0"]
+            if command == "calibrate" else ["export", str(example["out"]), "--out", str(tmp_path / "e.jsonl")])
+    read = CliRunner().invoke(app, args, env=ENV)
+    assert read.exit_code == 0, read.output
+    if command == "export":
+        rows = [json.loads(line) for line in (tmp_path / "e.jsonl").read_text().splitlines()]
+        assert len(rows) == 108 and {r["model"] for r in rows} == {"cascade:demo"}
+    else:
+        assert "cascade:demo" in read.output
+
+
+def test_refusals_are_one_line(jury_store: Path, tmp_path: Path) -> None:
+    runner = CliRunner()
+    base = ["cascade", str(jury_store), "--labels", str(LABELS), "--target", "0.6", "--name", "x"]
+    cases = [
+        (["-m", "jury:panel", "--out", str(jury_store)], "must not be one of the runs"),
+        (["-m", "nobody", "--out", str(tmp_path / "o.sqlite")], "has no judgment"),
+        (["-m", "jury:panel", "--out", str(tmp_path / "o.sqlite"), "--risk", "1.5"], "risk must be between"),
+    ]
+    panel = jury_store.parent / "panel.sqlite"
+    cases.append((["-m", "judge-a", "--out", str(tmp_path / "o.sqlite")], "has no judgment"))
+    for extra, message in cases:
+        ran = runner.invoke(app, [*base, *extra], env=ENV)
+        assert ran.exit_code == 2, ran.output
+        assert message in ran.output and len([ln for ln in ran.output.splitlines() if ln.strip()]) == 1, ran.output
+    no_probs = runner.invoke(app, ["cascade", str(panel), "-m", "judge-a", "--labels", str(LABELS), "--target", "0.6",
+                                   "--name", "x", "--out", str(tmp_path / "p.sqlite")], env=ENV)
+    assert no_probs.exit_code == 2 and "has no rating probabilities" in no_probs.output
+    assert not (tmp_path / "o.sqlite").exists() and not (tmp_path / "p.sqlite").exists()
+
+
+def test_calibrate_reports_the_selective_curve_with_the_guaranteed_point() -> None:
+    from scijudge import calibrate
+
+    # 40 judgments of one judge: confidence 0.99..0.60; the 30 most confident agree with the (single) rater,
+    # the other 10 do not. Exact agreement of the top k: 1.0 for k <= 30, then 30/k.
+    n = 40
+    conf = np.linspace(0.99, 0.60, n)
+    rows, labels = [], []
+    for i in range(n):
+        score = 3.0 if i < 30 else 4.0
+        rows.append({"item_id": f"i{i:02d}", "judge": "yescieval.qa.correctness", "part": "", "family": "likert",
+                     "spec_hash": "h", "model": "m", "status": "ok", "score": score, "verdict": None,
+                     "probs": {f"{score:g}": float(conf[i]), "1": 0.0}})
+        labels.append({"item_id": f"i{i:02d}", "judge": "yescieval.qa.correctness", "score": 3, "annotator": "a"})
+    result = calibrate(pd.DataFrame(rows), pd.DataFrame(labels), scale=(1, 5, 1), n_boot=0)
+    curve = result.selective
+    assert list(curve["agreement"].iloc[:3]) == [1.0, 1.0, 1.0]
+    last = curve.iloc[-1]
+    assert last["coverage"] == 1.0 and last["agreement"] == pytest.approx(30 / 40)
+    # target 0.8, risk 0.1: the sequence starts at n0 = 11 (0.8**11 = 0.086 <= 0.1 < 0.8**10), all agreeing, and
+    # goes on while P(Bin(k, .8) >= agreeing) <= 0.1. At k = 30: 0.8**30 = 0.0012; past 30 only 30 agree:
+    # k = 31: 0.8**31 + 31 * 0.2 * 0.8**30 = 0.0087; k = 32: 0.032; k = 33: 0.081 (<= 0.1); k = 34: 0.162 (stop).
+    mark = curve[curve["guaranteed"]]
+    assert len(mark) == 1 and int(mark["n_kept"].iloc[0]) == 33
+    assert math.isclose(float(mark["threshold"].iloc[0]), conf[32])
