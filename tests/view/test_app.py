@@ -1,0 +1,120 @@
+"""The viewer app through Starlette's test client: the token gate, escaped text, labelling by POST, and labels
+that `estimate --picks` reads to the same interval as the same labels written by hand."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from _view_world import J1, XSS_ANSWER, XSS_RATIONALE, make_world, sha256
+from starlette.testclient import TestClient
+from typer.testing import CliRunner
+
+from scijudge.view.app import build_app, cookie_name, make_viewer
+
+
+@pytest.fixture
+def served(tmp_path):
+    world = make_world(tmp_path / "w")
+    viewer = make_viewer([world.store], labels=[world.labels], picks=[world.picks], label_out=tmp_path / "new.jsonl",
+                         annotator="ann", token="secret-token")
+    viewer.n_boot = 50
+    client = TestClient(build_app(viewer), base_url="http://127.0.0.1:8000")
+    return world, viewer, client
+
+
+def _in(client: TestClient) -> TestClient:
+    first = client.get("/?token=secret-token", follow_redirects=False)
+    assert first.status_code == 303 and first.headers["location"] == "/"
+    assert "httponly" in first.headers["set-cookie"].lower() and "samesite=strict" in first.headers["set-cookie"].lower()
+    return client
+
+
+def test_no_token_is_401_a_wrong_one_403_and_the_cookie_lets_in(served):
+    _world, _viewer, client = served
+    for path in ("/", "/items", "/item?id=i001", "/label", "/calibration"):
+        assert client.get(path).status_code == 401
+    assert client.post("/label", json={"item_id": "i000", "judge": J1, "score": 3}).status_code == 401
+    assert client.get("/items?token=wrong").status_code == 403
+    client.cookies.set(cookie_name("secret-token"), "wrong")
+    assert client.get("/items").status_code == 403
+    client.cookies.clear()
+    _in(client)
+    assert client.get("/items").status_code == 200
+    assert client.get("/items?token=secret-token&judge=" + J1, follow_redirects=False).headers["location"] == \
+        "/items?judge=" + J1  # the token leaves the address bar, the other parameters stay
+
+
+def test_text_from_stores_and_items_is_escaped_and_scripts_are_forbidden(served):
+    _world, _viewer, client = _in_served(served)
+    page = client.get("/item?id=i001")
+    assert XSS_ANSWER not in page.text and "&lt;img src=x onerror=" in page.text
+    assert "script-src 'none'" in page.headers["content-security-policy"]
+    listing = client.get("/items?q=script").text
+    assert XSS_RATIONALE not in listing and "&lt;script&gt;document.title=" in listing
+
+
+def _in_served(served):
+    world, viewer, client = served
+    _in(client)
+    return world, viewer, client
+
+
+def test_label_skip_undo_by_post(served):
+    world, viewer, client = _in_served(served)
+    page = client.get("/label")
+    assert "i006" in page.text and "nonce-" in page.headers["content-security-policy"]  # the first pick, pi 0.38 (then i012, 0.35)
+    assert client.post("/label", json={"item_id": "i006", "judge": J1, "part": "", "score": 4}).status_code == 200
+    assert client.post("/label", json={"item_id": "i006", "judge": J1, "part": "", "score": 2}).status_code == 409
+    assert client.post("/label", json={"item_id": "i006", "judge": J1, "score": 4.5}).status_code == 400  # off-scale
+    assert client.post("/label", json={"item_id": "nope", "judge": J1, "score": 4}).status_code == 400
+    assert client.post("/label", content=b"[1]", headers={"content-type": "application/json"}).status_code == 400
+    assert client.post("/label/skip", json={"item_id": "i006", "judge": "yescieval.qa.completeness"}).status_code == 200
+    assert "i012" in client.get("/label").text.split("id=\"unit\"")[1][:200]
+    assert client.post("/label/undo", json={}).json()["removed"]["item_id"] == "i006"
+    assert (viewer.labelling.file.path.read_text()) == ""
+
+
+def test_pages_answer_and_the_store_is_unchanged(served):
+    world, _viewer, client = _in_served(served)
+    before = sha256(world.store)
+    for path in ("/", "/items?sort=disagreement&desc=1&judge=" + J1, "/items?min=2&max=3&status=ok&page=2",
+                 "/item?id=i003", "/label", "/calibration", "/drift"):
+        assert client.get(path).status_code == 200, path
+    assert "Leaderboard" in client.get("/calibration").text
+    assert client.get("/items?sort=bogus").status_code == 400
+    assert sha256(world.store) == before
+
+
+def _cli(*args: str):
+    from scijudge.cli import app
+
+    return CliRunner().invoke(app, list(args), env={"COLUMNS": "250"})
+
+
+def test_labels_from_the_app_give_estimate_picks_the_same_interval_as_labels_written_by_hand(tmp_path):
+    world = make_world(tmp_path / "w", n=24)
+    out = tmp_path / "new.jsonl"
+    viewer = make_viewer([world.store], picks=[world.picks], label_out=out, annotator="ann", judges=[J1], token="t")
+    client = TestClient(build_app(viewer), base_url="http://127.0.0.1:8000")
+    client.get("/?token=t")
+    picked = pd.read_csv(world.picks, dtype={"item_id": str})
+    picked = picked[picked["picked"]]["item_id"].tolist()
+    for item_id in picked:
+        response = client.post("/label", json={"item_id": item_id, "judge": J1, "score": world.truth[item_id]})
+        assert response.status_code == 200, response.text
+    hand = tmp_path / "hand.jsonl"
+    hand.write_text("".join(json.dumps({"item_id": i, "judge": J1, "score": world.truth[i]}) + "\n" for i in picked))
+    tables = []
+    for labels in (out, hand):
+        result = _cli("estimate", "--run", str(world.store), "--labels", str(labels), "--picks", str(world.picks),
+                      "-j", J1, "--out", str(tmp_path / labels.stem))
+        assert result.exit_code == 0, result.output
+        tables.append(pd.read_csv(tmp_path / labels.stem / "estimate.csv"))
+    ours, theirs = (t[t["method"] == "ppi"][["model", "estimate", "lo", "hi", "n_labeled"]].reset_index(drop=True)
+                    for t in tables)
+    scored = [sum(1 for j in world.judgments if j["judge"] == J1 and j["model"] == model and j["item_id"] in picked
+                  and j["status"] == "ok") for model in ours["model"]]
+    assert ours["n_labeled"].tolist() == scored and min(scored) >= len(picked) - 1  # an abstention is not a label
+    pd.testing.assert_frame_equal(ours, theirs)
