@@ -70,6 +70,7 @@ class Site:
     static: bool = False
     _env: Any = field(default_factory=_env)
     _labels_seen: tuple[Any, ...] | None = None
+    _labels: list[dict[str, Any]] | None = None
 
     @property
     def store_names(self) -> list[str]:
@@ -95,18 +96,19 @@ class Site:
         return found
 
     def refresh_labels(self) -> list[dict[str, Any]]:
-        """Read the labels again when a file changed, and hand the human scores to the SQL view."""
+        """The labels, read again only when a labels file changed; the human scores go to the SQL view then."""
         files = self.label_files()
-        seen = tuple((p, *(lambda s: (s.st_mtime_ns, s.st_size))(p.stat())) if p.exists() else (p,) for p in files)
-        labels = self.labels()
-        if seen != self._labels_seen:
+        seen = tuple((p, *(lambda s: (s.st_ino, s.st_mtime_ns, s.st_size))(p.stat())) if p.exists() else (p,)
+                     for p in files)
+        if seen != self._labels_seen or self._labels is None:
+            labels = self.labels()
             scores: dict[Unit, list[float]] = {}
             for label in labels:
                 if isinstance(label.get("score"), (int, float)) and not isinstance(label.get("score"), bool):
                     scores.setdefault(unit_of(label), []).append(float(label["score"]))
             self.view.set_labels(scores)
-            self._labels_seen = seen
-        return labels
+            self._labels, self._labels_seen = labels, seen
+        return list(self._labels)
 
     def render(self, template: str, links: Links, active: str, title: str, **values: Any) -> str:
         names = self.store_names
@@ -116,8 +118,7 @@ class Site:
 
     # --- pages --------------------------------------------------------------------------------------
     def runs_page(self, links: Links) -> str:
-        labels = self.refresh_labels() if self.label_files() else []
-        labels_text = f"{len(labels)} labels in {', '.join(p.name for p in self.label_files())}" if labels else ""
+        labels_text = f"labels: {', '.join(p.name for p in self.label_files())}" if self.label_files() else ""
         return self.render("runs.html", links, "runs", "Runs", rows=self.view.summary(), labels_text=labels_text,
                            drift_names=" and ".join(self.store_names[:2]) if len(self.view.paths) >= 2 else "")
 

@@ -2,10 +2,15 @@
 stores, opened read-only.
 
 The stores are ATTACHed, read-only, to one in-memory SQLite connection (``mode=ro``, and ``immutable`` where no
-``-wal`` file lies beside a store, as ``Run`` reads them), so a page is one query over all of them and nothing is
-ever written next to a store: no ``-wal``, no ``-shm``, no journal. Labels live in a temporary in-memory table,
-so the human score beside each judgment and the sort by disagreement are SQL too. Nothing here loads a whole
-store into memory: every query returns one page, a count or a per-(judge, model) summary.
+``-wal`` file lies beside a store, as ``Run`` reads them), so nothing is ever written next to a store: no ``-wal``,
+no ``-shm``, no journal. What the items table sorts and filters on (store, row, item, judge, part, model, status,
+score, verdict, time, and the spread of scores between models) is copied once into an in-memory key table
+(``keys``: about a tenth of a store's bytes; rebuilt when a store file changes), so paging, sorting and filtering
+never scan the stores' long columns; a page then reads its 50 rows' text from the stores by rowid. Text search is
+the one filter that reads the rationales and reasons from the stores. Labels live in a small in-memory table, so
+the human score beside each judgment and the sort by disagreement are SQL too. Nothing here loads a whole store
+into memory: every query returns one page, a count or a per-(judge, model) summary, each cached until a store
+file changes.
 """
 
 from __future__ import annotations
@@ -38,8 +43,11 @@ SORTS: dict[str, str] = {
     "stored": "store {dir}, rid {dir}",
 }
 """Sort keys of the items table -> ORDER BY (``{dir}`` is ASC or DESC); ties broken so paging is stable."""
-_LISTED = ("item_id", "judge", "part", "model", "endpoint", "status", "score", "verdict", "rationale", "reason",
-           "created_at", "cost", "tokens_in", "tokens_out")
+_KEYS = ("store", "rid", "item_id", "judge", "part", "model", "status", "score", "verdict", "created_at", "cost",
+         "tokens_in", "tokens_out")
+"""The columns of the in-memory key table: what the items table sorts and filters on."""
+_DETAILS = ("endpoint", "rationale", "reason")
+"""What a page reads from the stores for its own rows only."""
 _V1_CURRENT = ("CASE WHEN rowid IN (SELECT MAX(rowid) FROM {db}.judgments GROUP BY item_id, judge, part, model) "
                "THEN 1 ELSE 0 END")
 _LEGACY = {"endpoint": "''", "input_hash": "''", "decoding": "''"}
@@ -74,7 +82,8 @@ class Filters:
             args.append(self.score_max)
         if self.text:
             like = "%" + self.text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-            clauses.append("(item_id LIKE ? ESCAPE '\\' OR rationale LIKE ? ESCAPE '\\' OR reason LIKE ? ESCAPE '\\')")
+            clauses.append("(item_id LIKE ? ESCAPE '\\' OR (store, rid) IN (SELECT store, rid FROM cur WHERE "
+                           "rationale LIKE ? ESCAPE '\\' OR reason LIKE ? ESCAPE '\\'))")
             args += [like, like, like]
         if self.labelled is not None:
             clauses.append("human IS NOT NULL" if self.labelled else "human IS NULL")
@@ -118,10 +127,46 @@ class StoreView:
             f"SELECT 0 AS store, 0 AS rid, {', '.join('NULL AS ' + c for c in RUN_COLUMNS)} WHERE 0"
         self._db.execute(f"CREATE TEMP VIEW every AS {body}")
         self._db.execute("CREATE TEMP VIEW cur AS SELECT * FROM every WHERE current = 1")
-        self._db.execute("CREATE TEMP VIEW listed AS SELECT c.store, c.rid, "
-                         + ", ".join(f"c.{name}" for name in _LISTED)
-                         + ", l.human, l.n AS n_labels, ABS(c.score - l.human) AS disagreement FROM cur c "
-                         "LEFT JOIN main.labels l ON l.item_id = c.item_id AND l.judge = c.judge AND l.part = c.part")
+        self._built: tuple[Any, ...] | None = None
+        self._spread_built: tuple[Any, ...] | None = None
+        self._cache: dict[Any, Any] = {}
+
+    def _version(self) -> tuple[Any, ...]:
+        """What changes when a store is written: each file's and its ``-wal``'s size and modification time."""
+        found: list[Any] = []
+        for path in self.paths:
+            for file in (path, path.with_name(path.name + "-wal")):
+                try:
+                    stat = file.stat()
+                    found.append((stat.st_mtime_ns, stat.st_size))
+                except OSError:
+                    found.append(None)
+        return tuple(found)
+
+    def _fresh(self) -> None:
+        """Build the key table (and drop every cached answer) when a store changed since it was built."""
+        version = self._version()
+        if version == self._built:
+            return
+        with self._reading() as db, db:
+            db.execute("DROP VIEW IF EXISTS listed")
+            db.execute("DROP VIEW IF EXISTS spread_listed")
+            db.execute("DROP TABLE IF EXISTS main.keys")
+            db.execute("DROP TABLE IF EXISTS main.spreads")
+            db.execute(f"CREATE TABLE main.keys AS SELECT {', '.join(_KEYS)} FROM cur")
+            db.execute("CREATE INDEX main.keys_stored ON keys(store, rid)")
+            db.execute("CREATE TEMP VIEW listed AS SELECT k.*, l.human, l.n AS n_labels, "
+                       "ABS(k.score - l.human) AS disagreement FROM main.keys k LEFT JOIN main.labels l "
+                       "ON l.item_id = k.item_id AND l.judge = k.judge AND l.part = k.part")
+            db.execute("DROP VIEW IF EXISTS spread_listed")
+        self._built = version
+        self._cache.clear()
+
+    def _cached(self, key: Any, compute: Any) -> Any:
+        self._fresh()
+        if key not in self._cache:
+            self._cache[key] = compute()
+        return self._cache[key]
 
     def _attach(self, at: int, path: Path) -> str | None:
         """Attach one store read-only as ``s{at}``; the SQL of its ``RUN_COLUMNS`` (None: no judgment table)."""
@@ -175,25 +220,31 @@ class StoreView:
         with self._reading() as db, db:
             db.execute("DELETE FROM labels")
             db.executemany("INSERT INTO labels VALUES (?, ?, ?, ?, ?)", rows)
+        self._cache.clear()
 
     # --- the pages -------------------------------------------------------------------------------
     def summary(self) -> list[dict[str, Any]]:
         """Per store, judge and model: judgments ok / abstained, items not judged yet (pending: items another
         judge of the stores has), cost, tokens and the first and last judgment times."""
+        return [dict(r) for r in self._cached("summary", self._summary)]
+
+    def _summary(self) -> list[dict[str, Any]]:
         rows = self._all(
             "SELECT store, judge, model, SUM(status = 'ok') AS ok, SUM(status = 'abstained') AS abstained, "
             "COUNT(DISTINCT item_id) AS items, SUM(cost) AS cost, SUM(tokens_in) AS tokens_in, "
             "SUM(tokens_out) AS tokens_out, MIN(created_at) AS first_at, MAX(created_at) AS last_at "
-            "FROM cur GROUP BY store, judge, model ORDER BY store, judge, model")
-        items = {r["store"]: r["n"] for r in self._all("SELECT store, COUNT(DISTINCT item_id) AS n FROM cur GROUP BY store")}
+            "FROM main.keys GROUP BY store, judge, model ORDER BY store, judge, model")
+        items = {r["store"]: r["n"] for r in self._all(
+            "SELECT store, COUNT(DISTINCT item_id) AS n FROM main.keys GROUP BY store")}
         for row in rows:
             row["pending"] = items.get(row["store"], 0) - row.pop("items")
         return rows
 
     def choices(self) -> dict[str, list[Any]]:
         """The values the filters offer: judges, models, statuses."""
-        return {name: [r["v"] for r in self._all(f"SELECT DISTINCT {name} AS v FROM cur ORDER BY v")]
-                for name in ("judge", "model", "status")}
+        return self._cached("choices", lambda: {
+            name: [r["v"] for r in self._all(f"SELECT DISTINCT {name} AS v FROM main.keys ORDER BY v")]
+            for name in ("judge", "model", "status")})
 
     def page(self, filters: Filters, *, sort: str = "stored", descending: bool = False, page: int = 1,
              size: int = PAGE_SIZE) -> Page:
@@ -202,16 +253,51 @@ class StoreView:
             raise InputError(f"unknown sort {sort!r}: use {', '.join(SORTS)}", field="sort")
         where, args = filters.where()
         order = SORTS[sort].format(dir="DESC" if descending else "ASC")
-        source = "listed"
-        if sort == "spread":
-            source = ("(SELECT *, MAX(score) OVER w - MIN(score) OVER w AS spread FROM listed "
-                      "WINDOW w AS (PARTITION BY item_id, judge, part))")
-        with self._reading() as db:
-            total = int(db.execute(f"SELECT COUNT(*) FROM {source}{where}", args).fetchone()[0])
+        self._fresh()
+        source = self._spreads() if sort == "spread" else "listed"
+        total = self._cached(("count", where, tuple(args)), lambda: int(self._all(
+            f"SELECT COUNT(*) AS n FROM listed{where}", args)[0]["n"]))
         page = max(1, page)
-        rows = self._all(f"SELECT * FROM {source}{where} ORDER BY {order} LIMIT ? OFFSET ?",
-                         [*args, size, (page - 1) * size])
+        # the page's rows first (the sorter holds two integers per row), then their columns
+        found = self._all(f"SELECT store, rid FROM {source}{where} ORDER BY {order} LIMIT ? OFFSET ?",
+                          [*args, size, (page - 1) * size])
+        rows = []
+        if found:
+            wanted = ", ".join("(?, ?)" for _ in found)
+            full = {(r["store"], r["rid"]): r for r in self._all(
+                f"SELECT * FROM {source} WHERE (store, rid) IN (VALUES {wanted})",
+                [v for r in found for v in (r["store"], r["rid"])])}
+            rows = [full[(r["store"], r["rid"])] for r in found]
+        self._details(rows)
         return Page(rows=rows, total=total, page=page, size=size)
+
+    def _spreads(self) -> str:
+        """The view of ``listed`` with each unit's spread of scores between models (max - min), built when a sort
+        by spread first asks for it (and again after a store changed)."""
+        if self._spread_built != self._built:
+            with self._reading() as db, db:
+                db.execute("DROP VIEW IF EXISTS spread_listed")
+                db.execute("DROP TABLE IF EXISTS main.spreads")
+                db.execute("CREATE TABLE main.spreads AS SELECT item_id, judge, part, MAX(score) - MIN(score) AS "
+                           "spread FROM main.keys GROUP BY item_id, judge, part")
+                db.execute("CREATE UNIQUE INDEX main.spreads_unit ON spreads(item_id, judge, part)")
+                db.execute("CREATE TEMP VIEW spread_listed AS SELECT k.*, s.spread FROM listed k LEFT JOIN "
+                           "main.spreads s ON s.item_id = k.item_id AND s.judge = k.judge AND s.part = k.part")
+            self._spread_built = self._built
+        return "spread_listed"
+
+    def _details(self, rows: list[dict[str, Any]]) -> None:
+        """Add each row's ``_DETAILS`` from its store, by rowid."""
+        by_store: dict[int, list[dict[str, Any]]] = {}
+        for row in rows:
+            by_store.setdefault(row["store"], []).append(row)
+        for store, mine in by_store.items():
+            marks = ", ".join("?" for _ in mine)
+            found = {r["rid"]: r for r in self._all(
+                f"SELECT rid, {', '.join(_DETAILS)} FROM every WHERE store = ? AND rid IN ({marks})",
+                [store, *(r["rid"] for r in mine)])}
+            for row in mine:
+                row.update({k: v for k, v in found.get(row["rid"], {}).items() if k != "rid"})
 
     def item(self, item_id: str) -> list[dict[str, Any]]:
         """Every current judgment of one item in every store, JSON columns decoded (an indexed look-up)."""
@@ -231,8 +317,9 @@ class StoreView:
         where, args = "", list(judges or [])
         if judges:
             where = f" WHERE judge IN ({', '.join('?' for _ in judges)})"
+        self._fresh()
         with self._reading() as db:
-            cursor = db.execute(f"SELECT item_id, judge, part FROM cur{where} GROUP BY item_id, judge, part "
+            cursor = db.execute(f"SELECT item_id, judge, part FROM main.keys{where} GROUP BY item_id, judge, part "
                                 "ORDER BY MIN(store * 1e12 + rid)", args)
             fetched = cursor.fetchall()
         yield from ((str(i), str(j), str(p)) for i, j, p in fetched)
