@@ -80,11 +80,29 @@ def test_pages_answer_and_the_store_is_unchanged(served):
     world, _viewer, client = _in_served(served)
     before = sha256(world.store)
     for path in ("/", "/items?sort=disagreement&desc=1&judge=" + J1, "/items?min=2&max=3&status=ok&page=2",
-                 "/item?id=i003", "/label", "/calibration", "/drift"):
+                 "/item?id=i003", "/label", "/drift"):
         assert client.get(path).status_code == 200, path
-    assert "Leaderboard" in client.get("/calibration").text
+    assert "drift needs two run stores" in client.get("/drift").text
     assert client.get("/items?sort=bogus").status_code == 400
     assert sha256(world.store) == before
+
+
+@pytest.mark.slow
+def test_the_calibration_page_shows_what_calibrate_computes(served):
+    world, viewer, client = _in_served(served)
+    page = client.get("/calibration")
+    assert page.status_code == 200 and "Leaderboard" in page.text and "Estimates of the mean human score" in page.text
+    from scijudge.labels import load_labels_frame
+    from scijudge.metrics.calibration import calibrate
+    from scijudge.run.store import Run
+
+    with Run(world.store, create=False) as run:
+        judgments = run.to_pandas()
+    judgments["source"] = "run"
+    result = calibrate(judgments, load_labels_frame(world.labels), n_boot=50, seed=0, allow_extra_labels=True)
+    kappa = result.leaderboard["kappa_w"].iloc[0]
+    assert f"{kappa:.3f}" in page.text  # calibrate's own number, as its report prints it
+    assert client.get("/calibration").text == page.text  # cached until a labels file changes
 
 
 def _cli(*args: str):
@@ -93,6 +111,7 @@ def _cli(*args: str):
     return CliRunner().invoke(app, list(args), env={"COLUMNS": "250"})
 
 
+@pytest.mark.slow  # two estimate runs
 def test_labels_from_the_app_give_estimate_picks_the_same_interval_as_labels_written_by_hand(tmp_path):
     world = make_world(tmp_path / "w", n=24)
     out = tmp_path / "new.jsonl"
