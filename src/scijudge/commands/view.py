@@ -58,6 +58,7 @@ def view_cmd(
         counts = export_site(viewer.site, export, n_boot=n_boot)
         typer.echo(f"wrote {export}: " + ", ".join(f"{n} {kind}" for kind, n in counts.items()))
         return
+    viewer.warm()  # with --label-out: the judges' scales, before the URL is printed
     from scijudge.view.server import serve
 
     try:

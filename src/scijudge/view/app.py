@@ -103,6 +103,13 @@ class Viewer:
         anchors = dict(spec.scale.anchors) if spec.scale is not None else {}
         return f"{spec.description}\n\n{spec.instructions}".strip(), anchors
 
+    def warm(self) -> None:
+        """Resolve the judges' scales and rubrics now, before serving (the labelling page needs them, and resolving
+        them imports the calibration stack: seconds, which would hold up the pages served meanwhile)."""
+        if self.labelling is not None:
+            self.scale_of("")
+            self.rubric_of("")
+
     # --- labelling pages ---------------------------------------------------------------------------------
     def label_page(self, flash: str = "", nonce: str = "") -> str:
         assert self.labelling is not None

@@ -146,9 +146,11 @@ class Pick:
 def read_queue_picks(paths: Sequence[Path]) -> list[Pick]:
     """The picked items of each picks file (``read_picks``: select-labels' format), in the order of the files,
     highest ``pi`` first within a file (ties in file order); an item picked twice counts once, first."""
-    from scijudge.estimation.select import read_picks
-
     found: list[Pick] = []
+    if not paths:
+        return found
+    from scijudge.estimation.select import read_picks  # pandas and scipy: imported only when picks are given
+
     seen: set[str] = set()
     for path in paths:
         frame = read_picks(path)
@@ -182,19 +184,24 @@ class Queue:
                 if self.judges is None or judge in self.judges:
                     yield QueueEntry((pick.item_id, judge, part), f"{pick.source} (pi {pick.pi:.3g})")
 
-    def entries(self, done: set[Unit], skipped: set[Unit]) -> Iterable[QueueEntry]:
-        """The queue in order, leaving out what is labelled (``done``) or skipped."""
+    def entries(self, done: set[Unit], skipped: set[Unit], limit: int | None = None) -> list[QueueEntry]:
+        """The queue in order (its first ``limit`` entries), leaving out what is labelled (``done``) or skipped."""
+        found: list[QueueEntry] = []
         given: set[Unit] = set()
         for entry in self._pick_units():
             given.add(entry.unit)
             if entry.unit not in done and entry.unit not in skipped:
-                yield entry
-        for unit in self.view.units(judges=self.judges):
-            if unit not in given and unit not in done and unit not in skipped:
-                yield QueueEntry(unit, "unlabelled")
+                found.append(entry)
+                if limit is not None and len(found) >= limit:
+                    return found
+        rest = None if limit is None else limit - len(found)
+        for unit in self.view.units(judges=self.judges, leave_out=done | skipped | given, limit=rest):
+            found.append(QueueEntry(unit, "unlabelled"))
+        return found
 
     def next(self, done: set[Unit], skipped: set[Unit]) -> QueueEntry | None:
-        return next(iter(self.entries(done, skipped)), None)
+        first = self.entries(done, skipped, limit=1)
+        return first[0] if first else None
 
     def remaining_picks(self, done: set[Unit]) -> int:
         return sum(1 for entry in self._pick_units() if entry.unit not in done)

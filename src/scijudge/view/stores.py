@@ -129,6 +129,7 @@ class StoreView:
         self._db.execute("CREATE TEMP VIEW cur AS SELECT * FROM every WHERE current = 1")
         self._built: tuple[Any, ...] | None = None
         self._spread_built: tuple[Any, ...] | None = None
+        self._spreading = False
         self._cache: dict[Any, Any] = {}
 
     def _version(self) -> tuple[Any, ...]:
@@ -145,9 +146,21 @@ class StoreView:
 
     def _fresh(self) -> None:
         """Build the key table (and drop every cached answer) when a store changed since it was built."""
-        version = self._version()
-        if version == self._built:
-            return
+        with self._lock:
+            version = self._version()
+            if version == self._built:
+                return
+            self._build(version)
+
+    def _spreads_quietly(self) -> None:
+        try:
+            self._spreads()
+        except Exception:  # closed meanwhile: a sort by spread builds them itself
+            pass
+        finally:
+            self._spreading = False
+
+    def _build(self, version: tuple[Any, ...]) -> None:
         with self._reading() as db, db:
             db.execute("DROP VIEW IF EXISTS listed")
             db.execute("DROP VIEW IF EXISTS spread_listed")
@@ -220,7 +233,8 @@ class StoreView:
         with self._reading() as db, db:
             db.execute("DELETE FROM labels")
             db.executemany("INSERT INTO labels VALUES (?, ?, ?, ?, ?)", rows)
-        self._cache.clear()
+        for key in [k for k in self._cache if isinstance(k, tuple) and k[0] == "count"]:  # counts may filter on labels
+            del self._cache[key]
 
     # --- the pages -------------------------------------------------------------------------------
     def summary(self) -> list[dict[str, Any]]:
@@ -269,12 +283,19 @@ class StoreView:
                 [v for r in found for v in (r["store"], r["rid"])])}
             rows = [full[(r["store"], r["rid"])] for r in found]
         self._details(rows)
+        if self._spread_built != self._built and not self._spreading:
+            # the spreads between models, for a sort by spread, built in the background after this first page: a
+            # page waits for them only if it comes within the next few tenths of a second
+            self._spreading = True
+            threading.Thread(target=self._spreads_quietly, daemon=True).start()
         return Page(rows=rows, total=total, page=page, size=size)
 
     def _spreads(self) -> str:
         """The view of ``listed`` with each unit's spread of scores between models (max - min), built when a sort
-        by spread first asks for it (and again after a store changed)."""
-        if self._spread_built != self._built:
+        by spread asks for it or, in the background, after the key table is built."""
+        with self._lock:
+            if self._spread_built == self._built:
+                return "spread_listed"
             with self._reading() as db, db:
                 db.execute("DROP VIEW IF EXISTS spread_listed")
                 db.execute("DROP TABLE IF EXISTS main.spreads")
@@ -312,17 +333,35 @@ class StoreView:
                     row.setdefault("unreadable", []).append(column)
         return rows
 
-    def units(self, *, judges: Sequence[str] | None = None) -> Iterator[tuple[str, str, str]]:
-        """Every (item, judge, part) with a current judgment, in the order first stored (streamed)."""
+    def units(self, *, judges: Sequence[str] | None = None, leave_out: set[tuple[str, str, str]] | None = None,
+              limit: int | None = None) -> list[tuple[str, str, str]]:
+        """The (item, judge, part) units with a current judgment, in the order first stored, without those in
+        ``leave_out``; the first ``limit`` of them (the rows are read in order and the reading stops there)."""
+        self._fresh()
         where, args = "", list(judges or [])
         if judges:
             where = f" WHERE judge IN ({', '.join('?' for _ in judges)})"
-        self._fresh()
+        leave_out = leave_out or set()
+        found: list[tuple[str, str, str]] = []
+        seen: set[tuple[str, str, str]] = set()
         with self._reading() as db:
-            cursor = db.execute(f"SELECT item_id, judge, part FROM main.keys{where} GROUP BY item_id, judge, part "
-                                "ORDER BY MIN(store * 1e12 + rid)", args)
-            fetched = cursor.fetchall()
-        yield from ((str(i), str(j), str(p)) for i, j, p in fetched)
+            cursor = db.execute(f"SELECT item_id, judge, part FROM main.keys{where} ORDER BY store, rid", args)
+            try:
+                while limit is None or len(found) < limit:
+                    rows = cursor.fetchmany(1000)
+                    if not rows:
+                        break
+                    for row in rows:
+                        unit = (str(row[0]), str(row[1]), str(row[2]))
+                        if unit not in seen:
+                            seen.add(unit)
+                            if unit not in leave_out:
+                                found.append(unit)
+                                if limit is not None and len(found) >= limit:
+                                    break
+            finally:
+                cursor.close()
+        return found
 
     def judges_of(self, item_id: str) -> list[tuple[str, str]]:
         """The (judge, part) pairs judged on one item."""
