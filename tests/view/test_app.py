@@ -137,3 +137,67 @@ def test_labels_from_the_app_give_estimate_picks_the_same_interval_as_labels_wri
                   and j["status"] == "ok") for model in ours["model"]]
     assert ours["n_labeled"].tolist() == scored and min(scored) >= len(picked) - 1  # an abstention is not a label
     pd.testing.assert_frame_equal(ours, theirs)
+
+
+def test_two_tabs_labelling_the_same_unit_at_once_write_it_once(served):
+    import threading
+
+    world, viewer, client = _in_served(served)
+    other = TestClient(build_app(viewer), base_url="http://127.0.0.1:8000")
+    _in(other)
+    codes: list[int] = []
+
+    def post(tab: TestClient) -> None:
+        codes.append(tab.post("/label", json={"item_id": "i009", "judge": J1, "score": 2}).status_code)
+
+    tabs = [threading.Thread(target=post, args=(tab,)) for tab in (client, other, client, other)]
+    for tab in tabs:
+        tab.start()
+    for tab in tabs:
+        tab.join()
+    assert sorted(codes) == [200, 409, 409, 409]
+    assert len(viewer.labelling.file.path.read_text().splitlines()) == 1
+
+
+def test_an_item_page_shows_probabilities_jury_members_and_labels(tmp_path):
+    from scijudge.run.store import Run
+
+    world = make_world(tmp_path / "w", n=4)
+    jury = {"item_id": "i002", "judge": J1, "part": "", "family": "likert", "spec_hash": "h", "model": "jury:panel",
+            "endpoint": "", "input_hash": "k", "decoding": "", "status": "ok", "score": 3.0, "verdict": None,
+            "confidence": None, "probs": {"1": 0.1, "3": 0.7, "5": 0.2}, "rationale": None, "reason": None,
+            "result": {"jury": {"method": "mean"}, "members": [
+                {"member": "m/alpha", "status": "ok", "score": 2.0}, {"member": "<i>m/x</i>", "status": "abstained",
+                                                                        "reason": "refused <b>"}]},
+            "attempts": [], "tokens_in": 0, "tokens_out": 0, "cost": None, "latency_s": 0.0,
+            "created_at": "2026-12-02T00:00:00+00:00"}
+    with Run(world.store) as run:
+        run.record_many([jury])
+    viewer = make_viewer([world.store], labels=[world.labels], token="t")
+    client = TestClient(build_app(viewer), base_url="http://127.0.0.1:8000")
+    client.get("/?token=t")
+    page = client.get("/item?id=i002").text
+    members = page.split('class="members"')[1].split("</table>")[0]
+    assert "m/alpha" in members and "&lt;i&gt;m/x&lt;/i&gt;" in members and "refused &lt;b&gt;" in members
+    ok = sum(1 for j in world.judgments if j["item_id"] == "i002" and j["probs"])
+    assert page.count('class="bar"') == 5 * ok + 3  # a bar per level of each stored distribution (5 levels; the jury 3)
+    labels = client.get("/item?id=i000").text.split('id="labels"')[1]
+    assert "expert" in labels and "given" in labels  # the label, its annotator and its source
+
+
+def test_the_drift_page_between_two_stores_is_the_drift_commands_table(tmp_path):
+    import shutil
+
+    from scijudge.metrics.drift import drift_stores
+
+    world = make_world(tmp_path / "w", n=12)
+    again = tmp_path / "again.sqlite"
+    shutil.copy(world.store, again)
+    viewer = make_viewer([world.store, again], token="t")
+    client = TestClient(build_app(viewer), base_url="http://127.0.0.1:8000")
+    client.get("/?token=t")
+    assert "Drift between run and again" in client.get("/").text
+    page = client.get("/drift").text
+    table = drift_stores(world.store, again)
+    assert len(table) == 4 and page.count("<tr") == len(table) + 1
+    assert all(f"<td>{model}</td>" in page for model in table["model"])
