@@ -12,6 +12,7 @@ from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
 from scijudge.view.app import build_app, cookie_name, make_viewer
+from scijudge.view.stores import Filters
 
 
 @pytest.fixture
@@ -201,3 +202,15 @@ def test_the_drift_page_between_two_stores_is_the_drift_commands_table(tmp_path)
     table = drift_stores(world.store, again)
     assert len(table) == 4 and page.count("<tr") == len(table) + 1
     assert all(f"<td>{model}</td>" in page for model in table["model"])
+
+
+def test_labels_in_csv_are_shown_beside_the_judgments(tmp_path):
+    world = make_world(tmp_path / "w", n=4)
+    labels = tmp_path / "labels.csv"
+    labels.write_text(f"item_id,judge,score,annotator\ni001,{J1},2,csv-ann\n")
+    viewer = make_viewer([world.store], labels=[labels], token="t")
+    client = TestClient(build_app(viewer), base_url="http://127.0.0.1:8000")
+    client.get("/?token=t")
+    rows = viewer.site.view.page(Filters(labelled=True), size=10).rows
+    assert {(r["item_id"], r["judge"], r["human"]) for r in rows} == {("i001", J1, 2.0)}
+    assert "csv-ann" in client.get("/item?id=i001").text

@@ -65,6 +65,10 @@ def test_bad_input_is_one_line_naming_the_file(tmp_path):
     result = _cli("view", str(world.store), "--picks", str(bad), "--label-out", str(tmp_path / "l.jsonl"),
                   "--no-browser")
     assert result.exit_code == 2 and "picked" in result.output and "bad.csv" in result.output
+    broken = tmp_path / "labels.csv"
+    broken.write_text("item_id,judge,score\ni000,j,high\n")
+    result = _cli("view", str(world.store), "--labels", str(broken), "--export", str(tmp_path / "site"))
+    assert result.exit_code == 2 and "labels.csv:2, field 'score'" in result.output
     result = _cli("view", str(world.store), "--label-out", str(world.labels), "--labels", str(world.labels))
     assert result.exit_code == 2 and "--label-out must be a new file" in result.output
     assert not list(tmp_path.glob("site*"))

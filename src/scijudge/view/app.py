@@ -375,18 +375,18 @@ def make_viewer(runs: Sequence[Path], *, labels: Sequence[Path] = (), picks: Seq
     """A viewer over the stores: checks every file named now (one clear error), opens nothing for writing but
     the label file."""
     from scijudge.view.items import ItemIndex
-    from scijudge.view.labelling import read_label_lines
     from scijudge.view.stores import StoreView
 
     view = StoreView(runs)
     for path in labels:
         if not Path(path).is_file():
             raise InputError("labels file not found", file=path)
-        read_label_lines(Path(path))
     if label_out is not None and any(Path(label_out).resolve() == Path(p).resolve() for p in [*runs, *labels, *picks]):
         raise InputError("--label-out must be a new file, not one of the inputs", file=label_out)
     site = Site(view=view, items=ItemIndex(list(items) if items is not None else recorded_items(view)),
                 label_paths=[Path(p) for p in labels], label_out=Path(label_out) if label_out is not None else None)
+    if site.label_files():
+        site.refresh_labels()  # every labels file read (and checked) now: a bad line is one error before serving
     labelling = None
     if label_out is not None:
         queue = Queue(view, [Path(p) for p in picks], judges)
