@@ -113,7 +113,8 @@ class Site:
     def render(self, template: str, links: Links, active: str, title: str, **values: Any) -> str:
         names = self.store_names
         return self._env.get_template(template).render(
-            url=links.url, item_url=links.item_url, nav=[n for n in NAV if not self.static or n[0] in ("runs", "items", "calibration")],
+            url=links.url, item_url=links.item_url,
+            nav=[n for n in NAV if n[0] != "label" or (self.label_out is not None and not self.static)],
             active=active, title=title, stores=names, stores_text=", ".join(names), static=self.static, **values)
 
     # --- pages --------------------------------------------------------------------------------------
