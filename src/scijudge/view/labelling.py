@@ -99,7 +99,8 @@ class LabelFile:
             try:
                 if os.fstat(fd).st_size and not _ends_with_newline(self.path):
                     line = b"\n" + line  # a hand-edited file without a final newline: keep lines apart
-                os.write(fd, line)
+                while line:  # one write in practice; a short write (a signal, a full disk) goes on from there
+                    line = line[os.write(fd, line):]
                 os.fsync(fd)
             finally:
                 os.close(fd)
