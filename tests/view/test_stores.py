@@ -127,3 +127,14 @@ def test_bad_paths_are_one_clear_error(tmp_path):
         StoreView([Path("x")] * 11)
     with pytest.raises(InputError, match="unknown sort"):
         StoreView([make_world(tmp_path / "w", n=2).store]).page(Filters(), sort="nope")
+
+
+def test_a_writer_starting_after_the_view_opened_is_seen_through_its_wal(tmp_path):
+    world = make_world(tmp_path, n=4)
+    view = StoreView([world.store])
+    assert view.page(Filters(), size=100).total == len(world.judgments)
+    with Run(world.store) as writer:
+        writer.claim_writer()
+        writer.record_many([dict(world.judgments[0], item_id="late", created_at="2026-12-02T00:00:00+00:00")])
+        assert view.page(Filters(text="late"), size=100).total == 1
+    view.close()

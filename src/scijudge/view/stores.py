@@ -114,6 +114,7 @@ class StoreView:
         if len(self.paths) > MAX_STORES:
             raise InputError(f"at most {MAX_STORES} run stores at once, got {len(self.paths)}", field="runs")
         self._lock = threading.RLock()
+        self._immutable: dict[int, bool] = {}
         self._db = sqlite3.connect("file:scijudge-view?mode=memory", uri=True, check_same_thread=False)
         self._db.execute("PRAGMA temp_store = MEMORY")
         selects = []
@@ -150,6 +151,14 @@ class StoreView:
             version = self._version()
             if version == self._built:
                 return
+            for at, path in enumerate(self.paths):
+                if self._immutable.get(at) and path.with_name(path.name + "-wal").exists():
+                    # a writer opened the store since: read it through its WAL (immutable reads would not see the
+                    # writer's pages and could see a checkpoint half done)
+                    with self._reading() as db:
+                        db.execute(f"DETACH DATABASE s{at}")
+                        db.execute(f"ATTACH DATABASE ? AS s{at}", (f"{path.resolve().as_uri()}?mode=ro",))
+                    self._immutable[at] = False
             self._build(version)
 
     def _spreads_quietly(self) -> None:
@@ -171,7 +180,6 @@ class StoreView:
             db.execute("CREATE TEMP VIEW listed AS SELECT k.*, l.human, l.n AS n_labels, "
                        "ABS(k.score - l.human) AS disagreement FROM main.keys k LEFT JOIN main.labels l "
                        "ON l.item_id = k.item_id AND l.judge = k.judge AND l.part = k.part")
-            db.execute("DROP VIEW IF EXISTS spread_listed")
         self._built = version
         self._cache.clear()
 
@@ -188,6 +196,7 @@ class StoreView:
                              file=path)
         wal = path.with_name(path.name + "-wal").exists()
         query = "mode=ro" if wal else "mode=ro&immutable=1"
+        self._immutable[at] = not wal
         try:
             self._db.execute(f"ATTACH DATABASE ? AS s{at}", (f"{path.resolve().as_uri()}?{query}",))
             existing = [r[1] for r in self._db.execute(f"PRAGMA s{at}.table_info(judgments)")]
