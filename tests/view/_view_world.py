@@ -67,7 +67,3 @@ def make_world(folder: Path, n: int = 24) -> World:
                                     for i in range(n)]
     picks.write_text("\n".join(rows) + "\n")
     return World(store, items, labels, picks, judgments, truth)
-
-
-def current(world: World) -> list[dict[str, Any]]:
-    return world.judgments
