@@ -72,6 +72,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
               "with a\n95% paired-t interval."),
     "distill": ("distill", "distill_cmd",
                 "Distil a judge into a small local LoRA judge, from human labels or a teacher's stored judgments."),
+    "view": ("view", "view_cmd",
+             "Browse run stores and label items in the browser: runs, a paged items table, one item, calibration, "
+             "/label."),
 }
 
 

@@ -1,0 +1,408 @@
+"""The live viewer: a Starlette app over a ``Site``, with the labelling routes when a label file is given.
+
+Every request needs the token of the printed URL: ``?token=`` once (answered with an HttpOnly, SameSite=Strict
+cookie and a redirect to the same page without it), the cookie after that. No token: 401; a wrong one: 403.
+Pages carry a Content-Security-Policy that lets only the page's own nonce-tagged script run, a second guard
+behind the autoescaping: even text that slipped through could not execute.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from scijudge.errors import InputError, ScijudgeError
+from scijudge.view.labelling import LabelFile, Queue, QueueEntry, Unit, unit_of
+from scijudge.view.pages import Links, Site
+from scijudge.view.stores import Filters
+
+KEYS = {**{str(k): float(k) for k in range(1, 10)}, "0": 10.0}
+"""Keyboard keys -> the score they give (``0`` gives 10)."""
+
+
+def cookie_name(token: str) -> str:
+    """The token cookie's name, its own per server (cookies are shared by every port of a host)."""
+    return "scijudge_view_" + hashlib.sha256(token.encode()).hexdigest()[:12]
+
+
+@dataclass
+class Labelling:
+    """The labelling side of the app: the label file, the queue and this session's skips."""
+
+    file: LabelFile
+    queue: Queue
+    skipped: set[Unit] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def done(self, labels: list[dict[str, Any]]) -> set[Unit]:
+        return {unit_of(x) for x in labels}
+
+
+def live_links() -> Links:
+    def url(key: str) -> str:
+        return "/" if key == "runs" else f"/{key}"
+
+    def page_url(n: int, params: dict[str, Any]) -> str:
+        kept = {k: v for k, v in params.items() if v not in (None, "")}
+        return "/items?" + urlencode({**kept, "page": n})
+
+    return Links(url=url, item_url=lambda item_id: "/item?" + urlencode({"id": item_id}), page_url=page_url)
+
+
+class Viewer:
+    """The app's state: the site, the token, the labelling (None without ``--label-out``) and scales."""
+
+    def __init__(self, site: Site, token: str, labelling: Labelling | None = None) -> None:
+        self.site = site
+        self.token = token
+        self.labelling = labelling
+        self.links = live_links()
+        self._scales: dict[str, Any] | None = None
+        self._specs: dict[str, Any] | None = None
+        self._calibration: tuple[Any, str] | None = None
+        self.n_boot = 1000
+
+    # --- scales and rubrics ----------------------------------------------------------------------------
+    def scale_of(self, judge: str) -> tuple[float, float, float]:
+        """The judge's scale, resolved as calibrate resolves it (stored scales, the spec of the stored hash, the
+        family's default)."""
+        if self._scales is None:
+            import pandas as pd
+
+            from scijudge.metrics.calibration.scales import _resolve_scales
+
+            rows = pd.DataFrame(self.site.view.scale_rows(), columns=["judge", "family", "spec_hash", "decoding"])
+            stored: dict[str, Any] = {}
+            for meta in self.site.view.meta():
+                stored.update(meta.get("scales") or {})
+            judges = sorted(set(rows["judge"]))
+            self._scales = _resolve_scales(rows, judges, {j: v for j, v in stored.items() if j in judges} or None)[0]
+        found = self._scales.get(judge)
+        return (float(found[0]), float(found[1]), float(found[2])) if found is not None else (1.0, 5.0, 1.0)
+
+    def rubric_of(self, judge: str) -> tuple[str, dict[str, str]]:
+        """The judge's description and scale anchors, from the shipped spec whose hash a judgment stored."""
+        if self._specs is None:
+            from scijudge.metrics.calibration.scales import _specs_by_hash
+
+            by_hash = _specs_by_hash(None)
+            self._specs = {}
+            for row in self.site.view.scale_rows():
+                spec = by_hash.get(row["spec_hash"])
+                if spec is not None:
+                    self._specs.setdefault(row["judge"], spec)
+        spec = self._specs.get(judge)
+        if spec is None:
+            return "", {}
+        anchors = dict(spec.scale.anchors) if spec.scale is not None else {}
+        return f"{spec.description}\n\n{spec.instructions}".strip(), anchors
+
+    def warm(self) -> None:
+        """Resolve the judges' scales and rubrics now, before serving (the labelling page needs them, and resolving
+        them imports the calibration stack: seconds, which would hold up the pages served meanwhile)."""
+        if self.labelling is not None:
+            self.scale_of("")
+            self.rubric_of("")
+
+    # --- labelling pages ---------------------------------------------------------------------------------
+    def label_page(self, flash: str = "", nonce: str = "") -> str:
+        assert self.labelling is not None
+        labels = self.site.refresh_labels()
+        done = self.labelling.done(labels)
+        with self.labelling.lock:
+            skipped = set(self.labelling.skipped)
+        entry = self.labelling.queue.next(done, skipped)
+        mine = sum(1 for x in labels if x.get("annotator") == self.labelling.file.annotator
+                   and x.get("file") == self.labelling.file.path.name)
+        counts = (f"{mine} labelled by {self.labelling.file.annotator} in {self.labelling.file.path.name}; "
+                  f"{self.labelling.queue.remaining_picks(done)} picked units left; {len(skipped)} skipped")
+        values: dict[str, Any] = {"entry": entry, "flash": flash, "counts": counts, "nonce": nonce, "unit": None,
+                                  "keys": {}, "item": [], "judgments": []}
+        if entry is not None:
+            values.update(self._entry_values(entry))
+        return self.site.render("label.html", self.links, "label", "Label", **values)
+
+    def _entry_values(self, entry: QueueEntry) -> dict[str, Any]:
+        item_id, judge, part = entry.unit
+        lo, hi, step = self.scale_of(judge)
+        levels = []
+        n = int(round((hi - lo) / step))
+        rubric, anchors = self.rubric_of(judge)
+        keys: dict[str, float] = {}
+        for k in range(n + 1):
+            level = round(lo + k * step, 10)
+            key = next((name for name, score in KEYS.items() if score == level), "")
+            if key:
+                keys[key] = level
+            levels.append((f"{level:g}", key, anchors.get(f"{level:g}", anchors.get(str(int(level)), "")
+                                                           if level.is_integer() else "")))
+        inputs = self.site.items.get(item_id)
+        judgments = [j for j in self.site.view.item(item_id) if j["judge"] == judge and j["part"] == part]
+        return {"unit": list(entry.unit), "keys": keys, "levels": levels, "rubric": rubric,
+                "anchors": sorted(anchors.items(), key=lambda kv: _as_float(kv[0])),
+                "scale_text": f"{lo:g}–{hi:g} in steps of {step:g}",
+                "item": inputs if isinstance(inputs, list) else [], "no_item": inputs if isinstance(inputs, str) else "",
+                "judgments": judgments}
+
+    def add_label(self, body: dict[str, Any]) -> tuple[int, str]:
+        """Store one label from the page: 200 written, 409 this annotator had labelled it, 400 bad input."""
+        assert self.labelling is not None
+        unit = _unit(body)
+        score = body.get("score")
+        if isinstance(score, bool) or not isinstance(score, (int, float)):
+            return 400, "score must be a number"
+        lo, hi, step = self.scale_of(unit[1])
+        k = (float(score) - lo) / step
+        if not lo - 1e-9 <= score <= hi + 1e-9 or abs(k - round(k)) > 1e-6:
+            return 400, f"score {score:g} is not on the scale {lo:g}-{hi:g} in steps of {step:g} of {unit[1]}"
+        if not self.site.view.judges_of(unit[0]) or (unit[1], unit[2]) not in self.site.view.judges_of(unit[0]):
+            return 400, f"no judgment of item {unit[0]!r} by {unit[1]!r} in these stores"
+        written, label = self.labelling.file.add(unit, float(score))
+        with self.labelling.lock:
+            self.labelling.skipped.discard(unit)
+        if not written:
+            return 409, f"already labelled by {label.get('annotator')} (score {label.get('score')}): undo it first"
+        return 200, f"labelled {unit[0]} {unit[1]}: {score:g}"
+
+    def skip(self, body: dict[str, Any]) -> None:
+        assert self.labelling is not None
+        with self.labelling.lock:
+            self.labelling.skipped.add(_unit(body))
+
+    def undo(self) -> dict[str, Any] | None:
+        assert self.labelling is not None
+        return self.labelling.file.undo()
+
+    def calibration_page(self) -> str:
+        from scijudge.view.figures import calibration_page
+
+        files = self.site.label_files()
+        present = [p for p in files if p.exists() and p.stat().st_size]
+        if not present:
+            return self.site.render("message.html", self.links, "calibration", "Calibration",
+                                    message="No labels yet: pass --labels LABELS.jsonl (or label some items at /label "
+                                            "with --label-out) to see how the judges agree with them.")
+        seen = tuple((p, p.stat().st_mtime_ns, p.stat().st_size) for p in present)
+        if self._calibration is None or self._calibration[0] != seen:
+            picks = self.labelling.queue.picks_files[0] if self.labelling and self.labelling.queue.picks_files \
+                else None
+            try:
+                page = calibration_page(self.site.view.paths, present, picks, n_boot=self.n_boot)
+            except ScijudgeError as exc:
+                return self.site.render("message.html", self.links, "calibration", "Calibration",
+                                        message=f"cannot calibrate: {exc}")
+            self._calibration = (seen, page.replace("<body>", "<body><p><a href='/'>← back to the viewer</a></p>", 1))
+        return self._calibration[1]
+
+
+def _as_float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return float("inf")
+
+
+def _unit(body: dict[str, Any]) -> Unit:
+    item_id, judge, part = body.get("item_id"), body.get("judge"), body.get("part") or ""
+    if not isinstance(item_id, str) or not isinstance(judge, str) or not isinstance(part, str) or not item_id or not judge:
+        raise InputError("a label needs item_id and judge (text)", field="item_id")
+    return item_id, judge, part
+
+
+def filters_of(query: Any) -> tuple[Filters, str, bool, int]:
+    """The items table's filters, sort and page from a query string (bad numbers: no filter)."""
+
+    def number(name: str) -> float | None:
+        try:
+            return float(query.get(name)) if query.get(name) not in (None, "") else None
+        except ValueError:
+            return None
+
+    try:
+        page = max(1, int(query.get("page") or 1))
+    except ValueError:
+        page = 1
+    filters = Filters(judge=query.get("judge") or None, model=query.get("model") or None,
+                      status=query.get("status") or None, score_min=number("min"), score_max=number("max"),
+                      text=query.get("q") or None)
+    return filters, query.get("sort") or "stored", query.get("desc") in ("1", "true", "on"), page
+
+
+def build_app(viewer: Viewer) -> Any:
+    """The Starlette app of a viewer."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
+    from starlette.concurrency import run_in_threadpool
+    from starlette.routing import Route
+
+    def page(text: str, nonce: str = "") -> HTMLResponse:
+        script = f"'nonce-{nonce}'" if nonce else "'none'"
+        return HTMLResponse(text, headers={
+            "Content-Security-Policy": f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+                                       f"script-src {script}; connect-src 'self'; form-action 'self'; "
+                                       "frame-ancestors 'none'; base-uri 'none'",
+            "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"})
+
+    # GET pages are plain functions: Starlette runs them in its thread pool, off the event loop.
+    def runs(request: Request) -> Response:
+        return page(viewer.site.runs_page(viewer.links))
+
+    def drift(request: Request) -> Response:
+        return page(viewer.site.drift_page(viewer.links))
+
+    def items(request: Request) -> Response:
+        filters, sort, descending, number = filters_of(request.query_params)
+        try:
+            return page(viewer.site.items_page(viewer.links, filters, sort=sort, descending=descending, page=number))
+        except InputError as exc:
+            return PlainTextResponse(str(exc), status_code=400)
+
+    def item(request: Request) -> Response:
+        item_id = request.query_params.get("id")
+        if not item_id:
+            return PlainTextResponse("give the item as /item?id=ITEM", status_code=400)
+        return page(viewer.site.item_page(viewer.links, item_id))
+
+    def calibration(request: Request) -> Response:
+        return page(viewer.calibration_page())
+
+    def no_labelling() -> Response:
+        return PlainTextResponse("labelling is off: start scijudge view with --label-out LABELS.jsonl",
+                                 status_code=404)
+
+    def label_get(request: Request) -> Response:
+        if viewer.labelling is None:
+            return no_labelling()
+        nonce = secrets.token_urlsafe(12)
+        return page(viewer.label_page(nonce=nonce), nonce)
+
+    async def label_post(request: Request) -> Response:
+        if viewer.labelling is None:
+            return no_labelling()
+        body = await _json_body(request)
+        if isinstance(body, Response):
+            return body
+        try:
+            status, message = await run_in_threadpool(viewer.add_label, body)
+        except InputError as exc:
+            return PlainTextResponse(str(exc), status_code=400)
+        return JSONResponse({"message": message}, status_code=status)
+
+    async def skip(request: Request) -> Response:
+        if viewer.labelling is None:
+            return no_labelling()
+        body = await _json_body(request)
+        if isinstance(body, Response):
+            return body
+        try:
+            viewer.skip(body)
+        except InputError as exc:
+            return PlainTextResponse(str(exc), status_code=400)
+        return JSONResponse({"message": "skipped"})
+
+    async def undo(request: Request) -> Response:
+        if viewer.labelling is None:
+            return no_labelling()
+        removed = await run_in_threadpool(viewer.undo)
+        if "application/json" not in request.headers.get("content-type", ""):  # the plain form: back to the page
+            return RedirectResponse("/label", status_code=303)
+        return JSONResponse({"removed": removed})
+
+    async def _json_body(request: Request) -> dict[str, Any] | Response:
+        try:
+            body = await request.json()
+        except ValueError:
+            return PlainTextResponse("expected a JSON object", status_code=400)
+        return body if isinstance(body, dict) else PlainTextResponse("expected a JSON object", status_code=400)
+
+    routes = [Route("/", runs), Route("/items", items), Route("/item", item), Route("/drift", drift),
+              Route("/calibration", calibration), Route("/label", label_get, methods=["GET"]),
+              Route("/label", label_post, methods=["POST"]), Route("/label/skip", skip, methods=["POST"]),
+              Route("/label/undo", undo, methods=["POST"])]
+    return TokenGate(Starlette(routes=routes), viewer.token)
+
+
+class TokenGate:
+    """ASGI middleware: every HTTP request carries the token (query once, then the cookie) or is refused."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app = app
+        self.token = token
+        self.cookie = cookie_name(token)
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        from starlette.requests import Request
+        from starlette.responses import PlainTextResponse, RedirectResponse
+
+        request = Request(scope)
+        given = request.query_params.get("token")
+        if given is not None:
+            if not secrets.compare_digest(given.encode(), self.token.encode()):
+                await PlainTextResponse("scijudge view: wrong token", status_code=403)(scope, receive, send)
+                return
+            if request.method == "GET":  # set the cookie, and take the token out of the address bar
+                rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
+                target = quote(request.url.path) + ("?" + urlencode(rest) if rest else "")
+                response = RedirectResponse(target, status_code=303)
+                response.set_cookie(self.cookie, self.token, httponly=True, samesite="strict", path="/")
+                await response(scope, receive, send)
+                return
+        else:
+            cookie = request.cookies.get(self.cookie)
+            if cookie is None:
+                await PlainTextResponse("scijudge view: open the URL with the ?token= that the command printed",
+                                        status_code=401)(scope, receive, send)
+                return
+            if not secrets.compare_digest(cookie.encode(), self.token.encode()):
+                await PlainTextResponse("scijudge view: wrong token", status_code=403)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def make_viewer(runs: Sequence[Path], *, labels: Sequence[Path] = (), picks: Sequence[Path] = (),
+                label_out: Path | None = None, annotator: str = "", items: Sequence[Path] | None = None,
+                judges: Sequence[str] | None = None, token: str | None = None) -> Viewer:
+    """A viewer over the stores: checks every file named now (one clear error), opens nothing for writing but
+    the label file."""
+    from scijudge.view.items import ItemIndex
+    from scijudge.view.stores import StoreView
+
+    view = StoreView(runs)
+    for path in labels:
+        if not Path(path).is_file():
+            raise InputError("labels file not found", file=path)
+    if label_out is not None and any(Path(label_out).resolve() == Path(p).resolve() for p in [*runs, *labels, *picks]):
+        raise InputError("--label-out must be a new file, not one of the inputs", file=label_out)
+    site = Site(view=view, items=ItemIndex(list(items) if items is not None else recorded_items(view)),
+                label_paths=[Path(p) for p in labels], label_out=Path(label_out) if label_out is not None else None)
+    if site.label_files():
+        site.refresh_labels()  # every labels file read (and checked) now: a bad line is one error before serving
+    labelling = None
+    if label_out is not None:
+        queue = Queue(view, [Path(p) for p in picks], judges)
+        labelling = Labelling(file=LabelFile(label_out, annotator), queue=queue)
+    return Viewer(site, token or secrets.token_urlsafe(24), labelling)
+
+
+def recorded_items(view: Any) -> list[Path]:
+    """The items files the stores recorded (``scijudge judge`` and ``demo`` write their path) that still exist."""
+    found: list[Path] = []
+    for store, meta in zip(view.paths, view.meta()):
+        recorded = meta.get("items")
+        if isinstance(recorded, str) and recorded:
+            path = Path(recorded)
+            if not path.is_absolute():
+                path = path if path.is_file() else store.parent / path
+            if path.is_file() and path.resolve() not in {p.resolve() for p in found}:
+                found.append(path)
+    return found

@@ -1,0 +1,95 @@
+"""The calibration page: the figures and tables ``calibrate`` and ``estimate`` compute, by the same library calls
+(``metrics.calibration.calibrate``, ``estimation.match_units`` / ``estimate_units`` / ``conformal_units``) and
+the same renderers (``report.calibration.render_html``, ``report.estimate.estimate_section_html``): the viewer
+never computes a number of its own. Reading the judgments for them loads the stores' score columns, as
+``calibrate`` does, so the page is built when it is first opened, not at start."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from scijudge.errors import ScijudgeError
+
+CALIBRATE_COLUMNS = ("item_id", "judge", "part", "family", "spec_hash", "model", "input_hash", "decoding", "status",
+                     "score", "verdict", "confidence", "probs")
+"""The columns ``calibrate`` reads from a store (``commands.calibrate._CALIBRATE_COLUMNS``)."""
+
+
+def judgments_frame(runs: Sequence[Path]) -> tuple[Any, dict[str, Any]]:
+    """The stores' current judgments (perturbed variants left out, as calibrate and estimate do) and their
+    stored scales; each run's name in ``source`` (its file stem, the whole path when stems collide)."""
+    import pandas as pd
+
+    from scijudge.perturb import VARIANT_ID
+    from scijudge.run.store import Run
+
+    stems = [p.stem for p in runs]
+    frames: list[Any] = []
+    scales: dict[str, Any] = {}
+    for path in runs:
+        with Run(path, create=False) as store:
+            frame = store.to_pandas(columns=CALIBRATE_COLUMNS)
+            scales.update(store.meta().get("scales") or {})
+        frame["source"] = path.stem if stems.count(path.stem) == 1 else str(path)
+        frames.append(frame)
+    judgments = pd.concat(frames, ignore_index=True)
+    return judgments[~judgments["item_id"].astype(str).str.match(VARIANT_ID.pattern)], scales
+
+
+def labels_frame(paths: Sequence[Path]) -> Any:
+    """Every labels file as one labels frame (``load_labels_frame`` each, then the duplicate check of
+    ``labels_to_frame`` across files)."""
+    import pandas as pd
+
+    from scijudge.labels import load_labels_frame
+
+    frames = [load_labels_frame(p) for p in paths]
+    frame = pd.concat(frames, ignore_index=True)
+    keys = frame[["item_id", "judge", "part"]].assign(annotator=frame["annotator"].fillna(""))
+    if keys.duplicated().any():
+        row = frame[keys.duplicated()].iloc[0]
+        from scijudge.errors import InputError
+
+        raise InputError(f"duplicate label: annotator {row['annotator']!r} labelled item {row['item_id']!r}, judge "
+                         f"{row['judge']!r} in two of the labels files", file=row["source_file"],
+                         line=int(row["source_line"]))
+    return frame
+
+
+def calibration_page(runs: Sequence[Path], label_paths: Sequence[Path], picks: Path | None, *, n_boot: int,
+                     seed: int = 0, alpha: float = 0.05, coverage: float = 0.9) -> str:
+    """The calibration report (``render_html``) with the estimates section, as one HTML page."""
+    from scijudge.estimation import conformal_units, estimate_units, match_units
+    from scijudge.labels import provenance_note
+    from scijudge.metrics.calibration import calibrate
+    from scijudge.report.calibration import render_html
+    from scijudge.report.estimate import estimate_section_html
+
+    judgments, scales = judgments_frame(runs)
+    labels = labels_frame(label_paths)
+    result = calibrate(judgments, labels, scale=scales or None, n_boot=n_boot, seed=seed, allow_extra_labels=True)
+    page = render_html(result, title="scijudge view: calibration")
+    extra = []
+    try:
+        design = None
+        if picks is not None:
+            from scijudge.estimation.select import read_picks
+
+            design = read_picks(picks)
+        units = match_units(judgments, labels, scale=scales or None)
+        table = estimate_units(units, alpha=alpha, picks=design)
+        _sets, cover = conformal_units(units, 1 - coverage, seed=seed)
+        extra.append(estimate_section_html(table, cover))
+    except ScijudgeError as exc:
+        import html
+
+        extra.append(f"<h2>Estimates</h2><p class='note'>not computed: {html.escape(str(exc))}</p>")
+    import html
+
+    note, from_model = provenance_note(labels)
+    extra.append(f"<p class='note'>{html.escape(note)}" + (" (some labels come from a model: agreement with them is "
+                                                           "not calibration against humans)" if from_model else "")
+                 + "</p>")
+    return page.replace("</body>", "\n".join(extra) + "</body>")

@@ -1,0 +1,208 @@
+"""Labelling from the viewer: the label file (``--label-out``) and the queue of what to label next.
+
+The label file is JSONL that ``load_labels``, ``calibrate`` and ``estimate --picks`` read as it is: one line per
+label (``item_id``, ``judge``, ``part``, ``score``, ``annotator``, ``source: "human"``, ``labelled_at``). A label is
+appended with one ``write`` under a file lock (``<label-out>.lock``, the ``filelock`` package: the lock works across
+processes and threads), after the file is read again under that lock: a second label by the same annotator for the
+same (item, judge, part), from another tab or another viewer on the same file, is refused, so nothing is duplicated
+and nothing lost. An undo removes the annotator's last line: the file is rewritten, under the same lock, to a
+temporary file that replaces it (every other line kept byte for byte), since ``load_labels`` knows no tombstones.
+
+The queue is the picked items of each ``--picks`` file (``select-labels``' picks.csv, or a file of escalated items in
+the same format), highest inclusion probability first, then every other (item, judge, part) the stores judged, in
+the order stored; a unit somebody has labelled already is left out, so a restarted viewer resumes where it was.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from scijudge.errors import InputError
+
+Unit = tuple[str, str, str]
+"""(item_id, judge, part): what one label is about."""
+LOCK_TIMEOUT_S = 10.0
+
+
+def read_label_lines(path: Path) -> list[dict[str, Any]]:
+    """The label objects of a JSONL file (missing or empty: none), each with its line as ``_line``; a line that is
+    not a JSON object is an error naming the file and line."""
+    if not path.exists():
+        return []
+    found = []
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except ValueError:
+                raise InputError("not a JSON object", file=path, line=number) from None
+            if not isinstance(obj, dict):
+                raise InputError("not a JSON object", file=path, line=number)
+            obj["_line"] = number
+            found.append(obj)
+    return found
+
+
+def unit_of(label: dict[str, Any]) -> Unit:
+    return str(label.get("item_id")), str(label.get("judge")), str(label.get("part") or "")
+
+
+class LabelFile:
+    """The ``--label-out`` file of one annotator: add a label, undo the last, read what is there."""
+
+    def __init__(self, path: str | Path, annotator: str) -> None:
+        from filelock import FileLock
+
+        self.path = Path(path)
+        self.annotator = annotator
+        if self.path.is_dir():
+            raise InputError("expected a JSONL file for the labels, got a folder", file=self.path)
+        if self.path.suffix.lower() not in (".jsonl", ".ndjson", ".json"):
+            raise InputError("the label file must end in .jsonl (load_labels reads it by its suffix)", file=self.path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._threads = threading.Lock()
+        self._file_lock = FileLock(str(self.path) + ".lock", timeout=LOCK_TIMEOUT_S)
+        self.labels()  # a bad file is refused now, not at the first label
+
+    def _locked(self) -> Any:
+        from contextlib import ExitStack
+
+        stack = ExitStack()
+        stack.enter_context(self._threads)
+        stack.enter_context(self._file_lock)
+        return stack
+
+    def labels(self) -> list[dict[str, Any]]:
+        return read_label_lines(self.path)
+
+    def add(self, unit: Unit, score: float) -> tuple[bool, dict[str, Any]]:
+        """Append one label; (False, the label already there) when this annotator labelled the unit before."""
+        item_id, judge, part = unit
+        with self._locked():
+            for label in self.labels():
+                if unit_of(label) == unit and label.get("annotator") == self.annotator:
+                    return False, label
+            label = {"item_id": item_id, "judge": judge, "part": part, "score": score, "annotator": self.annotator,
+                     "source": "human", "labelled_at": datetime.now(UTC).isoformat(timespec="seconds")}
+            line = (json.dumps(label, ensure_ascii=False) + "\n").encode()
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                if os.fstat(fd).st_size and not _ends_with_newline(self.path):
+                    line = b"\n" + line  # a hand-edited file without a final newline: keep lines apart
+                while line:  # one write in practice; a short write (a signal, a full disk) goes on from there
+                    line = line[os.write(fd, line):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        return True, label
+
+    def undo(self) -> dict[str, Any] | None:
+        """Remove this annotator's last label (None when there is none); the file is replaced atomically."""
+        with self._locked():
+            labels = [x for x in self.labels() if x.get("annotator") == self.annotator and x.get("source") == "human"]
+            if not labels:
+                return None
+            last = labels[-1]
+            kept = [raw for number, raw in enumerate(self.path.read_bytes().splitlines(keepends=True), start=1)
+                    if number != last["_line"]]
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name + ".", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.writelines(kept)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.replace(tmp, self.path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        last.pop("_line", None)
+        return last
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with path.open("rb") as handle:
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) == b"\n"
+
+
+@dataclass
+class Pick:
+    """One picked item of a picks file: where it came from and its inclusion probability."""
+
+    item_id: str
+    pi: float
+    source: str
+
+
+def read_queue_picks(paths: Sequence[Path]) -> list[Pick]:
+    """The picked items of each picks file (``read_picks``: select-labels' format), in the order of the files,
+    highest ``pi`` first within a file (ties in file order); an item picked twice counts once, first."""
+    found: list[Pick] = []
+    if not paths:
+        return found
+    from scijudge.estimation.select import read_picks  # pandas and scipy: imported only when picks are given
+
+    seen: set[str] = set()
+    for path in paths:
+        frame = read_picks(path)
+        picked = frame[frame["picked"]].sort_values("pi", ascending=False, kind="stable")
+        for item_id, pi in zip(picked["item_id"].astype(str), picked["pi"].astype(float)):
+            if item_id not in seen:
+                seen.add(item_id)
+                found.append(Pick(item_id, pi, path.name))
+    return found
+
+
+@dataclass
+class QueueEntry:
+    unit: Unit
+    why: str
+    """``picks.csv (pi 0.42)`` or ``unlabelled``."""
+
+
+class Queue:
+    """What to label next: picked units first, then the unlabelled rest (see the module)."""
+
+    def __init__(self, view: Any, picks: Sequence[Path] = (), judges: Sequence[str] | None = None) -> None:
+        self.view = view
+        self.judges = list(judges) if judges else None
+        self.picks_files = list(picks)
+        self.picks = read_queue_picks(self.picks_files)
+
+    def _pick_units(self) -> Iterable[QueueEntry]:
+        for pick in self.picks:
+            for judge, part in self.view.judges_of(pick.item_id):
+                if self.judges is None or judge in self.judges:
+                    yield QueueEntry((pick.item_id, judge, part), f"{pick.source} (pi {pick.pi:.3g})")
+
+    def entries(self, done: set[Unit], skipped: set[Unit], limit: int | None = None) -> list[QueueEntry]:
+        """The queue in order (its first ``limit`` entries), leaving out what is labelled (``done``) or skipped."""
+        found: list[QueueEntry] = []
+        given: set[Unit] = set()
+        for entry in self._pick_units():
+            given.add(entry.unit)
+            if entry.unit not in done and entry.unit not in skipped:
+                found.append(entry)
+                if limit is not None and len(found) >= limit:
+                    return found
+        rest = None if limit is None else limit - len(found)
+        for unit in self.view.units(judges=self.judges, leave_out=done | skipped | given, limit=rest):
+            found.append(QueueEntry(unit, "unlabelled"))
+        return found
+
+    def next(self, done: set[Unit], skipped: set[Unit]) -> QueueEntry | None:
+        first = self.entries(done, skipped, limit=1)
+        return first[0] if first else None
+
+    def remaining_picks(self, done: set[Unit]) -> int:
+        return sum(1 for entry in self._pick_units() if entry.unit not in done)
