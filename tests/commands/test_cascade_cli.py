@@ -90,11 +90,12 @@ def test_refusals_are_one_line(jury_store: Path, tmp_path: Path) -> None:
     runner = CliRunner()
     base = ["cascade", str(jury_store), "--labels", str(LABELS), "--target", "0.6", "--name", "x"]
     cases = [
-        (["-m", "jury:panel", "--out", str(jury_store)], "must not be one of the runs"),
+        (["-m", "jury:panel", "--out", str(jury_store)], "is the run store"),
         (["-m", "nobody", "--out", str(tmp_path / "o.sqlite")], "has no judgment"),
         (["-m", "jury:panel", "--out", str(tmp_path / "o.sqlite"), "--risk", "1.5"], "risk must be between"),
     ]
     panel = jury_store.parent / "panel.sqlite"
+    cases.append((["-m", "jury:panel", "--out", str(tmp_path / "o.sqlite"), "--escalated", str(LABELS)], "--escalated"))
     cases.append((["-m", "judge-a", "--out", str(tmp_path / "o.sqlite")], "has no judgment"))
     for extra, message in cases:
         ran = runner.invoke(app, [*base, *extra], env=ENV)

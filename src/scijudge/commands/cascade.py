@@ -47,6 +47,7 @@ def cascade_cmd(
     from rich.console import Console
     from rich.markup import escape
 
+    from scijudge._files import refuse_overwrite
     from scijudge.estimation.select import PICK_COLUMNS
     from scijudge.metrics.jury.api import read_runs
     from scijudge.metrics.selective import cascade, cost_per_item, escalated_picks, write_cascade
@@ -54,9 +55,10 @@ def cascade_cmd(
 
     if not labels.exists():
         raise InputError("labels file not found", file=labels)
-    for path in (escalated, save):
-        if path is not None and any(path.resolve() == p.resolve() for p in [*runs, labels, out]):
-            raise InputError("an output must not be one of the inputs or the cascade store", file=path)
+    refuse_overwrite(out, [labels], stores=runs, field="out")
+    for path, field in ((escalated, "escalated"), (save, "save")):
+        if path is not None:
+            refuse_overwrite(path, [labels, out], stores=runs, field=field)
     frame, scales = read_runs(list(runs))
     result = cascade(frame, labels, members=list(member), target=target, risk=risk,
                      tolerance=tolerance, seed=seed, name=name)

@@ -79,9 +79,9 @@ class CascadeResult:
             by_member.setdefault(row["member"], {})[row["judge"]] = None if thr is None else thr.as_dict()
         doc = {"format": "scijudge-cascade/1", "name": self.name, **self.definition,
                "members": [{**m, "thresholds": by_member.get(m["member"], {})} for m in self.members]}
-        tmp = out.with_name(out.name + ".tmp")
-        tmp.write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n", encoding="utf-8")
-        tmp.replace(out)
+        from scijudge._files import write_text
+
+        write_text(out, json.dumps(doc, indent=2, sort_keys=False) + "\n")
         return out
 
 

@@ -108,8 +108,9 @@ def escalated_picks(result: CascadeResult, columns: Sequence[str], *, seed: int 
 
 
 def write_picks(out: str | Path, frame: pd.DataFrame) -> Path:
+    from scijudge._files import atomic_output
+
     path = Path(out)
-    tmp = path.with_name(path.name + ".tmp")
-    frame.to_csv(tmp, index=False)
-    tmp.replace(path)
+    with atomic_output(path, newline="") as handle:
+        frame.to_csv(handle, index=False)
     return path
