@@ -36,8 +36,8 @@ from scijudge.errors import InputError, ModelError
 DEFAULT_TARGETS = ("all-linear",)
 """peft's every linear layer but the output layer (q/k/v/o and MLP projections on Llama, c_attn/c_proj/c_fc on
 GPT-2): the same default on any architecture."""
-LR_CANDIDATES = 6  # the range test tries lr, lr/10, ..., lr/10**5
-LR_TEST_STEPS = 4  # steps per candidate, from the same start, on the first batches
+LR_CANDIDATES = 5  # the range test tries lr, lr/10, ..., lr/10**4
+LR_TEST_STEPS = 3  # steps per candidate, from the same start, on the first batches
 _INSTALL = "pip install 'scijudge[local]'"
 
 
@@ -285,7 +285,7 @@ def probe_level_rows(model: Any, data: Encoded, shared: int, batch_size: int, pa
         logp = torch.log_softmax(h @ fitted[cols].T, dim=-1)
         after = float(-(targets * logp).sum(-1).mean())
         before = float(-(targets * torch.log_softmax(base_logits, dim=-1)).sum(-1).mean())
-    return {"probe_loss_before": round(before, 6), "probe_loss_after": round(after, 6)}
+    return {"loss_before": round(before, 6), "loss_after_probe": round(after, 6)}
 
 
 def decision_loss(logits: Any, level_ids: Any, targets: Any, torch: Any) -> Any:
