@@ -121,7 +121,10 @@ def build_foreign_base(folder: Path, seed: int = 7) -> Path:
 
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Metaspace()
-    tok.decoder = decoders.Metaspace()
+    # SentencePiece-style decoding (as Llama 2 / Mistral tokenizers write it); a bare Metaspace decoder is not
+    # one that the engine's grammar library (llguidance) can read
+    tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                     decoders.Strip(" ", 1, 0)])
     trainer = trainers.BpeTrainer(vocab_size=520, special_tokens=["<unk>", "<|s|>", "<|eot|>", "<|pad|>"],
                                   initial_alphabet=[chr(c) for c in range(32, 127)], show_progress=False)
     tok.train_from_iterator(_foreign_corpus(), trainer=trainer)

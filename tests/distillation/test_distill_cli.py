@@ -145,7 +145,7 @@ def test_the_student_is_judged_on_the_prompt_it_was_trained_on(distilled):
 @pytest.mark.timeout(900)
 def test_a_student_that_learns_nothing_exits_1_in_one_line_unless_allow_no_gain(tmp_path, foreign_base):
     """Labels shuffled away from the text: the student cannot beat its base on the held-out split."""
-    w = write_foreign_world(tmp_path / "w", n=60)
+    w = write_foreign_world(tmp_path / "w", n=40)
     labels = _labels(w["labels"])
     scores = [row["score"] for row in labels]
     random.Random(5).shuffle(scores)
