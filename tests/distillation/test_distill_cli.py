@@ -45,16 +45,39 @@ def _agreement(store, labels):
     return sum(1 for item, score, status in rows if status == "ok" and score == truth[item]) / len(rows), len(rows)
 
 
+def _side_by_side(commands, cwd, timeout=900):
+    """Run CLI commands at once (their start-up and imports overlap); CompletedProcess results in order."""
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "true", "COLUMNS": "200"}
+    running = [subprocess.Popen([sys.executable, "-m", "scijudge", *args], cwd=cwd, env=env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE) for args in commands]
+    done = []
+    for args, process in zip(commands, running):
+        stdout, stderr = process.communicate(timeout=timeout)
+        done.append(subprocess.CompletedProcess(args, process.returncode, stdout, stderr))
+    return done
+
+
+def _distill_args(w, base, out, epochs):
+    return ["distill", "--judge", str(w["spec"]), "--items", str(w["items"]), "--labels", str(w["labels"]),
+            "--base", f"hf:{base}", "--out", str(out), "--threads", "1", "--epochs", str(epochs), "--n-boot", "200",
+            "--no-progress"]
+
+
 @pytest.fixture(scope="module")
 def distilled(tmp_path_factory, foreign_base):
-    """One default `scijudge distill` (two epochs) of the single-word rubric onto the foreign base."""
+    """Two default `scijudge distill` runs side by side on the foreign base: the single-word rubric (150 reviews, two
+    epochs), and the same reviews with their labels shuffled away from the text (40 reviews, one epoch)."""
     root = tmp_path_factory.mktemp("distilled")
     w = write_foreign_world(root / "w", n=150)
-    out = root / "student"
-    done = _cli(["distill", "--judge", str(w["spec"]), "--items", str(w["items"]), "--labels", str(w["labels"]),
-                 "--base", f"hf:{foreign_base}", "--out", str(out), "--threads", "1", "--epochs", "2",
-                 "--n-boot", "200", "--no-progress"], root)
-    return {"root": root, "world": w, "out": out, "done": done, "base": foreign_base}
+    noise = write_foreign_world(root / "noise", n=40)
+    labels = _labels(noise["labels"])
+    scores = [row["score"] for row in labels]
+    random.Random(5).shuffle(scores)
+    noise["labels"].write_text("".join(json.dumps({**row, "score": s}) + "\n" for row, s in zip(labels, scores)))
+    done, flat = _side_by_side([_distill_args(w, foreign_base, root / "student", 2),
+                                _distill_args(noise, foreign_base, root / "noise-student", 1)], root)
+    return {"root": root, "world": w, "out": root / "student", "done": done, "base": foreign_base,
+            "noise": noise, "noise_out": root / "noise-student", "noise_done": flat}
 
 
 @needs_decision
@@ -143,25 +166,18 @@ def test_the_student_is_judged_on_the_prompt_it_was_trained_on(distilled):
 
 @needs_decision
 @pytest.mark.timeout(900)
-def test_a_student_that_learns_nothing_exits_1_in_one_line_unless_allow_no_gain(tmp_path, foreign_base):
+def test_a_student_that_learns_nothing_exits_1_in_one_line_unless_allow_no_gain(distilled):
     """Labels shuffled away from the text: the student cannot beat its base on the held-out split."""
-    w = write_foreign_world(tmp_path / "w", n=40)
-    labels = _labels(w["labels"])
-    scores = [row["score"] for row in labels]
-    random.Random(5).shuffle(scores)
-    w["labels"].write_text("".join(json.dumps({**row, "score": s}) + "\n" for row, s in zip(labels, scores)))
-    args = ["distill", "--judge", str(w["spec"]), "--items", str(w["items"]), "--labels", str(w["labels"]),
-            "--base", f"hf:{foreign_base}", "--out", str(tmp_path / "s"), "--threads", "1", "--epochs", "1",
-            "--n-boot", "200", "--no-progress"]
-    done = _cli(args, tmp_path)
+    done, out, root = distilled["noise_done"], distilled["noise_out"], distilled["root"]
     assert done.returncode == 1, done.stdout + done.stderr
     flagged = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("did not learn:")]
     assert len(flagged) == 1 and "no better than its base" in flagged[0], done.stdout + done.stderr
     assert "Traceback" not in done.stderr
-    card = json.loads((tmp_path / "s" / "card.json").read_text())
+    card = json.loads((out / "card.json").read_text())
     assert card["flags"] and "no better than its base" in card["flags"][0]
-    assert "Did not learn" in (tmp_path / "s" / "README.md").read_text()
-    again = _cli([*args, "--allow-no-gain"], tmp_path)  # resumes the finished run: no training, exit 0
+    assert "Did not learn" in (out / "README.md").read_text()
+    args = [*_distill_args(distilled["noise"], distilled["base"], out, 1), "--allow-no-gain"]
+    again = _cli(args, root)  # resumes the finished run: no training, no new judgment, exit 0
     assert again.returncode == 0 and "did not learn:" in again.stdout + again.stderr, again.stdout + again.stderr
 
 

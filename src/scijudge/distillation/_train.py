@@ -247,7 +247,13 @@ def probe_level_rows(model: Any, data: Encoded, shared: int, batch_size: int, pa
     head = model.get_output_embeddings()
     seen: list[Any] = []
     states: list[Any] = []
-    hook = head.register_forward_pre_hook(lambda _m, args: seen.append(args[0][:, -1].detach().double().cpu()))
+    dtypes: list[Any] = []
+
+    def capture(_module: Any, args: Any) -> None:
+        dtypes.append(args[0].dtype)
+        seen.append(args[0][:, -1].detach().double().cpu())
+
+    hook = head.register_forward_pre_hook(capture)
     try:
         with torch.no_grad(), torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
             for i in range(0, len(data.ids), batch_size):
@@ -256,13 +262,16 @@ def probe_level_rows(model: Any, data: Encoded, shared: int, batch_size: int, pa
     finally:
         hook.remove()
     h = torch.cat(states)  # n x d
+    eps = float(torch.finfo(dtypes[-1]).eps)
     targets = torch.tensor(data.targets, dtype=torch.float64)
     order = sorted(set(data.level_ids))
     cols = [order.index(t) for t in data.level_ids]  # delta rows are in sorted token order
     rows0 = param.detach().double().cpu()  # (sorted levels) x d
     base_logits = h @ rows0[cols].T
     u, s, vt = torch.linalg.svd(h, full_matrices=False)
-    keep = s > s[0] * 1e-4  # directions below float32 resolution of the state carry rounding, not signal
+    # directions below the resolution of the states (their dtype's rounding, ~eps/sqrt(d) of the largest singular
+    # value) carry rounding, not signal: fp32 keeps 1e-4 and up, bf16 on a 4096-wide model about the same
+    keep = s > s[0] * max(1e-4, 2 * eps / math.sqrt(h.shape[1]))
     u, s, vt = u[:, keep], s[keep], vt[keep]
     n = h.shape[0]
     z = u * math.sqrt(n)  # whitened features (uncentred second moment: the mean direction acts as a bias)
