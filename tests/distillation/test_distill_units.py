@@ -195,3 +195,12 @@ def test_the_lr_range_test_picks_the_candidate_with_the_lowest_loss_and_restores
     assert trials[0] == {"lr": 0.0, "loss": pytest.approx(float((target ** 2).sum()))}
     assert chosen == pytest.approx(0.3)
     assert torch.equal(w.detach(), torch.zeros(3))
+
+
+def test_without_bootstrap_intervals_the_point_difference_decides_the_flag():
+    from scijudge.distillation._api import no_gain_flags
+
+    fell = {"start": 1.6, "end": 0.2, "fell": True}
+    nan = float("nan")
+    assert no_gain_flags(fell, {"gain": {"diff": 0.4, "ci": [nan, nan], "n": 50}}) == []
+    assert len(no_gain_flags(fell, {"gain": {"diff": 0.0, "ci": [nan, nan], "n": 50}})) == 1

@@ -22,6 +22,7 @@ def distill_cmd(
     form: Annotated[str, typer.Option("--form", help="decision (level distribution at the answer position) or generated (the teacher's JSON answer).")] = "decision",
     epochs: Annotated[int, typer.Option("--epochs", help="Passes over the training split.")] = 10,
     lr: Annotated[float, typer.Option("--lr", help="Largest peak learning rate the range test tries (AdamW, 10% warmup, linear decay).")] = 5e-3,
+    lr_search: Annotated[bool, typer.Option("--lr-search/--no-lr-search", help="Pick the peak LR by a short range test on the first steps (--no-lr-search: use --lr as is).")] = True,
     lora_r: Annotated[int, typer.Option("--lora-r", help="LoRA rank (alpha = 2 r).")] = 8,
     targets: Annotated[str | None, typer.Option("--targets", help="Comma-separated modules to adapt (default: attention and MLP projections).")] = None,
     split: Annotated[float, typer.Option("--split", help="Held-out fraction (by a hash of seed and item id).")] = 0.3,
@@ -62,7 +63,7 @@ def distill_cmd(
             bar.update(task, completed=step, total=total, loss=f"{loss:.4f}")
 
         result = distill(judge, items, base=base, out=out, labels=labels, teacher=teacher, teacher_model=teacher_model,
-                         form=form, epochs=epochs, lr=lr, lora_r=lora_r, targets=modules, split=split, seed=seed,
+                         form=form, epochs=epochs, lr=lr, lr_search=lr_search, lora_r=lora_r, targets=modules, split=split, seed=seed,
                          batch_size=batch_size, threads=threads, device=device,
                          gradient_checkpointing=gradient_checkpointing, resume=not fresh, evaluate=evaluate,
                          n_boot=n_boot, on_step=on_step)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -58,7 +59,7 @@ def no_gain_flags(loss: dict[str, Any], evaluation: dict[str, Any]) -> list[str]
     gain = evaluation.get("gain")
     if gain:
         lo, hi = gain["ci"]
-        if not (lo > 0):
+        if not (lo > 0 if math.isfinite(lo) else gain["diff"] > 0):  # no interval (--n-boot 0): the point decides
             flags.append(f"the student is no better than its base on the held-out split (exact agreement "
                          f"{gain['diff']:+.3f} [{lo:+.3f}, {hi:+.3f}] paired, on {gain['n']} items)")
     return flags
@@ -103,7 +104,7 @@ def _clear_outputs(out_dir: Path) -> None:
 
 def distill(judge: Any, items: str | Path | Sequence[Item], *, base: str | Path, out: str | Path,
             labels: str | Path | None = None, teacher: str | Path | None = None, teacher_model: str | None = None,
-            form: str = "decision", epochs: int = 10, lr: float = 5e-3, lora_r: int = 8,
+            form: str = "decision", epochs: int = 10, lr: float = 5e-3, lr_search: bool = True, lora_r: int = 8,
             targets: Sequence[str] | None = None, split: float = 0.3, seed: int = 0, batch_size: int = 8,
             threads: int | None = None, device: str = "auto", gradient_checkpointing: bool = False,
             checkpoint_every: int = 20, resume: bool = True, evaluate: bool = True, eval_mode: str | None = None,
@@ -118,6 +119,7 @@ def distill(judge: Any, items: str | Path | Sequence[Item], *, base: str | Path,
         teacher: a run store of a stronger judge: its ``probs`` (decision form) or JSON answers (generated form)
             are the targets; ``teacher_model`` picks one model when the store holds several.
         form: "decision" (CE/KL on the level distribution at the answer position) or "generated".
+        lr: the peak learning rate, or with ``lr_search`` the largest one the range test tries (lr, lr/10, ...).
         split: held-out fraction, by a hash of (seed, item id).
         threads: torch CPU threads (1 is fastest for tiny models on shared cores).
         resume: continue from ``out/checkpoint`` when it matches these settings and data (Ctrl-C keeps it).
@@ -131,6 +133,7 @@ def distill(judge: Any, items: str | Path | Sequence[Item], *, base: str | Path,
     from scijudge.judges import load_judge
 
     cfg = _train.TrainConfig(form=form, lora_r=lora_r, targets=tuple(targets or _train.DEFAULT_TARGETS), lr=lr,
+                             lr_search=lr_search,
                              epochs=epochs, batch_size=batch_size, seed=seed, checkpoint_every=checkpoint_every,
                              gradient_checkpointing=gradient_checkpointing, device=device, threads=threads)
     cfg.check()
