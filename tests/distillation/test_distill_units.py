@@ -128,3 +128,79 @@ def test_scijudge_distill_is_the_verb_even_after_the_package_is_imported():
     assert callable(scijudge.distill) and "distill" in scijudge.__all__
     with pytest.raises(InputError, match="--lora-r"):
         scijudge.distill("x", [], base="hf:/nowhere", out="/tmp/unused", lora_r=0)
+
+
+def test_the_loss_summary_has_start_end_and_a_smoothed_curve_and_says_whether_it_fell():
+    from scijudge.distillation._api import loss_summary
+
+    curve = [1.6] * 5 + [0.4] * 15  # 20 steps: the end is the mean of the last 2, the curve 10 means of 2 steps
+    got = loss_summary(1.61, curve)
+    assert got["start"] == 1.61 and got["end"] == pytest.approx(0.4) and got["fell"]
+    assert got["smoothed"] == pytest.approx([1.6, 1.6, 1.0, 0.4, 0.4, 0.4, 0.4, 0.4, 0.4, 0.4])
+    flat = loss_summary(1.59, [1.61, 1.60, 1.60, 1.59, 1.60])  # the case: ln 5 all along
+    assert not flat["fell"] and flat["end"] == pytest.approx(1.60) and len(flat["smoothed"]) == 5
+
+
+def test_no_gain_flags_name_a_flat_loss_and_a_paired_interval_that_includes_zero():
+    from scijudge.distillation._api import no_gain_flags
+
+    fell = {"start": 1.6, "end": 0.2, "fell": True}
+    flat = {"start": 1.59, "end": 1.60, "fell": False}
+    better = {"gain": {"diff": 0.5, "ci": [0.3, 0.7], "n": 50}}
+    same = {"gain": {"diff": 0.0, "ci": [-0.1, 0.1], "n": 50}}
+    assert no_gain_flags(fell, better) == []
+    assert len(no_gain_flags(flat, better)) == 1 and "did not fall" in no_gain_flags(flat, better)[0]
+    (line,) = no_gain_flags(fell, same)
+    assert "no better than its base" in line and "[-0.100, +0.100]" in line
+    assert len(no_gain_flags(flat, same)) == 2
+
+
+def test_the_paired_gain_is_the_mean_hit_difference_with_scipys_paired_percentile_interval():
+    pd = pytest.importorskip("pandas")
+    from scipy.stats import bootstrap
+
+    from scijudge.distillation._evaluate import paired_exact_gain
+
+    rng = np.random.default_rng(1)
+    n = 60
+    truth = rng.integers(1, 6, size=n)
+    student = np.where(rng.random(n) < 0.8, truth, rng.integers(1, 6, size=n))
+    base = rng.integers(1, 6, size=n)
+    ids = [f"i{k}" for k in range(n)]
+    reference = pd.DataFrame({"item_id": ids, "score": truth.astype(float)})
+    frame = lambda s: pd.DataFrame({"item_id": ids, "score": s.astype(float), "status": "ok"})  # noqa: E731
+    got = paired_exact_gain(frame(student), frame(base), reference, n_boot=4000, seed=0)
+    d = (student == truth).astype(float) - (base == truth).astype(float)
+    assert got["n"] == n and got["diff"] == pytest.approx(d.mean(), abs=1e-12)
+    want = bootstrap((d,), np.mean, n_resamples=4000, method="percentile", random_state=0).confidence_interval
+    assert got["ci"] == pytest.approx([want.low, want.high], abs=0.03)  # two Monte Carlo draws of one interval
+    same = paired_exact_gain(frame(base), frame(base), reference, n_boot=200, seed=0)
+    assert same["diff"] == 0 and same["ci"] == [0.0, 0.0]  # identical contenders: no gain, and it is flagged
+
+
+def test_the_lr_range_test_picks_the_candidate_with_the_lowest_loss_and_restores_the_weights():
+    torch = pytest.importorskip("torch")
+    from scijudge.distillation._train import LR_CANDIDATES, TrainConfig, lr_range_test
+
+    w = torch.nn.Parameter(torch.zeros(3))
+    target = torch.tensor([0.9, -1.1, 1.0])
+
+    def loss_of(idx):
+        return ((w - target) ** 2).sum()
+
+    # Adam moves each weight by about lr a step: 3 steps of 10 overshoot to ~30, of 0.3 land near 0.9-1.1,
+    # of 0.03 and less barely move
+    chosen, trials = lr_range_test(None, [w], [[0], [1], [2]], loss_of, TrainConfig(lr=30.0), torch)
+    assert [t["lr"] for t in trials[1:]] == pytest.approx([30.0 / 10 ** k for k in range(LR_CANDIDATES)])
+    assert trials[0] == {"lr": 0.0, "loss": pytest.approx(float((target ** 2).sum()))}
+    assert chosen == pytest.approx(0.3)
+    assert torch.equal(w.detach(), torch.zeros(3))
+
+
+def test_without_bootstrap_intervals_the_point_difference_decides_the_flag():
+    from scijudge.distillation._api import no_gain_flags
+
+    fell = {"start": 1.6, "end": 0.2, "fell": True}
+    nan = float("nan")
+    assert no_gain_flags(fell, {"gain": {"diff": 0.4, "ci": [nan, nan], "n": 50}}) == []
+    assert len(no_gain_flags(fell, {"gain": {"diff": 0.0, "ci": [nan, nan], "n": 50}})) == 1

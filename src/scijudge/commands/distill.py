@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 EXIT_INTERRUPTED = 130
+EXIT_NO_GAIN = 1
 
 
 def distill_cmd(
@@ -20,7 +21,8 @@ def distill_cmd(
     teacher_model: Annotated[str | None, typer.Option("--teacher-model", help="The teacher's model, when the run store holds several.")] = None,
     form: Annotated[str, typer.Option("--form", help="decision (level distribution at the answer position) or generated (the teacher's JSON answer).")] = "decision",
     epochs: Annotated[int, typer.Option("--epochs", help="Passes over the training split.")] = 10,
-    lr: Annotated[float, typer.Option("--lr", help="Peak learning rate (AdamW, 10% warmup, linear decay).")] = 5e-3,
+    lr: Annotated[float, typer.Option("--lr", help="Largest peak learning rate the range test tries (AdamW, 10% warmup, linear decay).")] = 5e-3,
+    lr_search: Annotated[bool, typer.Option("--lr-search/--no-lr-search", help="Pick the peak LR by a short range test on the first steps (--no-lr-search: use --lr as is).")] = True,
     lora_r: Annotated[int, typer.Option("--lora-r", help="LoRA rank (alpha = 2 r).")] = 8,
     targets: Annotated[str | None, typer.Option("--targets", help="Comma-separated modules to adapt (default: attention and MLP projections).")] = None,
     split: Annotated[float, typer.Option("--split", help="Held-out fraction (by a hash of seed and item id).")] = 0.3,
@@ -32,14 +34,18 @@ def distill_cmd(
     fresh: Annotated[bool, typer.Option("--fresh", help="Ignore a checkpoint in OUT and start again.")] = False,
     evaluate: Annotated[bool, typer.Option("--evaluate/--no-evaluate", help="Judge the held-out split with student, base and teacher and calibrate them paired.")] = True,
     n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the evaluation's intervals.")] = 1000,
+    allow_no_gain: Annotated[bool, typer.Option("--allow-no-gain", help="Exit 0 even when the student did not learn (loss did not fall, or no better than its base).")] = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
 ) -> Any:
     """Distil a judge into a small local LoRA judge, from human labels or a teacher's stored judgments.
 
     The student trains on the judge's own prompts; the held-out split is then judged by the student, its base
     and the teacher and compared with calibrate (paired), so a student worse than its base is reported as such.
-    Ctrl-C keeps the last checkpoint: run the same command again to resume. Exit codes: 0 done, 2 bad input,
-    130 interrupted (resumable).
+    The level tokens' rows of the output layer are trained beside the LoRA (started from a linear probe), and a
+    short range test on the first steps picks the learning rate (--lr is the largest it tries). A student whose
+    training loss did not fall, or whose held-out agreement is not better than its base's (paired interval
+    including 0), is flagged in one line. Ctrl-C keeps the last checkpoint: run the same command again to resume.
+    Exit codes: 0 done, 1 the student did not learn (unless --allow-no-gain), 2 bad input, 130 interrupted.
 
     Example: scijudge distill --judge yescieval.qa.correctness --items items.jsonl --labels labels.jsonl --base hf:models/qwen-0.5b --out students/correctness
     """
@@ -57,7 +63,7 @@ def distill_cmd(
             bar.update(task, completed=step, total=total, loss=f"{loss:.4f}")
 
         result = distill(judge, items, base=base, out=out, labels=labels, teacher=teacher, teacher_model=teacher_model,
-                         form=form, epochs=epochs, lr=lr, lora_r=lora_r, targets=modules, split=split, seed=seed,
+                         form=form, epochs=epochs, lr=lr, lr_search=lr_search, lora_r=lora_r, targets=modules, split=split, seed=seed,
                          batch_size=batch_size, threads=threads, device=device,
                          gradient_checkpointing=gradient_checkpointing, resume=not fresh, evaluate=evaluate,
                          n_boot=n_boot, on_step=on_step)
@@ -67,13 +73,25 @@ def distill_cmd(
         raise typer.Exit(EXIT_INTERRUPTED)
     if result.resumed_from is not None:
         stdout.print(f"resumed from step {result.resumed_from}", highlight=False)
-    stdout.print(f"adapter: {result.out} (use -m {result.model}); {result.steps} steps, final loss "
-                 f"{result.losses[-1]:.4f}; card: {result.card}", highlight=False, soft_wrap=True)
+    stdout.print(f"adapter: {result.out} (use -m {result.model}); {result.steps} steps; card: {result.card}",
+                 highlight=False, soft_wrap=True)
+    loss = result.loss
+    if loss:
+        stdout.print(f"training loss: {loss['start']:.4f} at the start, {loss['end']:.4f} at the end (smoothed: "
+                     f"{' '.join(f'{x:.3f}' for x in loss['smoothed'])})", highlight=False, soft_wrap=True)
     exact = result.evaluation.get("exact_agreement", {})
     for name, row in exact.items():
         stdout.print(f"held-out exact agreement, {name}: {row['value']:.3f} [{row['ci'][0]:.3f}, {row['ci'][1]:.3f}] "
                      f"on {row['n']} items", highlight=False)
+    gain = result.evaluation.get("gain")
+    if gain:
+        stdout.print(f"student minus base: {gain['diff']:+.3f} [{gain['ci'][0]:+.3f}, {gain['ci'][1]:+.3f}] paired, on "
+                     f"{gain['n']} items", highlight=False)
     if result.evaluation.get("warning"):
         console.print(f"[yellow]warning:[/] {result.evaluation['warning']}", highlight=False)
     for note in result.notes:
         console.print(f"note: {note}", highlight=False, soft_wrap=True)
+    for flag in result.flags:
+        console.print(f"[red]did not learn:[/] {flag}", highlight=False, soft_wrap=True)
+    if result.flags and not allow_no_gain:
+        raise typer.Exit(EXIT_NO_GAIN)

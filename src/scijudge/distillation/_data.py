@@ -226,9 +226,9 @@ def teacher_targets(run_path: Path, judge_name: str, levels: list[str], model: s
     return dists, answers, (model or (models[0] if models else ""))
 
 
-def build_dataset(judge: Any, items: list[Item], tokenizer: Any, *, form: str, labels: Path | None,
-                  teacher: Path | None, teacher_model: str | None, held_out: float, seed: int) -> Dataset:
-    """Examples for every item that has a target, split into train and held-out by a hash of (seed, id)."""
+def _targets(judge: Any, items: list[Item], *, form: str, labels: Path | None, teacher: Path | None,
+             teacher_model: str | None, held_out: float, seed: int) -> dict[str, Any]:
+    """The targets and the split, from the judge, items and labels or teacher alone (no tokenizer, no model)."""
     levels = scale_levels(judge)
     notes: list[str] = []
     answers: dict[str, str] = {}
@@ -252,6 +252,23 @@ def build_dataset(judge: Any, items: list[Item], tokenizer: Any, *, form: str, l
     if not train_ids or not test_ids:
         raise InputError(f"the split left {len(train_ids)} train and {len(test_ids)} held-out items; change --split",
                          field="--split")
+    return {"levels": levels, "notes": notes, "answers": answers, "targets": targets, "source": source,
+            "by_id": by_id, "train_ids": train_ids, "test_ids": test_ids}
+
+
+def check_dataset(judge: Any, items: list[Item], *, form: str, labels: Path | None, teacher: Path | None,
+                  teacher_model: str | None, held_out: float, seed: int) -> None:
+    """Every check of ``build_dataset`` that needs no tokenizer: run before the model is loaded."""
+    _targets(judge, items, form=form, labels=labels, teacher=teacher, teacher_model=teacher_model,
+             held_out=held_out, seed=seed)
+
+
+def build_dataset(judge: Any, items: list[Item], tokenizer: Any, *, form: str, labels: Path | None,
+                  teacher: Path | None, teacher_model: str | None, held_out: float, seed: int) -> Dataset:
+    """Examples for every item that has a target, split into train and held-out by a hash of (seed, id)."""
+    t = _targets(judge, items, form=form, labels=labels, teacher=teacher, teacher_model=teacher_model,
+                 held_out=held_out, seed=seed)
+    levels, targets, answers, by_id = t["levels"], t["targets"], t["answers"], t["by_id"]
     decision = form == "decision"
 
     def example(item_id: str) -> Example:
@@ -260,8 +277,8 @@ def build_dataset(judge: Any, items: list[Item], tokenizer: Any, *, form: str, l
             return Example(item_id, prompt, target=targets[item_id])
         return Example(item_id, prompt, completion=answers[item_id])
 
-    return Dataset([example(i) for i in train_ids], [example(i) for i in test_ids], levels, source,
-                   [by_id[i] for i in test_ids], notes)
+    return Dataset([example(i) for i in t["train_ids"]], [example(i) for i in t["test_ids"]], levels, t["source"],
+                   [by_id[i] for i in t["test_ids"]], t["notes"])
 
 
 def encode_examples(tokenizer: Any, examples: Sequence[Example], levels: list[str], form: str) -> Any:

@@ -108,11 +108,45 @@ def evaluate(spec: Any, items: list[Item], out_dir: Path, *, student: str, base:
         "files": {k: str(Path(v).relative_to(out_dir)) for k, v in written.items()},
         "notes": list(result.notes),
     }
-    if "student" in exact and "base" in exact and exact["student"]["value"] < exact["base"]["value"]:
-        summary["warning"] = "the student agrees less with the reference than its base does"
+    if "student" in frames and "base" in frames:
+        gain = paired_exact_gain(frames["student"], frames["base"], reference, n_boot=n_boot, seed=seed)
+        if gain is not None:
+            summary["gain"] = gain
+            if gain["diff"] < 0:
+                summary["warning"] = "the student agrees less with the reference than its base does"
     if len(ids) < 30:
         summary.setdefault("notes", []).append(f"only {len(ids)} held-out items: read the intervals, not the points")
     return summary
+
+
+def _hits(frame: Any, consensus: Any) -> dict[str, float]:
+    """Item id -> 1.0 where the contender's score equals the reference consensus, else 0.0 (abstained: 0)."""
+    rows = frame.drop_duplicates("item_id", keep="last").set_index("item_id")
+    return {i: float(rows.at[i, "status"] == "ok" and rows.at[i, "score"] is not None
+                     and float(rows.at[i, "score"]) == float(consensus[i]))
+            for i in consensus.index if i in rows.index}
+
+
+def paired_exact_gain(student: Any, base: Any, reference: Any, *, n_boot: int, seed: int,
+                      level: float = 0.95) -> dict[str, Any] | None:
+    """Student minus base exact agreement on the items both judged, with a paired percentile bootstrap interval
+    (items resampled together, ``scijudge.metrics.bootstrap``); None when they share fewer than 2 items."""
+    import numpy as np
+
+    from scijudge.metrics.bootstrap import bootstrap_mean_difference, percentile_interval
+
+    consensus = reference.groupby("item_id")["score"].mean().round()
+    a, b = _hits(student, consensus), _hits(base, consensus)
+    common = sorted(set(a) & set(b))
+    if len(common) < 2:
+        return None
+    diffs = [np.array([a[i] - b[i]]) for i in common]
+    value = float(np.mean([d[0] for d in diffs]))
+    out: dict[str, Any] = {"diff": value, "n": len(common), "ci": [float("nan"), float("nan")], "n_boot": n_boot}
+    if n_boot > 0:
+        lo, hi = percentile_interval(bootstrap_mean_difference(diffs, n_boot, seed), level)
+        out["ci"] = [float(lo), float(hi)]
+    return out
 
 
 def _exact(frames: dict[str, Any], reference: Any) -> dict[str, dict[str, Any]]:
