@@ -159,7 +159,7 @@ def judge_cmd(
     print_summary(summary, run_path)
     if summary.interrupted:
         console.print(f"interrupted: {summary.judged} judgments stored in {run_path} this run"
-                      + (f", {summary.abandoned} left unanswered" if summary.abandoned else "")
+                      + (f"; {left}, a re-run asks for them" if (left := summary.unfinished()) else "")
                       + f"\nresume with: {escape(resume_command())}", highlight=False, soft_wrap=True)
         exit_run(store, EXIT_INTERRUPTED)
     if summary.no_answer:

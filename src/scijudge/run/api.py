@@ -69,6 +69,27 @@ def _no_options(name: str, options: dict[str, Any]) -> None:
         raise InputError(f"the {name} executor takes no options {sorted(options)}", field=sorted(options)[0])
 
 
+def _refuse_batched(store: Run, tasks: list[Task]) -> None:
+    """A run that is not a batch run refuses judgments a recorded batch holds (still billed at the provider) or
+    that have a kept batch answer: buying them again by direct calls would pay twice (issue 35)."""
+    from scijudge.run.batch.store import batches_table_exists, uncollected
+
+    if not tasks or not batches_table_exists(store.path):
+        return  # never judged with --batch: nothing to compute
+    keys = {judge.identity(item, part)[0].key for item, judge, part in tasks}
+    batches, kept = uncollected(store.path, keys) if keys else ([], 0)
+    if batches:
+        record, n = batches[0]
+        name = record.remote_id or record.client_id
+        more = f" (and {len(batches) - 1} more batches)" if len(batches) > 1 else ""
+        raise ModelError(f"{store.path}: batch {name}{more} holds {n} of these judgments, not collected yet "
+                         f"(last seen {record.status}; billed at the provider): re-run with --batch to collect it, or "
+                         f"give it up first: scijudge batches {store.path} --abandon {name}")
+    if kept:
+        raise ModelError(f"{store.path}: {kept} of these judgments have an answer a batch already collected: re-run "
+                         "with --batch to store them without a new request")
+
+
 def judge_items(items: Sequence[Item], judges: Sequence[Any], store: Run | None = None, *,
                 executor: ExecutorName | Executor | str = "threads", concurrency: int = 8, limit: int | None = None,
                 retry_abstained: bool = False, stop: threading.Event | None = None, grace: float = DEFAULT_GRACE,
@@ -110,6 +131,8 @@ def judge_items(items: Sequence[Item], judges: Sequence[Any], store: Run | None 
             return life.finish(abandoned=left)
         built = [j.build() if isinstance(j, JudgeRecipe) else j for j in judges]
         tasks, summary = pending(items, built, store, retry_abstained=retry_abstained, limit=limit)
+        if store is not None and chosen.name != "batch":
+            _refuse_batched(store, tasks)
         life = Lifecycle(store, summary, stop=stop, grace=grace, breaker=breaker, on_result=on_result)
         left = chosen.execute(tasks, life)
         return life.finish(abandoned=left)
