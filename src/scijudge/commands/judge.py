@@ -22,6 +22,10 @@ def judge_cmd(
     api_base: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL, e.g. http://localhost:8000/v1.")] = None,
     run: Annotated[Path | None, typer.Option(help="Run store (SQLite). Re-running with the same store resumes.")] = None,
     concurrency: Annotated[int, typer.Option(min=1, help="Judgments in flight at once.")] = 8,
+    executor_name: Annotated[str, typer.Option(
+        "--executor", help="In-process executor: auto (asyncio from --concurrency 64 up for API models, threads "
+                           "otherwise), threads, or async (one event loop: hundreds to thousands of slow judgments "
+                           "in flight).")] = "auto",
     processes: Annotated[int, typer.Option(
         min=1, help="Worker processes (API models only): for very fast endpoints, where one process's CPU is the limit.")] = 1,
     limit: Annotated[int | None, typer.Option(min=1, help="Judge at most N pending judgments.")] = None,
@@ -131,6 +135,16 @@ def judge_cmd(
                                                           soft_wrap=True))
     elif name == "ray":
         options = dict(address=None if ray == "local" else ray)
+    if executor_name not in ("auto", "threads", "async"):
+        raise InputError(f"--executor must be auto, threads or async, not {executor_name!r}", field="--executor")
+    if name == "threads":
+        from scijudge.run.aio import wants_async
+
+        if executor_name == "async" or (executor_name == "auto" and wants_async(judges, concurrency)):
+            name = "async"
+    elif executor_name != "auto":
+        raise InputError(f"--executor {executor_name} runs judgments in this process; drop it with --{name}",
+                         field="--executor")
     executor = make_executor(name, concurrency=concurrency, **options)
     executor.check(judges)
     if skip_invalid and name != "ray":
@@ -144,7 +158,7 @@ def judge_cmd(
                    # the score scale of each judge as its spec declared it, for calibration (issue 11)
                    scales={s.name: list(score_scale_of(s)) for s in specs if s.scale is not None})
     stop = StopOnSignal(grace)
-    with stop, progress_bar(progress and name in ("threads", "processes")) as on_result:
+    with stop, progress_bar(progress and name in ("threads", "async", "processes")) as on_result:
         try:
             summary = judge_items(loaded, judges, store, executor=executor, concurrency=concurrency, limit=limit,
                                   retry_abstained=retry_abstained, stop=stop.event, grace=grace, on_result=on_result)

@@ -21,8 +21,8 @@ from scijudge.run.plan import Task, pending
 from scijudge.run.store import Run
 from scijudge.run.summary import DEFAULT_BREAKER, DEFAULT_GRACE, Progress, RunSummary
 
-ExecutorName = Literal["threads", "processes", "batch", "ray"]
-EXECUTORS: tuple[str, ...] = ("threads", "processes", "batch", "ray")
+ExecutorName = Literal["threads", "async", "processes", "batch", "ray"]
+EXECUTORS: tuple[str, ...] = ("threads", "async", "processes", "batch", "ray")
 
 
 class Executor(Protocol):
@@ -49,6 +49,11 @@ def make_executor(name: str, *, concurrency: int = 8, **options: Any) -> Any:
 
         _no_options(name, options)
         return ThreadExecutor(concurrency=concurrency)
+    if name == "async":
+        from scijudge.run.aio import AsyncExecutor
+
+        _no_options(name, options)
+        return AsyncExecutor(concurrency=concurrency)
     if name == "processes":
         from scijudge.run.processes import ProcessExecutor
 
@@ -99,9 +104,10 @@ def judge_items(items: Sequence[Item], judges: Sequence[Any], store: Run | None 
     Args:
         judges: judges (``JudgeProtocol``), or ``JudgeRecipe``s (built here, or in each worker and actor).
         store: the run store (``run=`` is the older name); re-running with the same store resumes.
-        executor: ``"threads"`` (default), ``"processes"``, ``"batch"``, ``"ray"``, or an executor object
+        executor: ``"threads"`` (default), ``"async"`` (one event loop: hundreds to thousands of API judgments in
+            flight), ``"processes"``, ``"batch"``, ``"ray"``, or an executor object
             (``scijudge.run.api.make_executor(name, **options)`` builds one with options).
-        concurrency: judgments in flight (threads; per worker process in all; per Ray actor).
+        concurrency: judgments in flight (threads or async tasks; per worker process in all; per Ray actor).
         limit: judge at most this many of the pending judgments (after skipping completed ones).
         stop: when set (e.g. by a Ctrl-C handler), no new request is sent; requests in flight get ``grace``
             seconds and their answers are stored; the summary says ``interrupted``.

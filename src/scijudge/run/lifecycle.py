@@ -152,6 +152,29 @@ class Lifecycle:
                 self.fail(exc)
                 raise
 
+    async def ajudge(self, judge: Any, item: Any, part: str, *, blocking: Any = None) -> list[JudgeResult] | None:
+        """``judge`` awaited on an event loop, with the same gate and faults: a judge with a native
+        ``ajudge_item`` is awaited; any other runs ``judge_item`` in ``blocking`` (a thread pool)."""
+        import asyncio
+        import contextvars
+
+        if self.closed:
+            return None
+        with stopping_on(self.gate):
+            try:
+                if getattr(judge, "native_async", False):
+                    return list(await judge.ajudge_item(item, part))
+                ctx = contextvars.copy_context()
+                loop = asyncio.get_running_loop()
+                return list(await loop.run_in_executor(blocking, ctx.run, judge.judge_item, item, part))
+            except TransportFailure:
+                if self.closed:
+                    return None
+                raise
+            except Exception as exc:
+                self.fail(exc)
+                raise
+
     # --- the end ---------------------------------------------------------------------------------
     def finish(self, *, abandoned: int = 0) -> RunSummary:
         """Close the summary; raise the run-level fault (with the summary attached) if there was one.
