@@ -175,6 +175,15 @@ def check() -> list[str]:
     except (ImportError, OSError) as exc:
         problems.append(f"dspy.clients.execution cannot be read: {exc}")
     problems.extend(_check_class_swap())
+    try:  # StructuredChain.format_user_message_content repeats ChatAdapter's, minus a TypeAdapter per text value
+        from dspy.adapters.chat_adapter import ChatAdapter
+
+        source = inspect.getsource(ChatAdapter.format_user_message_content)
+        if "format_field_value(field_info=v, value=value)" not in source or \
+                "user_message_output_requirements" not in source:
+            problems.append("dspy ChatAdapter.format_user_message_content changed (the chain repeats it)")
+    except (ImportError, OSError) as exc:
+        problems.append(f"dspy.adapters.chat_adapter cannot be read: {exc}")
     try:  # raise_connection_cap wraps the RouterConfig that execution builds engines with
         from dspy.clients import execution
         from dspy.lm15 import RouterConfig
@@ -239,6 +248,13 @@ def json_adapter() -> type:
     from dspy.adapters.json_adapter import JSONAdapter
 
     return JSONAdapter
+
+
+def format_field_value(field_info: Any, value: Any) -> str:
+    """DSPy's text for one input value (``dspy.adapters.utils.format_field_value``)."""
+    from dspy.adapters.utils import format_field_value as dspy_format
+
+    return str(dspy_format(field_info=field_info, value=value))
 
 
 def lm_errors() -> Any:
