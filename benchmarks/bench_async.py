@@ -4,9 +4,10 @@ Side by side in one run, against one loopback OpenAI-compatible server in its ow
 charged to the judge), for each setting: scijudge's asyncio executor (``judge_items(executor="async")``, the CLI's
 choice from ``--concurrency 64`` for API models), scijudge's thread executor (one thread per judgment in flight),
 and plain DSPy (``dspy.Predict`` with DSPy's JSONAdapter on a stock ``dspy.LM``, in a thread pool of the same
-size: what a DSPy user gets without scijudge). Each runs in a fresh child process, so the peak memory (max RSS)
-is its own. A bounded number of judgments per setting (8 rounds of the concurrency by default): on a shared
-machine the rate is noisy; read the ratio.
+size: what a DSPy user gets without scijudge); and, as the ceiling this machine and server allow at that moment,
+a bare aiohttp client posting the same request bodies (no framework at all). Each runs in a fresh child
+process, so the peak memory (max RSS) is its own. A bounded number of judgments per setting (8 rounds of the
+concurrency by default): on a shared machine the rate is noisy; read the ratio.
 
     python benchmarks/bench_async.py                 # 512 in flight at 2 s, and 64 in flight at 100 ms
     python benchmarks/bench_async.py --rounds 4      # fewer judgments
@@ -28,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _loopback import ServerProcess, fresh_dspy_cache, make_items
 
 SETTINGS = ((512, 2.0), (64, 0.1))
-WAYS = ("async executor", "thread executor", "plain dspy.Predict")
+WAYS = ("async executor", "thread executor", "plain dspy.Predict", "raw aiohttp")
 
 
 def _measure(way: str, url: str, concurrency: int, n: int, out: mp.Queue) -> None:
@@ -39,7 +40,31 @@ def _measure(way: str, url: str, concurrency: int, n: int, out: mp.Queue) -> Non
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # one socket per judgment in flight, for every way
     items = make_items(f"{way[:5]}-c{concurrency}", n)
     warm = make_items(f"warm-{way[:5]}", 8)
-    if way == "plain dspy.Predict":
+    if way == "raw aiohttp":
+        import asyncio
+
+        import aiohttp
+
+        from scijudge import Judge, get_spec
+
+        builder = Judge(get_spec("yescieval.qa.correctness"))
+        bodies = [builder.chain.chat_body("judge", builder.signature, [], builder.inputs_for(item),
+                                          strategy="json_schema", temperature=0.0) for item in items]
+
+        async def post_all(batch: list) -> tuple[int, float, float]:
+            limit = asyncio.Semaphore(concurrency)
+            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+                async def one(body: dict) -> bool:
+                    async with limit, session.post(f"{url}/chat/completions", json=body) as reply:
+                        return "choices" in await reply.json()
+
+                await asyncio.gather(*(one(b) for b in batch[:8]))  # warm
+                cpu0, wall0 = time.process_time(), time.perf_counter()
+                done = sum(await asyncio.gather(*(one(b) for b in batch)))
+                return done, time.perf_counter() - wall0, time.process_time() - cpu0
+
+        ok, wall, cpu = asyncio.run(post_all(bodies))
+    elif way == "plain dspy.Predict":
         from concurrent.futures import ThreadPoolExecutor
 
         import dspy

@@ -194,3 +194,21 @@ def test_sigkill_at_concurrency_512_re_requests_at_most_512(loopback, tmp_path):
     assert len(stored_ok_items(run)) == total, "no judgment may be lost"
     assert sum(requests.values()) - total <= concurrency
     assert not {item for item, n in requests.items() if n > 1} & stored_before, "a stored judgment was re-requested"
+
+
+def test_the_cli_at_concurrency_512_exits_3_on_an_unreachable_endpoint(tmp_path):
+    from typer.testing import CliRunner
+
+    from scijudge.cli import app
+
+    (tmp_path / "items.jsonl").write_text("".join(json.dumps({"id": f"i{k}", "question": "Q?", "answer": "a"}) + "\n"
+                                                  for k in range(100)))
+    (tmp_path / "spec.toml").write_text('name = "t.cli"\nfamily = "likert"\ndescription = "d"\n'
+                                        'instructions = "Rate it."\n[[inputs]]\nname = "question"\n'
+                                        '[[inputs]]\nname = "answer"\n')
+    result = CliRunner().invoke(app, ["judge", str(tmp_path / "items.jsonl"), "-j", str(tmp_path / "spec.toml"), "-m",
+                                      "openai/judge", "--api-base", closed_port_url(), "--run",
+                                      str(tmp_path / "r.sqlite"), "--no-cache", "--no-progress", "--concurrency", "512"])
+    assert result.exit_code == 3, result.output
+    assert "cannot reach" in result.output and "Traceback" not in result.output
+    assert len(Run(tmp_path / "r.sqlite")) == 0
