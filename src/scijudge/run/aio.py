@@ -58,8 +58,13 @@ class AsyncExecutor:
 
         thread = threading.Thread(target=run, name="scijudge-async", daemon=True)
         thread.start()
-        while thread.is_alive():
-            thread.join(0.2)
+        try:
+            while thread.is_alive():
+                thread.join(0.2)
+        except KeyboardInterrupt:  # a library caller's Ctrl-C: stop as the CLI's first Ctrl-C does, then raise
+            life.gate.stop.set()
+            thread.join(life.grace + 5)
+            raise
         if "error" in box:
             raise box["error"]
         return int(box.get("left", 0))
