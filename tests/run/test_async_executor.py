@@ -212,3 +212,15 @@ def test_the_cli_at_concurrency_512_exits_3_on_an_unreachable_endpoint(tmp_path)
     assert result.exit_code == 3, result.output
     assert "cannot reach" in result.output and "Traceback" not in result.output
     assert len(Run(tmp_path / "r.sqlite")) == 0
+
+
+def test_judges_that_judge_their_own_way_keep_their_blocking_path(loopback):
+    from scijudge import get_spec
+    from scijudge.judges.checklist._judge import ChecklistJudge
+
+    server = loopback(rating_from_prompt)
+    plain = judges(server.url, names=("t.a",))[0]
+    checklist = ChecklistJudge(get_spec("researchrubrics.checklist"), lm=plain.lm)
+    assert plain.native_async and not checklist.native_async
+    plain.use_mode("decision")
+    assert not plain.native_async, "decision mode reads logprobs through its own path"

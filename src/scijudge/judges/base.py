@@ -211,7 +211,9 @@ class Judge(dspy.Module):
         that has an async client); the others run the blocking call in a worker thread."""
         from scijudge.chain.chain import has_async_engine
 
-        return self.mode == "generate" and self.preset is None and has_async_engine(self.lm)
+        cls = type(self)  # a subclass that judges its own way (checklists, optimizer judges) keeps its blocking path
+        plain = cls.judge_one is Judge.judge_one and cls.judge_item is Judge.judge_item and cls.forward is Judge.forward
+        return plain and self.mode == "generate" and self.preset is None and has_async_engine(self.lm)
 
     async def ajudge_item(self, item: Item, part: str = "") -> list[JudgeResult]:
         """Async variant of ``judge_item``: the same chain, each request awaited through DSPy's async LM call
