@@ -86,7 +86,7 @@ def test_the_async_executor_stores_what_the_thread_executor_stores(loopback, tmp
 def test_an_unreachable_endpoint_stops_the_async_run_and_stores_nothing(tmp_path):
     started = time.perf_counter()
     with Run(tmp_path / "r.sqlite") as run, pytest.raises(EndpointError, match="cannot reach") as raised:
-        judge_items(items(600), judges(closed_port_url(), names=("t.a",)), run=run, executor="async",
+        judge_items(items(100), judges(closed_port_url(), names=("t.a",)), run=run, executor="async",
                     concurrency=512)
     assert time.perf_counter() - started < 20
     assert len(Run(tmp_path / "r.sqlite")) == 0 and raised.value.summary.judged == 0
