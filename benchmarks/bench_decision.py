@@ -6,6 +6,11 @@ Every judgment reads the same item-first prompt ([item][boilerplate][rubric]; 9 
                     its rubrics, the distribution over 5 level tokens read at the answer position (no decoding)
 * ``generate N``    the engine's own batched decoder (``scijudge.lm._decode.decode_batch``, the same prefix
                     sharing) writing exactly N tokens per judgment (stop tokens off), N = 40 and 150
+* ``hf forward``    the plain transformers reference for decision (``--reference``, on by default): each batch's
+                    full prompts left-padded into one ``model(...)`` call (no prefix sharing), the last position's
+                    logits read (``logits_to_keep=1``)
+* ``hf generate N`` the plain transformers reference for generation: ``model.generate`` on the same batches,
+                    greedy, exactly N new tokens (``min_new_tokens=max_new_tokens=N``), for the first N only
 
 Rounds are interleaved (decision, generate 40, generate 150, repeated) so machine load hits every mode alike; the
 table gives the median judgments/s per mode, the ratios, and peak memory (CPU: peak RSS of the process; CUDA:
@@ -80,6 +85,56 @@ def prompts(sizes: dict[str, int], vocab: int, rubrics: int, seed: int) -> list[
     return out
 
 
+def _left_padded(rows: list[list[int]], device: str) -> tuple[Any, Any]:
+    """A batch of token-id rows left-padded with 0, and its attention mask."""
+    import torch
+
+    width = max(len(r) for r in rows)
+    ids = torch.zeros((len(rows), width), dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for n, row in enumerate(rows):
+        ids[n, width - len(row):] = torch.tensor(row)
+        mask[n, width - len(row):] = 1
+    return ids.to(device), mask.to(device)
+
+
+def hf_forward(model: Any, groups: list[list[list[int]]], per_batch: int, device: str) -> tuple[int, float]:
+    """Plain transformers, decision: each batch's full prompts in one forward pass, the last logits read."""
+    import torch
+
+    n, t0 = 0, time.perf_counter()
+    with torch.inference_mode():
+        for start in range(0, len(groups), per_batch):
+            rows = [p for g in groups[start:start + per_batch] for p in g]
+            ids, mask = _left_padded(rows, device)
+            logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=1).logits[:, -1, 2:7]
+            probs = torch.softmax(logits.float(), dim=-1)
+            assert probs.shape == (len(rows), 5)
+            n += len(rows)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return n, time.perf_counter() - t0
+
+
+def hf_generate(model: Any, groups: list[list[list[int]]], per_batch: int, tokens: int,
+                device: str) -> tuple[int, float]:
+    """Plain transformers, generation: ``model.generate`` per batch, greedy, exactly ``tokens`` new tokens."""
+    import torch
+
+    n, t0 = 0, time.perf_counter()
+    with torch.inference_mode():
+        for start in range(0, len(groups), per_batch):
+            rows = [p for g in groups[start:start + per_batch] for p in g]
+            ids, mask = _left_padded(rows, device)
+            out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=tokens, min_new_tokens=tokens,
+                                 do_sample=False, pad_token_id=0)
+            assert out.shape[1] == ids.shape[1] + tokens
+            n += len(rows)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return n, time.perf_counter() - t0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
@@ -92,6 +147,8 @@ def main() -> None:
                         help="items per generated round (default: all on CPU, one batch of items on CUDA)")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads (1: the ratio is steadier on a busy box)")
     parser.add_argument("--out", type=Path, default=None, help="also append the table here")
+    parser.add_argument("--reference", action=argparse.BooleanOptionalAction, default=True,
+                        help="also time plain transformers (forward for decision, generate for the first N)")
     args = parser.parse_args()
     import torch
 
@@ -137,6 +194,10 @@ def main() -> None:
     modes: dict[str, Any] = {"decision": decide}
     for tokens in args.out_tokens:
         modes[f"generate {tokens}"] = (lambda t: (lambda: generate(t)))(tokens)
+    if args.reference:
+        modes["hf forward"] = lambda: hf_forward(model, groups, per_batch, args.device)
+        first = args.out_tokens[0]
+        modes[f"hf generate {first}"] = lambda: hf_generate(model, groups[:gen_items], per_batch, first, args.device)
     rates: dict[str, list[float]] = {name: [] for name in modes}
     peaks: dict[str, float] = dict.fromkeys(modes, 0.0)
     decide()  # warm-up (kernels, allocator)
@@ -157,10 +218,15 @@ def main() -> None:
     decision = statistics.median(rates["decision"])
     for name in modes:
         median = statistics.median(rates[name])
-        ratio = "" if name == "decision" else f"{decision / median:.1f}"
+        ratio = "" if name == "decision" or name.startswith("hf ") else f"{decision / median:.1f}"
         peak = f"{peaks[name]:.1f}" if args.device == "cuda" else ""
         lines.append(f"{name:<14} {median:>21.1f} {' '.join(f'{r:.1f}' for r in rates[name]):>30} {ratio:>11} "
                      f"{peak:>9}")
+    if args.reference:
+        first = args.out_tokens[0]
+        generated = statistics.median(rates[f"generate {first}"]) / statistics.median(rates[f"hf generate {first}"])
+        lines.append(f"scijudge / plain transformers: decision {decision / statistics.median(rates['hf forward']):.2f}x "
+                     f"(hf forward), generate {first} {generated:.2f}x (hf generate {first})")
     if args.device == "cpu":
         lines.append(f"peak RSS of the process: {rss:.2f} GiB (imports and weights; the decision tensors are small)")
     text = "\n".join(lines)

@@ -472,3 +472,170 @@ def test_a_signal_while_batches_run_exits_130_at_once_with_the_resume_line(batch
     resumed = _judge(items, specs, run, server.url)
     assert resumed.exit_code == 0, resumed.output
     assert _rows(run) == _expected(5) and server.batch_count == 1 and len(server.batch_lines) == 5
+
+
+# --- issue 35 item 5: a custom_id that comes back twice keeps its paid answer -------------------------------------
+def _repeat_marked(error_first: bool) -> Callable[[bytes], bytes]:
+    """The marked line's answer and an error copy of it in the same result file (in either order)."""
+    def damage(content: bytes) -> bytes:
+        lines = content.decode().splitlines()
+        marked = [line for line in lines if MARK in line]
+        if not marked:
+            return content
+        copy = json.loads(marked[0])
+        copy["response"] = {"status_code": 500, "request_id": "dup",
+                            "body": {"error": {"message": "internal error", "type": "server_error"}}}
+        index = lines.index(marked[0])
+        lines.insert(index if error_first else index + 1, json.dumps(copy))
+        return ("\n".join(lines) + "\n").encode()
+    return damage
+
+
+@pytest.mark.parametrize("error_first", [False, True], ids=["answer-then-error", "error-then-answer"])
+def test_a_custom_id_repeated_with_an_error_copy_keeps_the_paid_answer(batch_server, tmp_path, error_first):
+    server = batch_server(_marking(4), damage=_repeat_marked(error_first))
+    items, specs, run = _files(tmp_path, 12)
+    result = _judge(items, specs, run, server.url)
+    assert result.exit_code == 0, result.output
+    assert sum("came back again" in line for line in result.output.splitlines()) == 1, result.output
+    assert _rows(run) == _expected(12)
+    assert server.batch_count == 1 and len(server.batch_lines) == 12, "12 lines billed for 12 judgments"
+    assert server.count == 0
+
+
+# --- item 6: a pending batch is never bought again by a run without --batch ---------------------------------------
+def test_a_run_without_batch_refuses_judgments_a_pending_batch_holds_and_abandon_cancels_it(batch_server, tmp_path):
+    from scijudge.run.api import judge_items
+    from scijudge.run.store import Run
+
+    hold = threading.Event()
+    hold.set()
+    server = batch_server(_rating, hold=hold)
+    items_path, specs, run_path = _files(tmp_path, 6)
+    stop = threading.Event()
+    first = judge_items(_items(items_path), _judges(specs, server.url), Run(run_path), stop=stop,
+                        executor=_executor(on_batch=_stop_when_created(stop)))
+    assert first.interrupted and first.abandoned == 6 and first.not_sent == 0
+    (remote_id,) = list(server.batches)
+    direct = _cli("judge", items_path, "-j", specs[0], "-m", "openai/judge", "--api-base", server.url, "--run",
+                  run_path, "--no-cache", "--no-progress")
+    assert direct.exit_code == 2, direct.output
+    assert f"batch {remote_id} holds 6 of these judgments" in direct.output.replace("\n", "")
+    assert f"scijudge batches {run_path} --abandon {remote_id}" in direct.output.replace("\n", "")
+    assert server.count == 0, "nothing bought twice by direct calls"
+    abandoned = _cli("batches", run_path, "--abandon", remote_id)
+    assert abandoned.exit_code == 0, abandoned.output
+    assert server.cancel_calls == 1 and "billed" in abandoned.output
+    assert server.batches[remote_id]["batch"]["status"] == "cancelled"
+    again = _cli("judge", items_path, "-j", specs[0], "-m", "openai/judge", "--api-base", server.url, "--run",
+                 run_path, "--no-cache", "--no-progress")
+    assert again.exit_code == 0, again.output
+    assert _rows(run_path) == _expected(6) and server.count == 6
+
+
+def test_a_run_without_batch_refuses_judgments_with_a_kept_batch_answer(batch_server, tmp_path):
+    from scijudge.run.api import judge_items
+    from scijudge.run.store import Run
+
+    server = batch_server(_rating)
+    items_path, specs, run_path = _files(tmp_path, 6, ("a", "b"))
+    items = _items(items_path)
+    hold = threading.Event()
+    server.hold = hold
+    hold.set()
+    stop = threading.Event()
+    judge_items(items, _judges(specs, server.url), Run(run_path), stop=stop,
+                executor=_executor(on_batch=_stop_when_created(stop)))
+    hold.clear()
+    judge_items(items, _judges(specs[:1], server.url), Run(run_path), executor=_executor())  # keeps b's answers
+    direct = _cli("judge", items_path, "-j", specs[1], "-m", "openai/judge", "--api-base", server.url, "--run",
+                  run_path, "--no-cache", "--no-progress")
+    assert direct.exit_code == 2 and "6 of these judgments have an answer a batch already collected" in \
+        direct.output.replace("\n", ""), direct.output
+    assert server.count == 0
+
+
+# --- item 7: --abandon under the writer lock; a failed batch's reason; a full disk ---------------------------------
+def test_abandon_is_refused_while_another_process_writes_the_store(batch_server, tmp_path):
+    from scijudge.run._writer_lock import WriterLock
+    from scijudge.run.api import judge_items
+    from scijudge.run.store import Run
+
+    hold = threading.Event()
+    hold.set()
+    server = batch_server(_rating, hold=hold)
+    items_path, specs, run_path = _files(tmp_path, 3)
+    stop = threading.Event()
+    judge_items(_items(items_path), _judges(specs, server.url), Run(run_path), stop=stop,
+                executor=_executor(on_batch=_stop_when_created(stop)))
+    (remote_id,) = list(server.batches)
+    lock = WriterLock(run_path)  # another writer (a run polling this batch)
+    try:
+        refused = _cli("batches", run_path, "--abandon", remote_id)
+    finally:
+        lock.release()
+    assert refused.exit_code == 3 and "being written by another process" in refused.output, refused.output
+    assert server.cancel_calls == 0
+    with sqlite3.connect(run_path) as db:
+        assert db.execute("SELECT processed FROM batches").fetchall() == [(0,)]
+
+
+def test_abandon_that_cannot_reach_the_provider_warns_the_batch_may_stay_billed(batch_server, tmp_path):
+    from scijudge.run.api import judge_items
+    from scijudge.run.store import Run
+
+    hold = threading.Event()
+    hold.set()
+    server = batch_server(_rating, hold=hold)
+    items_path, specs, run_path = _files(tmp_path, 3)
+    stop = threading.Event()
+    judge_items(_items(items_path), _judges(specs, server.url), Run(run_path), stop=stop,
+                executor=_executor(on_batch=_stop_when_created(stop)))
+    (remote_id,) = list(server.batches)
+    server.stop()  # the provider cannot be reached
+    result = _cli("batches", run_path, "--abandon", remote_id)
+    assert result.exit_code == 0, result.output
+    text = result.output.replace("\n", " ")
+    assert f"could not cancel batch {remote_id}" in text and "billed" in text and "go back to pending" in text
+
+
+def test_a_failed_batch_shows_the_providers_reason_and_is_not_sent_again(batch_server, tmp_path):
+    server = batch_server(_rating, fail=lambda index: "the input file is invalid")
+    items, specs, run = _files(tmp_path, 6)
+    result = _judge(items, specs, run, server.url)
+    assert result.exit_code == 3, result.output
+    assert "the input file is invalid" in result.output and "Traceback" not in result.output
+    assert server.batch_count == 1 and len(server.batch_lines) == 6, "the same lines are not sent twice more"
+    assert _rows(run) == {}
+
+
+@pytest.mark.slow
+def test_a_full_disk_while_batching_exits_3_and_the_resume_collects_the_recorded_batch(batch_server, tmp_path):
+    """The disk fills (RLIMIT_FSIZE set on the running process) right after the batch is created: the batch
+    store cannot record it; one line, exit 3; the resume finds the batch by its client id and pays nothing twice."""
+    import os
+    import resource
+    import subprocess
+    import sys
+
+    child: list[int] = []
+
+    def fill_disk(index: int) -> bool:
+        resource.prlimit(child[0], resource.RLIMIT_FSIZE, (1, resource.RLIM_INFINITY))  # every write fails
+        return False
+
+    server = batch_server(_rating, create_fault=fill_disk)
+    items, specs, run = _files(tmp_path, 4)
+    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="true", DSPY_CACHEDIR=str(tmp_path / "cache"))
+    args = [sys.executable, "-m", "scijudge", "judge", str(items), "-j", str(specs[0]), "-m", "openai/judge",
+            "--api-base", server.url, "--run", str(run), "--no-cache", "--no-progress", "--batch",
+            "--batch-poll", "0.02"]
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    child.append(proc.pid)
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 3, output
+    assert "Traceback" not in output and "cannot write" in output, output
+    assert server.batch_count == 1
+    resumed = _judge(items, specs, run, server.url)
+    assert resumed.exit_code == 0, resumed.output
+    assert _rows(run) == _expected(4) and server.batch_count == 1 and len(server.batch_lines) == 4

@@ -32,6 +32,17 @@ from scijudge.chain.cache import logprobs_as_dicts
 from scijudge.chain.cache import cache_key as _cache_key
 from scijudge.chain.cache import cached_response as _cached_response
 from scijudge.chain.cache import store_response as _store_response
+from scijudge.chain.steps import (  # noqa: F401 - _call_with_deadline and RequestDeadline stay importable here
+    Call,
+    RequestDeadline,
+    Sleep,
+    Steps,
+    _call_with_deadline,
+    _deadline,
+    adrive,
+    drive,
+    has_async_engine,
+)
 from scijudge.errors import EndpointError, TransportFailure
 from scijudge.lm import _dspy_compat
 from scijudge.records import Attempt
@@ -197,6 +208,25 @@ class StructuredChain(JSONAdapter):  # DSPy's adapter class, looked up at run ti
         """The system message depends only on the signature: cache it (schema rendering is slow)."""
         return _system_message(self, signature)
 
+    def format_user_message_content(self, signature: Any, inputs: dict[str, Any], prefix: str = "",
+                                    suffix: str = "", main_request: bool = False) -> str:
+        """DSPy's user message, with plain-text values written as they are: DSPy builds a pydantic TypeAdapter per
+        value to get the same text back (about 0.2 ms of CPU per input per judgment, measured with
+        ``benchmarks/bench_async.py --profile``); any other value goes through DSPy's formatting."""
+        format_field_value = _dspy_compat.format_field_value
+        messages = [prefix]
+        for name, info in signature.input_fields.items():
+            if name in inputs:
+                value = inputs[name]
+                text = value if isinstance(value, str) else format_field_value(field_info=info, value=value)
+                messages.append(f"[[ ## {name} ## ]]\n{text}")
+        if main_request:
+            requirements = self.user_message_output_requirements(signature)
+            if requirements is not None:
+                messages.append(requirements)
+        messages.append(suffix)
+        return "\n\n".join(messages).strip()
+
     def format_field_with_value(self, fields_with_values: dict[Any, Any], role: str = "user") -> str:
         """Plain-text inputs are written as they are (DSPy builds a pydantic TypeAdapter per field to get the
         same text); anything else goes through DSPy's formatting."""
@@ -238,14 +268,23 @@ class StructuredChain(JSONAdapter):  # DSPy's adapter class, looked up at run ti
 
     async def acall(self, lm: Any, lm_kwargs: dict[str, Any], signature: Any, demos: list[dict[str, Any]],
                     inputs: dict[str, Any]) -> list[dict[str, Any]]:
-        import asyncio
-
-        ctx = contextvars.copy_context()
-        return await asyncio.to_thread(ctx.run, self.__call__, lm, lm_kwargs, signature, demos, inputs)
+        """The same chain awaited: each request through DSPy's async LM call (``lm.acall``), each backoff and
+        rate-limit pause an ``asyncio.sleep``, so thousands of judgments wait on one event loop."""
+        signature, inputs = _drop_empty_optional(signature, inputs)
+        messages = self.format(signature, demos, inputs)
+        record = current_record() or CallRecord()
+        value = await adrive(self._run_steps(lm, lm_kwargs, signature, messages, record))
+        return [{OUTPUT_FIELD: value}]
 
     # --- the chain ----------------------------------------------------------------------------
     def _run(self, lm: Any, lm_kwargs: dict[str, Any], signature: Any, messages: list[dict[str, Any]],
              record: CallRecord) -> Any:
+        return drive(self._run_steps(lm, lm_kwargs, signature, messages, record))
+
+    def _run_steps(self, lm: Any, lm_kwargs: dict[str, Any], signature: Any, messages: list[dict[str, Any]],
+                   record: CallRecord) -> Steps:
+        """The whole chain for one judgment as steps (``Call``/``Sleep``): the one copy of its logic, driven
+        by ``drive`` (blocking) or ``adrive`` (asyncio)."""
         from dspy import lm15
 
         output_type = signature.output_fields[OUTPUT_FIELD].annotation
@@ -274,8 +313,8 @@ class StructuredChain(JSONAdapter):  # DSPy's adapter class, looked up at run ti
                             record.attempts.append(Attempt(strategy=strategy, temperature=temperature,
                                                            max_tokens=max_tokens, outcome="ok", cached=True))
                         else:
-                            response = self._send(lm, request, strategy, temperature, max_tokens, record,
-                                                  last_strategy)
+                            response = yield from self._send_steps(lm, request, strategy, temperature,
+                                                                   max_tokens, record, last_strategy)
                         attempt = record.attempts[-1]
                         text = response.text or ""
                         if response.finish_reason == "length" and length_try == 0:
@@ -355,23 +394,28 @@ class StructuredChain(JSONAdapter):  # DSPy's adapter class, looked up at run ti
     def _send(self, lm: Any, request: Any, strategy: str, temperature: float, max_tokens: int,
               record: CallRecord, last_strategy: bool) -> Any:
         """Send one request with transport retries, or raise what the failure means (see ``_chain_faults``)."""
+        return drive(self._send_steps(lm, request, strategy, temperature, max_tokens, record, last_strategy))
+
+    def _send_steps(self, lm: Any, request: Any, strategy: str, temperature: float, max_tokens: int,
+                    record: CallRecord, last_strategy: bool) -> Steps:
         retries = {"transport": self.config.transport_retries, "rate_limited": self.config.transport_retries,
                    "timeout": self.config.timeout_retries}
         tries: dict[str, int] = {}
         while True:
-            self._wait_for_pause(lm)
+            yield from self._pause_steps(lm)
             if _stopped():
                 raise TransportFailure("the run was stopped before this request was sent")
             started = time.perf_counter()
             try:
-                response = _call_with_deadline(lm, request, _deadline(lm))
+                response = yield Call(lm, request, _deadline(lm))
             except Exception as exc:
                 fault, outcome = faults.classify(exc)
                 record.attempts.append(Attempt(
                     strategy=strategy, temperature=temperature, max_tokens=max_tokens, outcome=outcome,
                     error_class=type(exc).__name__, error=faults.short(exc), status=getattr(exc, "status", None),
                     latency_s=time.perf_counter() - started))
-                self._handle(lm, exc, fault, outcome, strategy, last_strategy, request, record, retries, tries)
+                yield from self._handle_steps(lm, exc, fault, outcome, strategy, last_strategy, request, record,
+                                              retries, tries)
                 continue
             usage = response.usage
             record.attempts.append(Attempt(
@@ -381,8 +425,8 @@ class StructuredChain(JSONAdapter):  # DSPy's adapter class, looked up at run ti
             ))
             return response
 
-    def _handle(self, lm: Any, exc: Exception, fault: str, outcome: str, strategy: str, last_strategy: bool,
-                request: Any, record: CallRecord, retries: dict[str, int], tries: dict[str, int]) -> None:
+    def _handle_steps(self, lm: Any, exc: Exception, fault: str, outcome: str, strategy: str, last_strategy: bool,
+                      request: Any, record: CallRecord, retries: dict[str, int], tries: dict[str, int]) -> Steps:
         """Return to retry the request; otherwise raise what the failure means for the judgment or the run."""
         where = f"{lm.model} at {faults.describe_endpoint(lm)}"
         if fault == "run":
@@ -401,7 +445,7 @@ class StructuredChain(JSONAdapter):  # DSPy's adapter class, looked up at run ti
             raise _NextStrategy(f"the provider rejected response_format={strategy}", remember=True) from exc
         if fault == "item":
             if outcome == "request_rejected" and not self._works(lm, strategy) and not last_strategy \
-                    and self._probe_rejects(lm, request, strategy, record):
+                    and (yield from self._probe_steps(lm, request, strategy, record)):
                 record.attempts[-2].outcome = "format_rejected"
                 raise _NextStrategy(f"the provider rejected response_format={strategy} (a probe without the "
                                     "item's text was refused too)", remember=True) from exc
@@ -417,7 +461,7 @@ class StructuredChain(JSONAdapter):  # DSPy's adapter class, looked up at run ti
                 self._pause(lm, hint if hint is not None else self._backoff(used - 1))
                 return
         elif used <= retries[fault]:
-            time.sleep(self._backoff(used - 1))
+            yield Sleep(self._backoff(used - 1))
             return
         page = non_json_reply(exc)
         if page is not None:  # retried like any transport error; still a page after that: the wrong endpoint
@@ -428,7 +472,7 @@ class StructuredChain(JSONAdapter):  # DSPy's adapter class, looked up at run ti
                                 remember=False) from exc
         raise TransportFailure(f"{outcome} after {used} tries: {faults.short(exc)}") from exc
 
-    def _probe_rejects(self, lm: Any, request: Any, strategy: str, record: CallRecord) -> bool:
+    def _probe_steps(self, lm: Any, request: Any, strategy: str, record: CallRecord) -> Steps:
         """Send the same format with a neutral prompt: True when the provider refuses that as well."""
         from dataclasses import replace
 
@@ -437,7 +481,7 @@ class StructuredChain(JSONAdapter):  # DSPy's adapter class, looked up at run ti
         probe = replace(request, messages=(lm15.Message.user("Reply with a JSON object."),), system=None)
         started = time.perf_counter()
         try:
-            response = _call_with_deadline(lm, probe, _deadline(lm))
+            response = yield Call(lm, probe, _deadline(lm))
         except Exception as exc:
             fault, outcome = faults.classify(exc)
             record.attempts.append(Attempt(strategy=f"{strategy} probe", temperature=request.config.temperature,
@@ -459,63 +503,15 @@ class StructuredChain(JSONAdapter):  # DSPy's adapter class, looked up at run ti
             key = _model_key(lm)
             self.memory.paused_until[key] = max(self.memory.paused_until.get(key, 0.0), until)
 
-    def _wait_for_pause(self, lm: Any) -> None:
+    def _pause_steps(self, lm: Any) -> Steps:
         with self.memory.lock:
             until = self.memory.paused_until.get(_model_key(lm), 0.0)
         while (remaining := until - time.monotonic()) > 0 and not _stopped():
-            time.sleep(min(remaining, 0.1))
+            yield Sleep(min(remaining, 0.1))
 
     def _backoff(self, retry: int) -> float:
         ceiling = min(self.config.backoff_max, self.config.backoff_base * (2 ** retry))
         return random.uniform(ceiling / 2, ceiling)  # "equal jitter": never zero, never above the cap
-
-
-def _deadline(lm: Any) -> float | None:
-    timeout = getattr(lm, "kwargs", {}).get("timeout")
-    return float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else None
-
-
-class RequestDeadline(Exception):
-    """The whole request took longer than the LM's timeout."""
-
-    status = None
-
-
-def _call_with_deadline(lm: Any, request: Any, deadline: float | None) -> Any:
-    """``lm(request)`` with scijudge's cache handling, bounded as a whole (connect to last byte) by ``deadline``.
-
-    DSPy's engines apply the timeout per phase (a server that trickles bytes never times out), so the
-    call runs in a daemon thread that is abandoned when the deadline passes. An LM's first call runs without
-    it (DSPy may import and set up its client then, which can take seconds); DSPy's per-phase timeout still
-    bounds that call.
-    """
-    if deadline is None or not getattr(lm, "_scijudge_warm", False):
-        response = lm(request, cache=False)
-        try:
-            lm._scijudge_warm = True
-        except AttributeError:
-            pass
-        return response
-    box: dict[str, Any] = {}
-    done = threading.Event()
-    ctx = contextvars.copy_context()
-
-    def call() -> None:
-        try:
-            box["response"] = ctx.run(lm, request, cache=False)
-        except BaseException as exc:
-            box["error"] = exc
-        finally:
-            done.set()
-
-    threading.Thread(target=call, daemon=True, name="scijudge-request").start()
-    if not done.wait(deadline):
-        from scijudge.lm._dspy_compat import lm_errors
-
-        raise lm_errors().LMTimeoutError(f"no complete answer within the {deadline:g} s deadline (timed out)")
-    if "error" in box:
-        raise box["error"]
-    return box["response"]
 
 
 @lru_cache(maxsize=512)

@@ -46,8 +46,13 @@ class StopOnSignal:
         self._previous: dict = {}
 
     def _handle(self, signum, frame) -> None:
-        if self.event.is_set():
-            os._exit(EXIT_INTERRUPTED)
+        if self.event.is_set():  # one line, written straight to the terminal (no console lock in a handler)
+            line = ("\nquit at once: answers still in flight are not stored; every judgment stored so far is kept; "
+                    f"resume with: {resume_command()}\n")
+            try:
+                os.write(2, line.encode(errors="replace"))
+            finally:
+                os._exit(EXIT_INTERRUPTED)
         self.event.set()
         console.print(f"\nstopping: no new requests; waiting up to {self.grace:g} s for answers in flight "
                       "(press Ctrl-C again to quit at once)", highlight=False)

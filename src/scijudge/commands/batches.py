@@ -17,8 +17,9 @@ def batches_cmd(
     abandon: Annotated[str | None, typer.Option(
         "--abandon", metavar="ID",
         help="Give up this batch (its remote id, or the client id of one never created): its lines go back to "
-             "pending and the next `judge --batch` run sends them again. For a batch the provider no longer "
-             "knows, or a gateway that cannot list batches.")] = None,
+             "pending and the next `judge --batch` run sends them again. A batch the provider may still run is "
+             "cancelled there first (the key comes from OPENAI_API_KEY/ANTHROPIC_API_KEY). For a batch the "
+             "provider no longer knows, or a gateway that cannot list batches.")] = None,
 ) -> None:
     """List the provider batches a run created: status, counts, strategy, price basis.
 
@@ -38,17 +39,21 @@ def batches_cmd(
         Console().print(f"{run}: no batches (this run was not judged with --batch)")
         return
     if abandon is not None:
-        store = BatchStore(run)
+        from scijudge.run.batch.abandon import abandon_batch
+
         try:
-            record = store.abandon(abandon)
+            outcome = abandon_batch(run, abandon)
         except KeyError:
             raise InputError(f"no batch {abandon!r} in this run (see `scijudge batches {run}`)", file=run,
                              field="--abandon") from None
         except ValueError as exc:
             raise InputError(str(exc), file=run, field="--abandon") from None
-        finally:
-            store.close()
-        Console().print(f"abandoned batch {abandon}: its {record.total} lines go back to pending; the next "
+        if outcome.cancelled:
+            Console().print(f"sent a cancel for batch {abandon} to the provider; lines it ran before the cancel "
+                            "are billed", highlight=False, soft_wrap=True)
+        if outcome.warning:
+            Console(stderr=True).print(f"[yellow]warning:[/] {outcome.warning}", highlight=False, soft_wrap=True)
+        Console().print(f"abandoned batch {abandon}: its {outcome.record.total} lines go back to pending; the next "
                         "`scijudge judge --batch` run sends them again", highlight=False, soft_wrap=True)
         return
     store = BatchStore(run, read_only=True)

@@ -23,6 +23,10 @@ def judge_cmd(
     api_base: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL, e.g. http://localhost:8000/v1.")] = None,
     run: Annotated[Path | None, typer.Option(help="Run store (SQLite). Re-running with the same store resumes.")] = None,
     concurrency: Annotated[int, typer.Option(min=1, help="Judgments in flight at once.")] = 8,
+    executor_name: Annotated[str, typer.Option(
+        "--executor", help="In-process executor: auto (asyncio from --concurrency 64 up for API models, threads "
+                           "otherwise), threads, or async (one event loop: hundreds to thousands of slow judgments "
+                           "in flight).")] = "auto",
     processes: Annotated[int, typer.Option(
         min=1, help="Worker processes (API models only): for very fast endpoints, where one process's CPU is the limit.")] = 1,
     limit: Annotated[int | None, typer.Option(min=1, help="Judge at most N pending judgments.")] = None,
@@ -155,6 +159,16 @@ def judge_cmd(
                                                           soft_wrap=True))
     elif name == "ray":
         options = dict(address=None if ray == "local" else ray)
+    if executor_name not in ("auto", "threads", "async"):
+        raise InputError(f"--executor must be auto, threads or async, not {executor_name!r}", field="--executor")
+    if name == "threads":
+        from scijudge.run.aio import wants_async
+
+        if executor_name == "async" or (executor_name == "auto" and wants_async(judges, concurrency)):
+            name = "async"
+    elif executor_name != "auto":
+        raise InputError(f"--executor {executor_name} runs judgments in this process; drop it with --{name}",
+                         field="--executor")
     executor = make_executor(name, concurrency=concurrency, **options)
     for stage_judges in [s.judges for s in stages] if stages else [judges]:
         executor.check(stage_judges)
@@ -170,7 +184,7 @@ def judge_cmd(
                    # the score scale of each judge as its spec declared it, for calibration (issue 11)
                    scales={s.name: list(score_scale_of(s)) for s in specs if s.scale is not None})
     stop = StopOnSignal(grace)
-    with stop, progress_bar(progress and name in ("threads", "processes")) as on_result:
+    with stop, progress_bar(progress and name in ("threads", "async", "processes")) as on_result:
         try:
             if stages is not None:
                 summary = judge_through(loaded, stages, store, seed=seed, say=_say, executor=executor,
@@ -191,7 +205,7 @@ def judge_cmd(
     print_summary(summary, run_path)
     if summary.interrupted:
         console.print(f"interrupted: {summary.judged} judgments stored in {run_path} this run"
-                      + (f", {summary.abandoned} left unanswered" if summary.abandoned else "")
+                      + (f"; {left}, a re-run asks for them" if (left := summary.unfinished()) else "")
                       + f"\nresume with: {escape(resume_command())}", highlight=False, soft_wrap=True)
         exit_run(store, EXIT_INTERRUPTED)
     if summary.no_answer:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hashlib
 import math
 import time
@@ -204,13 +205,32 @@ class Judge(dspy.Module):
             latency = time.perf_counter() - started
         return self.build_result(item.id, part, prediction, record, latency, input_hash(inputs))
 
+    @property
+    def native_async(self) -> bool:
+        """``ajudge_item`` awaits the chain on the event loop (a generated judgment with no preset, with an LM
+        that has an async client); the others run the blocking call in a worker thread."""
+        from scijudge.chain.chain import has_async_engine
+
+        cls = type(self)  # a subclass that judges its own way (checklists, optimizer judges) keeps its blocking path
+        plain = cls.judge_one is Judge.judge_one and cls.judge_item is Judge.judge_item and cls.forward is Judge.forward
+        return plain and self.mode == "generate" and self.preset is None and has_async_engine(self.lm)
+
     async def ajudge_item(self, item: Item, part: str = "") -> list[JudgeResult]:
-        """Async variant of ``judge_item`` (runs the blocking call in a worker thread)."""
-        return await asyncio.to_thread(self.judge_item, item, part)
+        """Async variant of ``judge_item``: the same chain, each request awaited through DSPy's async LM call
+        (``scijudge.run.aio``), so many judgments wait on one event loop instead of one thread each."""
+        return [await self.ajudge_one(item, part)]
 
     async def ajudge_one(self, item: Item, part: str = "") -> JudgeResult:
-        """Async variant of ``judge_one``."""
-        return await asyncio.to_thread(self.judge_one, item, part)
+        """Async variant of ``judge_one`` (decision mode and presets run the blocking call in a thread)."""
+        if not self.native_async:
+            ctx = contextvars.copy_context()
+            return await asyncio.to_thread(ctx.run, self.judge_one, item, part)
+        inputs = self.inputs_for(item, part)
+        with recording() as record:
+            started = time.perf_counter()
+            prediction = await apredict_judgment(self, inputs)
+            latency = time.perf_counter() - started
+        return self.build_result(item.id, part, prediction, record, latency, input_hash(inputs))
 
     def result_from(self, item_id: str, part: str, record: CallRecord, latency: float, inputs_hash: str, *,
                     abstained_reason: str | None = None, **fields: Any) -> JudgeResult:
@@ -244,6 +264,18 @@ class Judge(dspy.Module):
         return self.result_from(item_id, part, record, latency, inputs_hash, score=fields.score,
                                 verdict=fields.verdict, confidence=fields.confidence, probs=probs, result=payload,
                                 rationale=fields.rationale)
+
+
+async def apredict_judgment(judge: Any, inputs: dict[str, Any]) -> dspy.Prediction:
+    """``predict_judgment`` awaited (no preset): DSPy's ``Predict.acall`` calls the chain's ``acall``."""
+    with recording(join=True) as record:
+        try:
+            with dspy.context(adapter=judge.chain, lm=judge.lm):
+                prediction = await judge.predict.acall(**inputs)
+            return dspy.Prediction(judgment=getattr(prediction, OUTPUT_FIELD), abstained=False, reason=None,
+                                   attempts=record.attempts)
+        except Abstained as exc:
+            return dspy.Prediction(judgment=None, abstained=True, reason=exc.reason, attempts=record.attempts)
 
 
 def predict_judgment(judge: Any, inputs: dict[str, Any], *, preset: Any = None) -> dspy.Prediction:

@@ -46,7 +46,74 @@ def prepare_dspy() -> None:
     from scijudge.lm import _speedups
 
     _speedups.install()
+    raise_connection_cap()
+    memoise_proxy_lookup()
     _PREPARED = True
+
+
+CONNECTION_CAP = 4096
+"""Connections one LM's native engine may hold open at once. lm15's default (100) capped every run at 100
+requests in flight whatever ``--concurrency`` said (issue 41); connections are opened lazily, so a higher cap
+costs nothing until they are used."""
+
+
+def raise_connection_cap(limit: int = CONNECTION_CAP) -> None:
+    """Give the native engines DSPy builds (``dspy.clients.execution`` makes one ``RouterConfig`` per LM,
+    model and event loop, with no way to pass ``max_connections``) a cap of ``limit`` connections."""
+    from dspy.clients import execution
+
+    original = execution.RouterConfig
+    if getattr(original, "scijudge_cap", None) is not None:
+        original = original.scijudge_original
+
+    def config(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("transport") is None and kwargs.get("max_connections") is None:
+            kwargs["max_connections"] = limit
+        return original(*args, **kwargs)
+
+    config.scijudge_cap = limit  # type: ignore[attr-defined]
+    config.scijudge_original = original  # type: ignore[attr-defined]
+    execution.RouterConfig = config
+
+
+_PROXY_VARIABLES = ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY", "no_proxy",
+                    "NO_PROXY", "REQUEST_METHOD")
+
+
+def memoise_proxy_lookup() -> bool:
+    """lm15's transports look the proxy up for every request with ``urllib.request.getproxies()``, which scans
+    and lower-cases the whole environment (about 0.3-1 ms of CPU per request, measured in
+    ``benchmarks/bench_async.py``'s profile). On Linux that lookup reads only the environment, and only these
+    variables decide it (``getproxies_environment`` and ``proxy_bypass_environment``), so the route is cached
+    per target and proxy variables: a changed variable is seen at the next request. Returns whether applied."""
+    import sys
+
+    if sys.platform in ("darwin", "win32"):  # there getproxies also reads the system's settings
+        return False
+    from dspy._vendor.lm15.transports import _async, _proxy, _sync
+
+    original = _proxy.proxy_route_for
+    if getattr(original, "scijudge_memo", False):
+        return True
+    cache: dict[tuple[Any, ...], Any] = {}
+
+    def proxy_route_for(parsed: Any, *, proxy: str | None, trust_env: bool) -> Any:
+        if proxy is not None or not trust_env:
+            return original(parsed, proxy=proxy, trust_env=trust_env)
+        key = (parsed.scheme, parsed.host, tuple(os.environ.get(name) for name in _PROXY_VARIABLES))
+        if key not in cache:
+            if len(cache) > 256:
+                cache.clear()
+            cache[key] = original(parsed, proxy=proxy, trust_env=trust_env)
+        return cache[key]
+
+    proxy_route_for.scijudge_memo = True  # type: ignore[attr-defined]
+    for module in (_sync, _async):
+        if getattr(module, "proxy_route_for", None) is not original:
+            return False
+    _sync.proxy_route_for = proxy_route_for
+    _async.proxy_route_for = proxy_route_for
+    return True
 
 
 def dspy_version() -> str:
@@ -108,6 +175,25 @@ def check() -> list[str]:
     except (ImportError, OSError) as exc:
         problems.append(f"dspy.clients.execution cannot be read: {exc}")
     problems.extend(_check_class_swap())
+    try:  # StructuredChain.format_user_message_content repeats ChatAdapter's, minus a TypeAdapter per text value
+        from dspy.adapters.chat_adapter import ChatAdapter
+
+        source = inspect.getsource(ChatAdapter.format_user_message_content)
+        if "format_field_value(field_info=v, value=value)" not in source or \
+                "user_message_output_requirements" not in source:
+            problems.append("dspy ChatAdapter.format_user_message_content changed (the chain repeats it)")
+    except (ImportError, OSError) as exc:
+        problems.append(f"dspy.adapters.chat_adapter cannot be read: {exc}")
+    try:  # raise_connection_cap wraps the RouterConfig that execution builds engines with
+        from dspy.clients import execution
+        from dspy.lm15 import RouterConfig
+
+        if "max_connections" not in getattr(RouterConfig, "__dataclass_fields__", {}):
+            problems.append("dspy.lm15.RouterConfig has no max_connections")
+        if "RouterConfig(" not in inspect.getsource(execution):
+            problems.append("dspy.clients.execution no longer builds engines with RouterConfig(...)")
+    except (ImportError, OSError) as exc:
+        problems.append(f"dspy.clients.execution cannot be read: {exc}")
     return problems
 
 
@@ -162,6 +248,13 @@ def json_adapter() -> type:
     from dspy.adapters.json_adapter import JSONAdapter
 
     return JSONAdapter
+
+
+def format_field_value(field_info: Any, value: Any) -> str:
+    """DSPy's text for one input value (``dspy.adapters.utils.format_field_value``)."""
+    from dspy.adapters.utils import format_field_value as dspy_format
+
+    return str(dspy_format(field_info=field_info, value=value))
 
 
 def lm_errors() -> Any:

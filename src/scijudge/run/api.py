@@ -21,8 +21,8 @@ from scijudge.run.plan import Select, Task, pending
 from scijudge.run.store import Run
 from scijudge.run.summary import DEFAULT_BREAKER, DEFAULT_GRACE, Progress, RunSummary
 
-ExecutorName = Literal["threads", "processes", "batch", "ray"]
-EXECUTORS: tuple[str, ...] = ("threads", "processes", "batch", "ray")
+ExecutorName = Literal["threads", "async", "processes", "batch", "ray"]
+EXECUTORS: tuple[str, ...] = ("threads", "async", "processes", "batch", "ray")
 
 
 class Executor(Protocol):
@@ -49,6 +49,11 @@ def make_executor(name: str, *, concurrency: int = 8, **options: Any) -> Any:
 
         _no_options(name, options)
         return ThreadExecutor(concurrency=concurrency)
+    if name == "async":
+        from scijudge.run.aio import AsyncExecutor
+
+        _no_options(name, options)
+        return AsyncExecutor(concurrency=concurrency)
     if name == "processes":
         from scijudge.run.processes import ProcessExecutor
 
@@ -69,6 +74,27 @@ def _no_options(name: str, options: dict[str, Any]) -> None:
         raise InputError(f"the {name} executor takes no options {sorted(options)}", field=sorted(options)[0])
 
 
+def _refuse_batched(store: Run, tasks: list[Task]) -> None:
+    """A run that is not a batch run refuses judgments a recorded batch holds (still billed at the provider) or
+    that have a kept batch answer: buying them again by direct calls would pay twice (issue 35)."""
+    from scijudge.run.batch.store import batches_table_exists, uncollected
+
+    if not tasks or not batches_table_exists(store.path):
+        return  # never judged with --batch: nothing to compute
+    keys = {judge.identity(item, part)[0].key for item, judge, part in tasks}
+    batches, kept = uncollected(store.path, keys) if keys else ([], 0)
+    if batches:
+        record, n = batches[0]
+        name = record.remote_id or record.client_id
+        more = f" (and {len(batches) - 1} more batches)" if len(batches) > 1 else ""
+        raise ModelError(f"{store.path}: batch {name}{more} holds {n} of these judgments, not collected yet "
+                         f"(last seen {record.status}; billed at the provider): re-run with --batch to collect it, or "
+                         f"give it up first: scijudge batches {store.path} --abandon {name}")
+    if kept:
+        raise ModelError(f"{store.path}: {kept} of these judgments have an answer a batch already collected: re-run "
+                         "with --batch to store them without a new request")
+
+
 def judge_items(items: Sequence[Item], judges: Sequence[Any], store: Run | None = None, *,
                 executor: ExecutorName | Executor | str = "threads", concurrency: int = 8, limit: int | None = None,
                 retry_abstained: bool = False, stop: threading.Event | None = None, grace: float = DEFAULT_GRACE,
@@ -79,9 +105,10 @@ def judge_items(items: Sequence[Item], judges: Sequence[Any], store: Run | None 
     Args:
         judges: judges (``JudgeProtocol``), or ``JudgeRecipe``s (built here, or in each worker and actor).
         store: the run store (``run=`` is the older name); re-running with the same store resumes.
-        executor: ``"threads"`` (default), ``"processes"``, ``"batch"``, ``"ray"``, or an executor object
+        executor: ``"threads"`` (default), ``"async"`` (one event loop: hundreds to thousands of API judgments in
+            flight), ``"processes"``, ``"batch"``, ``"ray"``, or an executor object
             (``scijudge.run.api.make_executor(name, **options)`` builds one with options).
-        concurrency: judgments in flight (threads; per worker process in all; per Ray actor).
+        concurrency: judgments in flight (threads or async tasks; per worker process in all; per Ray actor).
         limit: judge at most this many of the pending judgments (after skipping completed ones).
         stop: when set (e.g. by a Ctrl-C handler), no new request is sent; requests in flight get ``grace``
             seconds and their answers are stored; the summary says ``interrupted``.
@@ -116,6 +143,8 @@ def judge_items(items: Sequence[Item], judges: Sequence[Any], store: Run | None 
             return life.finish(abandoned=left)
         built = [j.build() if isinstance(j, JudgeRecipe) else j for j in judges]
         tasks, summary = pending(items, built, store, retry_abstained=retry_abstained, limit=limit, select=select)
+        if store is not None and chosen.name != "batch":
+            _refuse_batched(store, tasks)
         life = Lifecycle(store, summary, stop=stop, grace=grace, breaker=breaker, on_result=on_result)
         left = chosen.execute(tasks, life)
         return life.finish(abandoned=left)

@@ -129,6 +129,11 @@ class Lifecycle:
         """A run-level fault: nothing more is sent; ``finish`` raises it."""
         self.gate.fail(exc)
 
+    def never_sent(self, count: int) -> None:
+        """The executor stopped with ``count`` planned judgments it never sent (``RunSummary.not_sent``)."""
+        with self._lock:
+            self.summary.not_sent = max(0, count)
+
     # --- making one judgment in this process ------------------------------------------------------
     def judge(self, judge: Any, item: Any, part: str) -> list[JudgeResult] | None:
         """Make one task's judgments unless the gate is closed (None: not started, nothing sent, or stopped
@@ -147,9 +152,36 @@ class Lifecycle:
                 self.fail(exc)
                 raise
 
+    async def ajudge(self, judge: Any, item: Any, part: str, *, blocking: Any = None) -> list[JudgeResult] | None:
+        """``judge`` awaited on an event loop, with the same gate and faults: a judge with a native
+        ``ajudge_item`` is awaited; any other runs ``judge_item`` in ``blocking`` (a thread pool)."""
+        import asyncio
+        import contextvars
+
+        if self.closed:
+            return None
+        with stopping_on(self.gate):
+            try:
+                if getattr(judge, "native_async", False):
+                    return list(await judge.ajudge_item(item, part))
+                ctx = contextvars.copy_context()
+                loop = asyncio.get_running_loop()
+                return list(await loop.run_in_executor(blocking, ctx.run, judge.judge_item, item, part))
+            except TransportFailure:
+                if self.closed:
+                    return None
+                raise
+            except Exception as exc:
+                self.fail(exc)
+                raise
+
     # --- the end ---------------------------------------------------------------------------------
     def finish(self, *, abandoned: int = 0) -> RunSummary:
-        """Close the summary; raise the run-level fault (with the summary attached) if there was one."""
+        """Close the summary; raise the run-level fault (with the summary attached) if there was one.
+
+        ``abandoned``: the judgments the executor had sent whose answer was not stored (in flight when the run
+        stopped); those it never sent are told with ``never_sent``.
+        """
         summary = self.summary
         summary.abandoned = abandoned
         summary.interrupted = self.stopped

@@ -52,12 +52,13 @@ def _die_with_parent(parent: int) -> None:
 
 
 def _worker(recipes: list[JudgeRecipe], concurrency: int, use_cache: bool, inbox: Any, outbox: Any,
-            stop: Any = None, parent: int | None = None) -> None:
+            stop: Any = None, parent: int | None = None, started: Any = None) -> None:
     """A worker process: build the judges once, then judge each batch of tasks sent to ``inbox``.
 
-    Every result goes to ``outbox`` as soon as it completes (("result", dump), or ("no_answer", reason) for
-    a judgment that got none); a batch ends with ("done", None), preceded by ("error", (kind, message)) when a
-    fatal error stopped it. Once ``stop`` is set no new request starts. ``None`` in the inbox ends the worker.
+    Every task's results go to ``outbox`` as soon as they complete (("results", [dump, ...]), or ("no_answer",
+    reason) for a judgment that got none); a batch ends with ("done", None), preceded by ("error", (kind,
+    message)) when a fatal error stopped it. Once ``stop`` is set no new request starts; ``started`` (a shared
+    counter) counts the tasks that began sending. ``None`` in the inbox ends the worker.
     """
     from concurrent.futures import CancelledError
 
@@ -83,6 +84,9 @@ def _worker(recipes: list[JudgeRecipe], concurrency: int, use_cache: bool, inbox
 
         if stop is not None and stop.is_set():
             return None
+        if started is not None:
+            with started.get_lock():
+                started.value += 1
         with stopping_on(stop):
             return list(judge.judge_item(item, part))
 
@@ -104,8 +108,8 @@ def _worker(recipes: list[JudgeRecipe], concurrency: int, use_cache: bool, inbox
                         for other in futures:
                             other.cancel()
                     continue
-                for one in result or []:
-                    outbox.put(("result", one.model_dump(mode="json")))
+                if result:
+                    outbox.put(("results", [one.model_dump(mode="json") for one in result]))
             if fatal is not None:
                 kind = "endpoint" if isinstance(fatal, EndpointError) else "other"
                 outbox.put(("error", (kind, f"{type(fatal).__name__}: {fatal}" if kind == "other" else str(fatal))))
@@ -143,6 +147,7 @@ class WorkerPool:
         self._inboxes: list[Any] = []
         self._outbox: Any = None
         self._stop: Any = None
+        self._started: Any = None
 
     @property
     def pids(self) -> list[int]:
@@ -157,12 +162,13 @@ class WorkerPool:
         ctx = multiprocessing.get_context("spawn")
         self._outbox = ctx.Queue()
         self._stop = ctx.Event()
+        self._started = ctx.Value("q", 0)
         per_worker = max(1, self.concurrency // self.processes)
         for _ in range(self.processes):
             inbox = ctx.Queue()
             worker = ctx.Process(target=_worker, daemon=True,
                                  args=(self.recipes, per_worker, self.use_cache, inbox, self._outbox, self._stop,
-                                       os.getpid()))
+                                       os.getpid(), self._started))
             worker.start()
             self._inboxes.append(inbox)
             self._workers.append(worker)
@@ -199,7 +205,8 @@ class WorkerPool:
 
     def run_tasks(self, tasks: list[tuple[Item, int, str]], life: Lifecycle) -> int:
         """Deal ``(item, judge index, part)`` tasks round-robin to the workers and store results as they arrive
-        (through ``life``); returns how many were unanswered when the run stopped or failed."""
+        (through ``life``); returns how many were in flight without an answer when the run stopped or failed
+        (those never sent are told to ``life.never_sent``)."""
         import queue
 
         payload = [(item.model_dump(mode="json"), index, part) for item, index, part in tasks]
@@ -209,6 +216,8 @@ class WorkerPool:
         fatal: BaseException | None = None
         running = len(shards)
         outstanding = len(payload)
+        with self._started.get_lock():
+            started_before = self._started.value  # a reused pool counts on from earlier runs
         deadline: float | None = None
         while running:
             if (fatal is not None or life.closed) and deadline is None:
@@ -232,8 +241,16 @@ class WorkerPool:
                 life.no_answer(data)
             else:
                 outstanding -= 1
-                life.record_dump(data)
-        return outstanding if (life.closed or fatal is not None) else 0
+                for dump in data:
+                    life.record_dump(dump)
+        if not (life.closed or fatal is not None):
+            return 0
+        with self._started.get_lock():
+            started = int(self._started.value) - int(started_before)
+        answered = len(payload) - outstanding
+        in_flight = max(0, min(outstanding, started - answered))  # began sending, no answer stored
+        life.never_sent(outstanding - in_flight)
+        return in_flight
 
 
 @dataclass

@@ -95,7 +95,7 @@ class RayExecutor:
 
     def execute_remote(self, items: Sequence[Item], recipes: Sequence[Any], life: Lifecycle, *,
                        retry_abstained: bool) -> int:
-        """Deal the items to actors; returns how many chunks were left undealt when the run stopped."""
+        """Deal the items to actors; returns 0 (every dealt chunk is waited for; undealt items are noted)."""
         ray = _require_ray()
         env = {name: os.environ[name] for name in _ENV if name in os.environ}
         started_here = not ray.is_initialized()
@@ -155,4 +155,8 @@ def _drive(ray: Any, items: Sequence[Item], recipes: list[JudgeRecipe], life: Li
             if chunk is not None:
                 in_flight[actor.judge_chunk.remote(chunk)] = actor
                 dealt += 1
-    return 0 if not life.closed else len(chunks) - dealt
+    if life.closed and dealt < len(chunks):  # every dealt chunk came back; the rest were never sent
+        undealt = sum(len(chunk) for chunk in chunks[dealt:])
+        summary.notes.append(f"{undealt} items were not dealt to a Ray worker yet (nothing sent for them); a "
+                             "re-run judges them")
+    return 0

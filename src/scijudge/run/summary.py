@@ -34,6 +34,10 @@ class RunSummary:
     seconds: float = 0.0
     interrupted: bool = False
     abandoned: int = 0
+    """Judgments sent (in flight: a request, a worker's request, a batch line at the provider) whose answer was
+    not stored when the run stopped; a re-run asks for them again (a recorded batch is collected)."""
+    not_sent: int = 0
+    """Judgments planned but never sent when the run stopped (queued); a re-run sends them."""
     resumable: bool = True
     abstention_reasons: dict[str, int] = field(default_factory=dict)
     no_answer_reasons: dict[str, int] = field(default_factory=dict)
@@ -61,10 +65,21 @@ class RunSummary:
         key = reason_class(reason)
         self.no_answer_reasons[key] = self.no_answer_reasons.get(key, 0) + 1
 
+    def unfinished(self) -> str:
+        """What a stopped run left, the same words for every executor: "3 in flight got no answer in time,
+        176 not sent yet" (empty when nothing was left)."""
+        said = []
+        if self.abandoned:
+            said.append(f"{self.abandoned} in flight got no answer in time")
+        if self.not_sent:
+            said.append(f"{self.not_sent} not sent yet")
+        return ", ".join(said)
+
     @property
     def complete(self) -> bool:
         """Every planned judgment was made and stored."""
-        return not self.interrupted and self.no_answer == 0 and self.abandoned == 0 and self.judged == self.planned
+        return (not self.interrupted and self.no_answer == 0 and self.abandoned == 0 and self.not_sent == 0
+                and self.judged == self.planned)
 
 
 def _served_from_cache(attempts: list[Any]) -> bool:

@@ -28,14 +28,19 @@ class ThreadExecutor:
         """Every judge can run in threads."""
 
     def execute(self, tasks: list[Task], life: Lifecycle) -> int:
-        """Run the tasks; returns how many were left unanswered when the run stopped."""
+        """Run the tasks; returns how many were in flight without an answer when the run stopped (those never
+        sent are told to ``life.never_sent``)."""
         workers = max(1, self.concurrency)
         queue = iter(tasks)
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="scijudge")
         in_flight: set[Future[None]] = set()
+        skipped: list[int] = []  # tasks a worker picked up after the stop: never sent (list.append is atomic)
 
         def one(task: Task) -> None:
             item, judge, part = task
+            if life.closed:
+                skipped.append(1)
+                return
             try:
                 results = life.judge(judge, item, part)
             except TransportFailure as exc:
@@ -54,12 +59,14 @@ class ThreadExecutor:
         for _ in range(workers * 2):  # a short queue keeps threads busy; queued tasks have sent nothing
             submit_next()
         deadline: float | None = None
+        unsent = 0
         try:
             while in_flight:
                 if life.closed and deadline is None:
                     deadline = time.monotonic() + life.grace
                     for queued in [f for f in in_flight if f.cancel()]:  # not started: never sent
                         in_flight.discard(queued)
+                        unsent += 1
                     if not in_flight:
                         break
                 timeout = 0.2 if deadline is None else max(0.0, min(0.2, deadline - time.monotonic()))
@@ -76,4 +83,6 @@ class ThreadExecutor:
                     break
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
+        if life.closed:
+            life.never_sent(unsent + len(skipped) + sum(1 for _ in queue))
         return len(in_flight)

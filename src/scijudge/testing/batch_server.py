@@ -12,7 +12,8 @@ then the create is answered 500), ``expired_in_error_file`` (unanswered lines ar
 with ``batch_expired``, as OpenAI does), ``damage`` (rewrites a result file before it is served: bad JSON, a
 cut-off line, a line without ``custom_id``...), ``content_faults`` (that many result downloads answered 500),
 ``list_batches=False`` (a gateway without ``GET /v1/batches``), ``clock_offset`` (the provider's clock is off
-by that many seconds); ``forget(id)`` makes a batch answer 404.
+by that many seconds), ``fail`` (given the batch's index, a reason: the batch ends ``failed`` with that reason
+and no line run); ``forget(id)`` makes a batch answer 404; ``cancel_calls`` counts cancels.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ class BatchServer(OpenAICompatServer):
                  expire: Callable[[int], bool] | None = None, hold: threading.Event | None = None,
                  create_fault: Callable[[int], bool] | None = None, expired_in_error_file: bool = False,
                  damage: Callable[[bytes], bytes] | None = None, content_faults: int = 0,
-                 list_batches: bool = True, clock_offset: float = 0.0) -> None:
+                 list_batches: bool = True, clock_offset: float = 0.0,
+                 fail: Callable[[int], str | None] | None = None) -> None:
         super().__init__(handler)
         self.complete_after = complete_after
         self.expire = expire or (lambda index: False)
@@ -54,6 +56,8 @@ class BatchServer(OpenAICompatServer):
         self.content_faults = content_faults
         self.list_batches = list_batches
         self.clock_offset = clock_offset
+        self.fail = fail or (lambda index: None)
+        self.cancel_calls = 0
         self.files: dict[str, dict[str, Any]] = {}
         self.batches: dict[str, dict[str, Any]] = {}
         self.batch_lines: list[dict[str, Any]] = []
@@ -111,6 +115,7 @@ class BatchServer(OpenAICompatServer):
         app.router.add_get("/v1/messages/batches", self._anthropic_list)
         app.router.add_get("/v1/messages/batches/{id}", self._anthropic_retrieve)
         app.router.add_get("/v1/messages/batches/{id}/results", self._anthropic_results)
+        app.router.add_post("/v1/messages/batches/{id}/cancel", self._anthropic_cancel)
 
     # --- files -----------------------------------------------------------------------------------
     def _new_file(self, content: bytes, filename: str, purpose: str) -> dict[str, Any]:
@@ -200,12 +205,34 @@ class BatchServer(OpenAICompatServer):
         found = self.batches.get(request.match_info["id"])
         if found is None:
             return web.json_response({"error": {"message": "no such batch"}}, status=404)
+        with self._lock:
+            self.cancel_calls += 1
         found["batch"]["status"] = "cancelled"
+        return web.json_response(found["batch"])
+
+    async def _anthropic_cancel(self, request: Any) -> Any:
+        from aiohttp import web
+
+        found = self.batches.get(request.match_info["id"])
+        if found is None:
+            return web.json_response({"type": "error", "error": {"type": "not_found_error", "message": "no batch"}},
+                                     status=404)
+        with self._lock:
+            self.cancel_calls += 1
+        found["batch"]["processing_status"] = "canceling"
         return web.json_response(found["batch"])
 
     def _finish(self, found: dict[str, Any]) -> None:
         """Answer the batch's lines through the handler and write its output and error files."""
         batch, lines = found["batch"], found["lines"]
+        reason = self.fail(found["index"])
+        if reason is not None:  # the provider refused the whole batch (OpenAI's input-file validation)
+            batch["status"] = "failed"
+            batch["failed_at"] = int(self._now())
+            batch["errors"] = {"object": "list", "data": [{"code": "invalid_file", "message": reason, "line": 1,
+                                                           "param": None}]}
+            batch["request_counts"] = {"total": len(lines), "completed": 0, "failed": 0}
+            return
         expired = self.expire(found["index"])
         answered = lines[: len(lines) // 2] if expired else lines
         outputs: list[dict[str, Any]] = []

@@ -114,6 +114,10 @@ class AnthropicBatchAPI:
             return None
         return matching[0]["id"], _STATUS.get(matching[0].get("processing_status", ""), "in_progress")
 
+    def cancel(self, remote_id: str) -> None:
+        """Ask the provider to stop the batch (entries it already ran stay billed)."""
+        self._call("POST", f"{self._base}/messages/batches/{remote_id}/cancel", f"cancel batch {remote_id}")
+
     def poll(self, remote_id: str) -> BatchState:
         """The batch's status; once ended, every readable entry's result by custom_id."""
         batch = self._call("GET", f"{self._base}/messages/batches/{remote_id}", f"poll batch {remote_id}").json()
@@ -128,7 +132,7 @@ class AnthropicBatchAPI:
                 text = self._call("GET", batch["results_url"], f"download the results of batch {remote_id}").text
             except BatchFault as exc:
                 raise ResultsUnavailable(str(exc)) from exc
-            read_result_lines(text, f"batch {remote_id} results", state, _check_entry)
+            read_result_lines(text, f"batch {remote_id} results", state, _check_entry, _succeeded)
         return state
 
     def outcome(self, line: dict[str, Any] | None) -> tuple[int | None, Any, str | None]:
@@ -146,6 +150,12 @@ class AnthropicBatchAPI:
             status = _ERROR_STATUS.get(str(inner.get("type")), 500)
             return status, None, str(inner.get("message") or "the entry errored")[:300]
         return None, None, "no result for this entry"
+
+
+def _succeeded(entry: dict[str, Any]) -> bool:
+    """An Anthropic result entry that carries an answer."""
+    result = entry.get("result")
+    return isinstance(result, dict) and result.get("type") == "succeeded"
 
 
 def _check_entry(entry: dict[str, Any]) -> str | None:

@@ -52,6 +52,7 @@ class BatchReport:
     kept: int = 0
     used_kept: int = 0
     bad_lines: int = 0
+    repeats: int = 0
 
 
 def task_key(item: Item, judge: Judge, part: str) -> str:
@@ -146,8 +147,11 @@ class BatchExecutor:
         except ScijudgeError as exc:  # a batch provider fault, or a client that cannot be built
             life.fail(exc)
         finally:
-            session.tell_what_is_left()
+            in_open = session.tell_what_is_left()
             store.close()
+        if life.closed:  # lines at the provider are in flight; the rest were never sent
+            life.never_sent(len(pending) - in_open)
+            return in_open
         return len(pending)
 
 
@@ -205,10 +209,11 @@ class _Session:
         return (f"re-run to try again, or give the batch up (its lines go back to pending): "
                 f"scijudge batches {self.run_path} --abandon {batch_id}")
 
-    def tell_what_is_left(self) -> None:
-        """On a stop or a fault: what is still pending, and where."""
+    def tell_what_is_left(self) -> int:
+        """On a stop or a fault: what is still pending, and where; returns how many pending judgments have a
+        line in a batch still open at the provider."""
         if not self.pending or not self.life.closed:
-            return
+            return 0
         in_open = 0
         for record in self.open:
             keys = [key for key in record.keys if key in self.pending]
@@ -217,6 +222,7 @@ class _Session:
                       "provider; it stays recorded in the run store and is collected on resume")
         if len(self.pending) > in_open:
             self.note(f"{len(self.pending) - in_open} judgments were not sent yet; a re-run sends them")
+        return in_open
 
     # --- state kept across kills --------------------------------------------------------------------
     def _load_progress(self) -> None:
@@ -365,8 +371,12 @@ class _Session:
         for problem in state.problems:
             self.report.bad_lines += 1
             self.note(problem)
+        for repeat in state.notes:
+            self.report.repeats += 1
+            self.note(repeat)
         again: list[str] = []
         kept: dict[str, dict[str, Any]] = {}
+        refused = 0
         for key in record.keys:
             line = state.lines.get(key)
             entry = self.pending.get(key)
@@ -377,11 +387,19 @@ class _Session:
             if entry.after == record.client_id:
                 again.append(key)  # processed before a kill: its next round was not sent yet
                 continue
+            if line is None and state.status == "failed":
+                refused += 1  # the provider failed the whole batch: sending the same lines again fails again
+                continue
             again.extend(self._handle(api, record, key, line, entry))
         if kept:
             self.store.keep_answers(record.client_id, kept)
             self.report.kept += len(kept)
         self.store.processed(record.client_id, state.status)
+        if refused:
+            self.life.fail(BatchFault(
+                f"batch {record.remote_id} failed at the provider: {state.reason or 'no reason given'}; its "
+                f"{refused} lines were not run and are not sent again in this run; fix the cause, then re-run "
+                "(they go out in a new batch)"))
         return again
 
     def _handle(self, api: Any, record: BatchRecord, key: str, line: dict[str, Any] | None,

@@ -33,11 +33,19 @@ class BatchState:
     failed: int = 0
     lines: dict[str, dict[str, Any]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    reason: str = ""  # why the provider failed the whole batch (status ``failed``), in its words
 
 
 def read_result_lines(text: str, where: str, state: BatchState,
-                      check: Callable[[dict[str, Any]], str | None]) -> None:
-    """Add every readable line of a result file to ``state.lines``; one problem per unreadable line."""
+                      check: Callable[[dict[str, Any]], str | None],
+                      answered: Callable[[dict[str, Any]], bool] = lambda line: False) -> None:
+    """Add every readable line of a result file to ``state.lines``; one problem per unreadable line.
+
+    A ``custom_id`` that comes back twice (a provider that writes the answer, then an error copy) keeps its
+    answered line (``answered``: a 200 / succeeded line), whichever comes first; the first line otherwise. The
+    repeat is noted in ``state.notes``: the paid answer is stored, never bought again.
+    """
     for number, raw in enumerate(text.splitlines(), 1):
         if not raw.strip():
             continue
@@ -55,6 +63,12 @@ def read_result_lines(text: str, where: str, state: BatchState,
             state.problems.append(f"{where} line {number} (custom_id {custom_id[:40]}): {problem}; "
                                   "its judgment is sent again")
             continue
+        earlier = state.lines.get(custom_id)
+        if earlier is not None:
+            keep = line if answered(line) and not answered(earlier) else earlier
+            state.notes.append(f"{where} line {number}: custom_id {custom_id[:40]} came back again; "
+                               f"{'its answered line is kept' if answered(keep) else 'its first line is kept'}")
+            line = keep
         state.lines[custom_id] = line
 
 
@@ -145,6 +159,13 @@ class OpenAIBatchAPI:
             raise BatchFault(f"could not list batches to look up batch {client_id}: {_short(exc)}") from exc
         return None
 
+    def cancel(self, remote_id: str) -> None:
+        """Ask the provider to stop the batch (lines it already ran stay billed)."""
+        try:
+            self._client.batches.cancel(remote_id)
+        except Exception as exc:
+            raise BatchFault(f"could not cancel batch {remote_id}: {_short(exc)}") from exc
+
     def poll(self, remote_id: str) -> BatchState:
         """The batch's status; when it has ended, every readable result line it produced."""
         try:
@@ -154,6 +175,8 @@ class OpenAIBatchAPI:
         counts = batch.request_counts
         state = BatchState(status=batch.status, completed=getattr(counts, "completed", 0) or 0,
                            failed=getattr(counts, "failed", 0) or 0)
+        if batch.status == "failed":
+            state.reason = failure_reason(batch)
         if batch.status in ("completed", "expired", "failed", "cancelled"):
             for name, file_id in (("output", batch.output_file_id), ("error", batch.error_file_id)):
                 if file_id:
@@ -162,8 +185,25 @@ class OpenAIBatchAPI:
                     except Exception as exc:
                         raise ResultsUnavailable(f"could not download the {name} file of batch {remote_id}: "
                                                  f"{_short(exc)}") from exc
-                    read_result_lines(text, f"batch {remote_id} {name} file", state, _check_line)
+                    read_result_lines(text, f"batch {remote_id} {name} file", state, _check_line, _answered)
         return state
+
+
+def failure_reason(batch: Any) -> str:
+    """Why the provider failed a whole batch, in its words (``errors.data``: code, message, line), or ''."""
+    errors = getattr(getattr(batch, "errors", None), "data", None) or []
+    said = []
+    for error in errors[:3]:
+        where = f"line {error.line}: " if getattr(error, "line", None) is not None else ""
+        said.append(f"{where}{getattr(error, 'message', None) or getattr(error, 'code', None) or 'no message'}")
+    more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+    return "; ".join(said)[:500] + more
+
+
+def _answered(line: dict[str, Any]) -> bool:
+    """An OpenAI result line that carries an answer (status 200)."""
+    response = line.get("response")
+    return isinstance(response, dict) and response.get("status_code") == 200
 
 
 def line_outcome(line: dict[str, Any] | None) -> tuple[int | None, dict[str, Any] | None, str | None]:

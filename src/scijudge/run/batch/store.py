@@ -18,6 +18,8 @@ import json
 import sqlite3
 import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any
@@ -82,17 +84,44 @@ class BatchStore:
     """The ``batches`` table of a run store file (opened on its own connection)."""
 
     def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+        self.path = Path(path)
         self._reader: Any = None
-        if read_only:  # listing batches changes nothing in the file and creates none beside it
-            from scijudge.run._open import connect_read
-
-            self._reader = connect_read(Path(path))
-            self._db = self._reader.db
-        else:
-            self._db = sqlite3.connect(Path(path), check_same_thread=False, timeout=30)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.executescript(_SCHEMA)
         self._lock = threading.Lock()
+        try:
+            if read_only:  # listing batches changes nothing in the file and creates none beside it
+                from scijudge.run._open import connect_read
+
+                self._reader = connect_read(self.path)
+                self._db = self._reader.db
+            else:
+                self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.executescript(_SCHEMA)
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+
+    def _error(self, exc: sqlite3.Error) -> Exception:
+        """A SQLite error of the batch records as one line naming the store (a full disk: exit 3)."""
+        from scijudge.errors import InputError, StoreWriteError
+
+        if isinstance(exc, sqlite3.OperationalError):
+            return StoreWriteError(f"cannot write the batch records of the run store {self.path} ({exc}); every "
+                                   "batch recorded before is kept and collected on resume: free space or move the "
+                                   "store, then re-run")
+        return InputError(f"corrupt run store ({exc})", file=self.path)
+
+    @contextmanager
+    def _guarded(self) -> Iterator[None]:
+        """Hold the lock; a failed write is undone and raised as one line (``_error``)."""
+        with self._lock:
+            try:
+                yield
+            except sqlite3.Error as exc:
+                try:
+                    self._db.rollback()
+                except sqlite3.Error:
+                    pass
+                raise self._error(exc) from None
 
     def close(self) -> None:
         with self._lock:
@@ -105,7 +134,7 @@ class BatchStore:
         """Record a batch about to be created (status ``intent``); returns its client id."""
         client_id = f"scijudge-{uuid.uuid4().hex}"
         now = _now()
-        with self._lock:
+        with self._guarded():
             self._db.execute(
                 "INSERT INTO batches (client_id, provider, endpoint, model, remote_id, status, stage, strategy, "
                 "temperature, keys, total, price_basis, created_at, updated_at) "
@@ -135,7 +164,7 @@ class BatchStore:
     def _update(self, client_id: str, **values: Any) -> None:
         values["updated_at"] = _now()
         assignments = ", ".join(f"{column} = ?" for column in values)
-        with self._lock:
+        with self._guarded():
             self._db.execute(f"UPDATE batches SET {assignments} WHERE client_id = ?", [*values.values(), client_id])
             self._db.commit()
 
@@ -149,18 +178,23 @@ class BatchStore:
         self.processed(found[0].client_id, ABANDONED)
         return self.record(found[0].client_id)
 
+    def find(self, batch_id: str) -> BatchRecord | None:
+        """One batch by its remote or client id, or None."""
+        found = self._select("SELECT * FROM batches WHERE remote_id = ? OR client_id = ?", (batch_id, batch_id))
+        return found[0] if found else None
+
     def record(self, client_id: str) -> BatchRecord:
         """One batch by its client id."""
         return self._select("SELECT * FROM batches WHERE client_id = ?", (client_id,))[0]
 
     def remote_ids(self) -> set[str]:
         """Every remote id this store has recorded (an orphan lookup skips these)."""
-        with self._lock:
+        with self._guarded():
             return {r for (r,) in self._db.execute("SELECT remote_id FROM batches WHERE remote_id IS NOT NULL")}
 
     # --- per-key progress between rounds ------------------------------------------------------------
     def save_progress(self, key: str, progress: Progress) -> None:
-        with self._lock:
+        with self._guarded():
             self._db.execute("INSERT OR REPLACE INTO batch_progress VALUES (?, ?, ?, ?, ?, ?)",
                              (key, progress.stage, json.dumps(progress.attempts), progress.last_problem,
                               progress.resends, progress.after))
@@ -169,7 +203,7 @@ class BatchStore:
     def progress(self, keys: list[str]) -> dict[str, Progress]:
         """The saved progress of these keys (those that went through a batch round before)."""
         found: dict[str, Progress] = {}
-        with self._lock:
+        with self._guarded():
             for start in range(0, len(keys), 500):
                 chunk = keys[start:start + 500]
                 rows = self._db.execute(f"SELECT * FROM batch_progress WHERE key IN ({','.join('?' * len(chunk))})",
@@ -181,13 +215,13 @@ class BatchStore:
 
     def forget_progress(self, key: str) -> None:
         """The key's judgment is stored: its progress is no longer needed."""
-        with self._lock:
+        with self._guarded():
             self._db.execute("DELETE FROM batch_progress WHERE key = ?", (key,))
             self._db.commit()
 
     # --- answers kept for keys the collecting run did not ask for -----------------------------------
     def keep_answers(self, client_id: str, lines: dict[str, dict[str, Any]]) -> None:
-        with self._lock:
+        with self._guarded():
             self._db.executemany("INSERT OR REPLACE INTO batch_answers VALUES (?, ?, ?)",
                                  [(key, client_id, json.dumps(line)) for key, line in lines.items()])
             self._db.commit()
@@ -195,7 +229,7 @@ class BatchStore:
     def kept_answers(self, keys: list[str]) -> dict[str, tuple[str, dict[str, Any]]]:
         """key -> (client id of its batch, result line) for the keys that have a kept answer."""
         found: dict[str, tuple[str, dict[str, Any]]] = {}
-        with self._lock:
+        with self._guarded():
             for start in range(0, len(keys), 500):
                 chunk = keys[start:start + 500]
                 for key, client_id, line in self._db.execute(
@@ -204,13 +238,13 @@ class BatchStore:
         return found
 
     def drop_answer(self, key: str) -> None:
-        with self._lock:
+        with self._guarded():
             self._db.execute("DELETE FROM batch_answers WHERE key = ?", (key,))
             self._db.commit()
 
     def kept_count(self) -> int:
         """How many answers are kept for keys no run has asked for yet (0 in a store from before the table)."""
-        with self._lock:
+        with self._guarded():
             try:
                 return int(self._db.execute("SELECT COUNT(*) FROM batch_answers").fetchone()[0])
             except sqlite3.OperationalError:
@@ -221,7 +255,7 @@ class BatchStore:
         return self._select("SELECT * FROM batches" + (" WHERE processed = 0" if unprocessed else "") + " ORDER BY rowid")
 
     def _select(self, query: str, args: tuple[Any, ...] = ()) -> list[BatchRecord]:
-        with self._lock:
+        with self._guarded():
             cursor = self._db.execute(query, args)
             names = [d[0] for d in cursor.description]
             rows = cursor.fetchall()
@@ -238,3 +272,20 @@ def batches_table_exists(path: str | Path) -> bool:
         return reader.db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='batches'").fetchone() is not None
     finally:
         reader.close()
+
+
+def uncollected(path: str | Path, keys: set[str]) -> tuple[list[tuple[BatchRecord, int]], int]:
+    """What the store's batch records hold for these judgment keys, read-only: the batches not yet collected
+    that carry some of them (with how many), and how many have an answer kept from a collected batch. A run
+    that is not a batch run must not buy these again (``scijudge.run.api``)."""
+    if not Path(path).is_file() or not batches_table_exists(path):
+        return [], 0
+    store = BatchStore(path, read_only=True)
+    try:
+        found = [(record, n) for record in store.records(unprocessed=True)
+                 if (n := sum(key in keys for key in record.keys))]
+        kept = len(store.kept_answers(sorted(keys))) if store.kept_count() else 0
+    finally:
+        store.close()
+    return found, kept
+

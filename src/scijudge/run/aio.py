@@ -1,0 +1,188 @@
+"""The asyncio executor: every (item, judge, part) task a coroutine on one event loop, so that hundreds or
+thousands of slow judgments wait at once without a thread each (issue 41).
+
+Each request goes through the same chain (``StructuredChain.acall``: the chain's steps awaited through DSPy's
+async LM call, ``lm.acall``) and each task through the same lifecycle as the thread executor
+(``Lifecycle.ajudge``/``record``/``no_answer``): a result is stored the moment it arrives, before that task's
+slot takes the next task, so what was sent but not stored is bounded by ``concurrency`` at any moment; a stop
+request or a run-level fault closes the gate, answers in flight get ``grace`` seconds, and those still out
+are cancelled (counted as in flight, never stored). Judges with no native async path (decision mode, presets,
+fused, checklist judges, local models) run ``judge_item`` in a pool of ``concurrency`` threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from scijudge.errors import TransportFailure
+from scijudge.run.lifecycle import Lifecycle
+from scijudge.run.plan import Task
+
+AUTO_THRESHOLD = 64
+"""``--executor auto`` (the CLI default) picks this executor for API models from this ``--concurrency`` up."""
+
+
+@dataclass
+class AsyncExecutor:
+    """Judge with ``concurrency`` tasks in flight on one asyncio event loop (a thread of its own)."""
+
+    concurrency: int = 512
+    name: str = "async"
+    plans_locally: bool = True
+
+    def check(self, judges: list[object]) -> None:
+        """Every judge can run here (those with no native async path in threads)."""
+
+    def execute(self, tasks: list[Task], life: Lifecycle) -> int:
+        """Run the tasks; returns how many were in flight without an answer when the run stopped (those never
+        sent are told to ``life.never_sent``)."""
+        if not tasks:
+            return 0
+        raise_open_files(self.concurrency)
+        # The loop runs in its own thread: this thread (the CLI's main thread) keeps its signal handlers, and a
+        # caller that already runs an event loop (a notebook) can still call judge_items.
+        box: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                box["left"] = asyncio.run(self._run(tasks, life))
+            except BaseException as exc:  # handed to the caller's thread
+                box["error"] = exc
+
+        import threading
+
+        thread = threading.Thread(target=run, name="scijudge-async", daemon=True)
+        thread.start()
+        try:
+            while thread.is_alive():
+                thread.join(0.2)
+        except KeyboardInterrupt:  # a library caller's Ctrl-C: stop as the CLI's first Ctrl-C does, then raise
+            life.gate.stop.set()
+            thread.join(life.grace + 5)
+            raise
+        if "error" in box:
+            raise box["error"]
+        return int(box.get("left", 0))
+
+    async def _run(self, tasks: list[Task], life: Lifecycle) -> int:
+        slots = max(1, self.concurrency)
+        queue: Iterator[Task] = iter(tasks)
+        loop = asyncio.get_running_loop()
+        blocking = ThreadPoolExecutor(max_workers=min(slots, 256), thread_name_prefix="scijudge-async-blocking") \
+            if not all(getattr(task[1], "native_async", False) for task in tasks) else None
+        # DSPy's async call hops to the default executor for its set-up (``prepare``, routing, pricing): a few
+        # more threads than asyncio's default keep those hops from queueing behind each other.
+        loop.set_default_executor(ThreadPoolExecutor(max_workers=16, thread_name_prefix="scijudge-async-hop"))
+        in_flight: set[asyncio.Task[None]] = set()
+        idle = asyncio.Event()
+        skipped = 0
+
+        async def one(task: Task) -> None:
+            nonlocal skipped
+            item, judge, part = task
+            if life.closed:
+                skipped += 1
+                return
+            try:
+                results = await life.ajudge(judge, item, part, blocking=blocking)
+            except TransportFailure as exc:
+                life.no_answer(str(exc))
+                return
+            except Exception:
+                return  # a run-level fault: the gate holds it and ``finish`` raises it
+            try:
+                for result in results or []:
+                    life.record(result)
+            except Exception:
+                return  # the store cannot be written: the gate holds it
+
+        def start_next() -> None:
+            if life.closed:
+                return
+            task = next(queue, None)
+            if task is None:
+                return
+            running = loop.create_task(one(task))
+            in_flight.add(running)
+            running.add_done_callback(finished)
+
+        def finished(done: asyncio.Task[None]) -> None:
+            in_flight.discard(done)
+            start_next()  # the slot takes the next task only after this one's results were stored
+            if not in_flight:
+                idle.set()
+
+        for _ in range(slots):
+            start_next()
+        deadline: float | None = None
+        try:
+            while in_flight:
+                if life.closed and deadline is None:
+                    deadline = time.monotonic() + life.grace
+                if deadline is not None and time.monotonic() >= deadline:
+                    break
+                wait = 0.1 if deadline is None else max(0.0, min(0.1, deadline - time.monotonic()))
+                try:
+                    await asyncio.wait_for(idle.wait(), wait)
+                except TimeoutError:
+                    pass
+            left = len(in_flight)
+            for running in list(in_flight):
+                running.cancel()  # sent, no answer within the grace period: never stored
+            if in_flight:
+                await asyncio.gather(*in_flight, return_exceptions=True)
+        finally:
+            await _close_clients(tasks)
+            if blocking is not None:
+                blocking.shutdown(wait=False, cancel_futures=True)
+        if life.closed:
+            life.never_sent(skipped + sum(1 for _ in queue))
+        return left
+
+
+async def _close_clients(tasks: list[Task]) -> None:
+    """Close the async connection pools this loop opened (each LM once)."""
+    seen: set[int] = set()
+    for _, judge, _ in tasks:
+        lm = getattr(judge, "lm", None)
+        if lm is None or id(lm) in seen:
+            continue
+        seen.add(id(lm))
+        close = getattr(lm, "aclose", None)
+        if close is not None:
+            try:
+                await close()
+            except Exception:  # a pool that cannot close is released with its loop
+                pass
+
+
+def raise_open_files(concurrency: int) -> None:
+    """Each request in flight holds a socket: lift the soft open-file limit to the hard one when the default
+    (often 1,024) is below what ``concurrency`` needs."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - Windows
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = concurrency + 256
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        target = wanted if hard == resource.RLIM_INFINITY else min(hard, max(wanted, soft))
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError):
+            pass
+
+
+def wants_async(judges: list[Any], concurrency: int) -> bool:
+    """``--executor auto``: the asyncio executor for many API judgments in flight, threads otherwise (local
+    ``hf:`` models batch in-process from threads as they always did)."""
+    from scijudge.lm import is_local_model
+    from scijudge.records import model_name
+
+    return concurrency >= AUTO_THRESHOLD and all(
+        getattr(j, "native_async", False) and not is_local_model(model_name(j.lm)) for j in judges)
