@@ -12,6 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from scijudge.errors import InputError
@@ -29,16 +30,20 @@ _SEARCH = ("group", "model", "judge")  # which dimension two --compare names are
 
 
 def _three(sub: pd.DataFrame, alpha: float) -> dict[str, Estimate]:
-    ok = (sub["status"] == "ok") & sub["score"].notna()
-    labeled = ok & sub["human"].notna()
-    unlabeled = ok & sub["human"].isna()
-    y, f = sub.loc[labeled, "human"].to_numpy(), sub.loc[labeled, "score"].to_numpy()
-    f_u = sub.loc[unlabeled, "score"].to_numpy()
+    return _three_arrays((sub["status"] == "ok").to_numpy(), sub["score"].to_numpy(float),
+                         sub["human"].to_numpy(float), alpha)
+
+
+def _three_arrays(is_ok: np.ndarray, score: np.ndarray, human: np.ndarray, alpha: float) -> dict[str, Estimate]:
+    """PPI++, human-only and judge-only on one (judge, model, group)'s scored units."""
+    ok = is_ok & ~np.isnan(score)
+    labeled = ok & ~np.isnan(human)
+    unlabeled = ok & np.isnan(human)
+    y, f = human[labeled], score[labeled]
     return {
-        "ppi": ppi_mean(y, f, f_u, alpha),
+        "ppi": ppi_mean(y, f, score[unlabeled], alpha),
         "human-only": classical_mean(y, alpha),
-        "judge-only": classical_mean(sub.loc[ok, "score"].to_numpy(), alpha, n_labeled=0,
-                                     n_unlabeled=int(ok.sum())),
+        "judge-only": classical_mean(score[ok], alpha, n_labeled=0, n_unlabeled=int(ok.sum())),
     }
 
 
@@ -132,29 +137,31 @@ def estimate_units(units: Units, *, compare: Sequence[str] | None = None, alpha:
                    picks: pd.DataFrame | None = None) -> pd.DataFrame:
     """The estimate table from matched units (see ``estimate``)."""
     frame, rows = units.frame, []
-    label_only = units.label_only.set_index(["judge", "model", "group"])["n_label_only"]
-    per_key: dict[tuple[str, str, str], pd.DataFrame] = {}
+    label_only = units.label_only_counts
+    index = units.index if units.index is not None else frame.groupby(["judge", "model", "group"], sort=True).indices
     design_notes: dict[str, int] = {}
-    for (judge, model, group), sub in frame.groupby(["judge", "model", "group"], sort=True):
-        per_key[(judge, model, group)] = sub
+    status = frame["status"].to_numpy(object)
+    is_ok, score, human = status == "ok", frame["score"].to_numpy(float), frame["human"].to_numpy(float)
+    for (judge, model, group), positions in index.items():
         design = SRS_DESIGN
         if picks is not None:
-            results, design, counts = _designed_three(sub, picks, alpha)
+            results, design, counts = _designed_three(frame.iloc[positions], picks, alpha)
             for key, value in counts.items():
                 design_notes[key] = design_notes.get(key, 0) + value
         else:
-            results = _three(sub, alpha)
-        rows += _rows(judge, model, group, results, n_abstained=int((sub["status"] == "abstained").sum()),
+            results = _three_arrays(is_ok[positions], score[positions], human[positions], alpha)
+        rows += _rows(judge, model, group, results, n_abstained=int((status[positions] == "abstained").sum()),
                       n_label_only=int(label_only.get((judge, model, group), 0)), kind="mean", paired=None,
                       alpha=alpha, estimand=units.estimand, design=design)
     if compare:
+        per_key = {key: frame.iloc[positions] for key, positions in index.items()}
         rows += _compare_rows(per_key, label_only, compare, alpha, units.estimand, by_run=units.by_run, picks=picks)
     table = pd.DataFrame(rows, columns=ESTIMATE_COLUMNS)
     table.attrs["design_notes"] = design_notes
     return table
 
 
-def _compare_rows(per_key: dict[tuple[str, str, str], pd.DataFrame], label_only: pd.Series,
+def _compare_rows(per_key: dict[tuple[str, str, str], pd.DataFrame], label_only: Mapping[Any, int],
                   compare: Sequence[str], alpha: float, estimand: str = "mean",
                   by_run: bool = True, picks: pd.DataFrame | None = None) -> list[dict[str, Any]]:
     """``A - B`` where A and B are two groups (runs or --by values), two models or two judges: one row set per
@@ -179,7 +186,7 @@ def _compare_rows(per_key: dict[tuple[str, str, str], pd.DataFrame], label_only:
                      "compare", field="compare")
 
 
-def _compare_along(per_key: dict[tuple[str, str, str], pd.DataFrame], label_only: pd.Series, dim: str,
+def _compare_along(per_key: dict[tuple[str, str, str], pd.DataFrame], label_only: Mapping[Any, int], dim: str,
                    name_a: str, name_b: str, alpha: float, estimand: str, by_run: bool,
                    picks: pd.DataFrame | None = None) -> list[dict[str, Any]]:
     axis = _DIMENSIONS.index(dim)

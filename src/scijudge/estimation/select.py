@@ -80,6 +80,9 @@ def select_labels(judgments: pd.DataFrame, *, judge: str, budget: int, strategy:
     """
     if strategy not in STRATEGIES:
         raise InputError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}", field="--strategy")
+    from scijudge.metrics.frames import complete_judgments
+
+    judgments = complete_judgments(judgments) if len(judgments.columns) else judgments
     if "judge" not in judgments or judge not in set(judgments["judge"]):
         known = sorted(set(judgments["judge"])) if "judge" in judgments else []
         raise InputError(f"no judgments of judge {judge!r}; the runs hold {', '.join(known) or 'none'}", field="--judge")

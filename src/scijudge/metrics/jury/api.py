@@ -61,8 +61,10 @@ class JuryResult:
 def read_runs(runs: Any) -> tuple[pd.DataFrame, dict[str, dict[str, Any]]]:
     """Current judgments of run stores (paths, or one DataFrame of run-store rows) with a ``source`` column, and
     each store's stored scales by source. Reading never writes a row."""
-    if isinstance(runs, pd.DataFrame):
-        return runs.copy(), {}
+    if isinstance(runs, pd.DataFrame):  # run-store rows or a minimal frame (metrics.frames fills the rest)
+        from scijudge.metrics.frames import complete_judgments
+
+        return complete_judgments(runs).copy(), {}
     from scijudge.run.store import Run
 
     paths = [runs] if isinstance(runs, (str, Path)) else list(runs)
