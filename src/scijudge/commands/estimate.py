@@ -58,7 +58,7 @@ def _print_tables(table: Any, coverage: Any, needed: Any) -> None:
 
     estimand = str(table["estimand"].iloc[0]) if len(table) else "mean human rating"
     print_frame(table[["judge", "model", "group", "method", "estimate", "lo", "hi", "n_labeled", "n_unlabeled",
-                       "n_abstained", "n_label_only", "kind", "paired", "estimand", "design"]],
+                       "n_abstained", "n_label_only", "kind", "paired", "estimand", "design", "recommended"]],
                 f"Estimated {estimand} (interval {1 - float(table['alpha'].iloc[0]):.0%})" if len(table) else "",
                 out)
     if not coverage.empty:
@@ -67,6 +67,16 @@ def _print_tables(table: Any, coverage: Any, needed: Any) -> None:
                     "Conformal sets of human scores (target coverage = 1 - alpha)", out)
     if needed is not None:
         print_frame(needed, f"Labels needed for an interval of width {needed['target_width'].iloc[0]:g}", out)
+
+
+def _recommendation_line(table: Any) -> str:
+    """One line: which label-corrected estimate the table recommends, and how often."""
+    chosen = table.loc[table["recommended"].astype(bool), "method"].value_counts()
+    if chosen.empty:
+        return "recommended: none (too few labels for an interval)"
+    parts = [f"{method} for {int(n)} of {int(chosen.sum())} rows" for method, n in chosen.items()]
+    return ("recommended (the narrower of ppi and ppi-cal, a cross-fitted isotonic calibration of the judge's "
+            "score): " + ", ".join(parts))
 
 
 def estimate_cmd(
@@ -146,6 +156,7 @@ def estimate_cmd(
     if notes.get("picked_unlabelled"):
         console.print(f"[yellow]warning:[/] {notes['picked_unlabelled']} picked items have no label: the estimate "
                       "assumes they are missing at random", highlight=False, soft_wrap=True)
+    console.print(_recommendation_line(table), highlight=False, soft_wrap=True)
     try:
         _print_tables(table, cover, needed)
     except BrokenPipeError:  # the reader stopped early (| head): what it read is what it wanted

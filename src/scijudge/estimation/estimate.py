@@ -17,12 +17,16 @@ import pandas as pd
 
 from scijudge.errors import InputError
 from scijudge.estimation._units import Units, match_units
+from scijudge.estimation.calibrated import ppi_cal_mean
 from scijudge.estimation.ppi import Estimate, classical_mean, difference, labels_needed, ppi_mean
 
-METHODS = ("ppi", "human-only", "judge-only")
+METHODS = ("ppi", "ppi-cal", "human-only", "judge-only")
+"""``ppi``: PPI++ (equal to ppi-python); ``ppi-cal``: PPI++ on a cross-fitted isotonic calibration of the judge's
+score (``calibrated.py``); ``human-only``: the labels alone; ``judge-only``: the judge alone (biased when it is)."""
+CORRECTED = ("ppi", "ppi-cal")  # the label-corrected estimators one of which is ``recommended``
 ESTIMATE_COLUMNS = [
     "judge", "model", "group", "method", "estimate", "lo", "hi", "se", "n_labeled", "n_unlabeled",
-    "n_abstained", "n_label_only", "lam", "kind", "paired", "alpha", "estimand", "design",
+    "n_abstained", "n_label_only", "lam", "kind", "paired", "alpha", "estimand", "design", "recommended",
 ]
 SRS_DESIGN = "labels as a simple random sample"
 _DIMENSIONS = ("judge", "model", "group")  # the order of the per-(judge, model, group) keys
@@ -42,6 +46,7 @@ def _three_arrays(is_ok: np.ndarray, score: np.ndarray, human: np.ndarray, alpha
     y, f = human[labeled], score[labeled]
     return {
         "ppi": ppi_mean(y, f, score[unlabeled], alpha),
+        "ppi-cal": ppi_cal_mean(y, f, score[unlabeled], alpha),
         "human-only": classical_mean(y, alpha),
         "judge-only": classical_mean(score[ok], alpha, n_labeled=0, n_unlabeled=int(ok.sum())),
     }
@@ -58,6 +63,7 @@ def _paired_three(a: pd.DataFrame, b: pd.DataFrame, alpha: float) -> dict[str, E
     unlabeled = ok.to_numpy() & ~labeled
     return {
         "ppi": ppi_mean(d_y[labeled], d_f[labeled], d_f[unlabeled], alpha),
+        "ppi-cal": ppi_cal_mean(d_y[labeled], d_f[labeled], d_f[unlabeled], alpha),
         "human-only": classical_mean(d_y[labeled], alpha),
         "judge-only": classical_mean(d_f[ok.to_numpy()], alpha, n_labeled=0, n_unlabeled=int(ok.sum())),
     }
@@ -123,14 +129,29 @@ def _rows(judge: str, model: str, group: str, results: Mapping[str, Estimate], *
     from scijudge.estimation._units import ESTIMANDS
 
     out = []
+    best = recommended_method(results)
     for method in METHODS:
+        if method not in results:  # ppi-cal is not defined for designed picks (inverse-probability weights)
+            continue
         row = {"judge": judge, "model": model, "group": group, "method": method, **results[method].as_dict(),
                "n_abstained": n_abstained, "n_label_only": n_label_only, "kind": kind, "paired": paired,
-               "alpha": alpha, "estimand": ESTIMANDS.get(estimand, estimand), "design": design}
-        if method != "ppi":
+               "alpha": alpha, "estimand": ESTIMANDS.get(estimand, estimand), "design": design,
+               "recommended": method == best}
+        if method not in CORRECTED:
             row["lam"] = math.nan
         out.append(row)
     return out
+
+
+def recommended_method(results: Mapping[str, Estimate]) -> str | None:
+    """The label-corrected estimate with the narrower interval (``ppi`` on a tie or when ``ppi-cal`` is missing);
+    ``human-only`` when neither has one; None when nothing has an interval."""
+    widths = {m: results[m].hi - results[m].lo for m in CORRECTED if m in results}
+    finite = {m: w for m, w in widths.items() if math.isfinite(w)}
+    if finite:
+        return min(finite, key=lambda m: (finite[m], CORRECTED.index(m)))
+    human = results.get("human-only")
+    return "human-only" if human is not None and math.isfinite(human.hi - human.lo) else None
 
 
 def estimate_units(units: Units, *, compare: Sequence[str] | None = None, alpha: float = 0.05,
@@ -220,7 +241,7 @@ def _compare_along(per_key: dict[tuple[str, str, str], pd.DataFrame], label_only
             results = _paired_three(a, b, alpha)
         else:
             ea, eb = _three(a, alpha), _three(b, alpha)
-            results = {m: difference(ea[m], eb[m], alpha) for m in METHODS}
+            results = {m: difference(ea[m], eb[m], alpha) for m in METHODS if m in ea and m in eb}
         n_abs = int((a["status"] == "abstained").sum() + (b["status"] == "abstained").sum())
         n_lo = int(sum(label_only.get(k, 0) for k, _ in sides[ka] + sides[kb]))
         label = list(ka)

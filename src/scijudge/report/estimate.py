@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-_METHOD_STYLE = {"ppi": ("PPI++", "#1f77b4", "o"), "human-only": ("human only", "#2ca02c", "s"),
-                 "judge-only": ("judge only", "#d62728", "^")}
+_METHOD_STYLE = {"ppi": ("PPI++", "#1f77b4", "o"), "ppi-cal": ("PPI++ calibrated", "#9467bd", "D"),
+                 "human-only": ("human only", "#2ca02c", "s"), "judge-only": ("judge only", "#d62728", "^")}
 MAX_PLOTTED_ROWS = 40
 
 
@@ -29,7 +29,7 @@ def estimate_plot(table: pd.DataFrame) -> str | None:
         for y, key in enumerate(keys):
             if key in rows.index:
                 row = rows.loc[key]
-                ys.append(y + (offset - 1) * 0.22)
+                ys.append(y + (offset - 1.5) * 0.18)
                 xs.append(row["estimate"])
                 los.append(row["estimate"] - row["lo"])
                 his.append(row["hi"] - row["estimate"])
@@ -48,13 +48,15 @@ def estimate_section_html(table: pd.DataFrame, coverage: pd.DataFrame | None = N
     from scijudge.report.calibration import _img, _table
 
     parts = ["<h2>Estimates of the mean human score</h2>",
-             "<p class='note'>PPI++ corrects the judge's scores on all scored items with the human labels on a "
-             "random subset; human-only uses the labels alone, judge-only the judge alone (biased when the judge "
-             "is). Abstentions (<code>n_abstained</code>) and labelled items without a judgment "
+             "<p class='note'>PPI++ (<code>ppi</code>) corrects the judge's scores on all scored items with the "
+             "human labels on a random subset; <code>ppi-cal</code> does the same after a cross-fitted monotone "
+             "(isotonic) calibration of the judge's score, so a shifted or bunched scale still helps; "
+             "<code>recommended</code> marks the narrower of the two; human-only uses the labels alone, judge-only "
+             "the judge alone (biased when the judge is). Abstentions (<code>n_abstained</code>) and labelled items without a judgment "
              "(<code>n_label_only</code>) are counted, never imputed.</p>",
              _img(estimate_plot(table), "estimates with intervals")]
     cols = ["judge", "model", "group", "method", "estimate", "lo", "hi", "n_labeled", "n_unlabeled", "n_abstained",
-            "n_label_only", "lam", "paired"]
+            "n_label_only", "lam", "paired", "design", "recommended"]
     parts.append(_table(table[[c for c in cols if c in table]]))
     if coverage is not None and not coverage.empty:
         parts.append("<h3>Conformal sets of human scores</h3><p class='note'>Split-conformal on the labelled items; "
