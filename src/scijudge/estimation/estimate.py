@@ -99,15 +99,18 @@ def _designed_three(sub: pd.DataFrame, picks: pd.DataFrame, alpha: float,
         ppi = active.stratified_ppi_mean(f, use, y[use], merged["stratum"].astype(str).to_numpy(), alpha=alpha)
         human = active.stratified_ppi_mean(f, use, y[use], merged["stratum"].astype(str).to_numpy(), alpha=alpha,
                                            lam=0.0)
-        label = "stratified picks, stratified PPI++"
+        label = "stratified picks, stratified PPI++, t interval"
     else:
         ppi = active.active_ppi_mean(f, use, y[use], pi, alpha=alpha)
         human = active.ipw_human_mean(use, y[use], pi, alpha=alpha)
-        label = f"{design} picks, active PPI (Hajek weights 1/pi)"
+        label = f"{design} picks, active PPI (Hajek weights 1/pi), t interval"
     judge_only = classical_mean(f, alpha, n_labeled=0, n_unlabeled=int(f.size))
 
-    def plain(e: Any) -> Estimate:
-        return Estimate(e.estimate, e.lo, e.hi, e.se, e.n_labeled, e.n_unlabeled, e.lam)
+    def plain(e: Any) -> Estimate:  # Student's t with (labels - 1) degrees of freedom: the small-sample rule
+        from scipy.stats import t as student_t
+
+        half = float(student_t.ppf(1.0 - alpha / 2.0, max(e.n_labeled - 1, 1))) * e.se
+        return Estimate(e.estimate, e.estimate - half, e.estimate + half, e.se, e.n_labeled, e.n_unlabeled, e.lam)
 
     return {"ppi": plain(ppi), "human-only": plain(human), "judge-only": judge_only}, label, counts
 
