@@ -50,7 +50,7 @@ def test_estimate_with_picks_equals_active_ppi_on_the_picked_labels(tmp_path):
     result = _cli("estimate", "--run", str(store), "--labels", str(labels), "--picks", str(picks), "--scale",
                   "1,5,1,continuous", "--out", str(out))
     assert result.exit_code == 0, result.output
-    assert "labels: 120 crowd" in result.output and "labels of items the design did not pick" in result.output
+    assert "labels: 120 crowd" in result.output and "items the design did not pick have labels" in result.output
     table = pd.read_csv(out / "estimate.csv")
     row = table[table.method == "ppi"].iloc[0]
     assert "uncertainty picks, active PPI" in row.design

@@ -26,7 +26,7 @@ score (``calibrated.py``); ``human-only``: the labels alone; ``judge-only``: the
 CORRECTED = ("ppi", "ppi-cal")  # the label-corrected estimators one of which is ``recommended``
 ESTIMATE_COLUMNS = [
     "judge", "model", "group", "method", "estimate", "lo", "hi", "se", "n_labeled", "n_unlabeled",
-    "n_abstained", "n_label_only", "lam", "kind", "paired", "alpha", "estimand", "design", "recommended",
+    "n_abstained", "n_label_only", "lam", "kind", "paired", "alpha", "estimand", "design", "recommended", "note",
 ]
 SRS_DESIGN = "labels as a simple random sample"
 _DIMENSIONS = ("judge", "model", "group")  # the order of the per-(judge, model, group) keys
@@ -70,7 +70,7 @@ def _paired_three(a: pd.DataFrame, b: pd.DataFrame, alpha: float) -> dict[str, E
 
 
 def _designed_three(sub: pd.DataFrame, picks: pd.DataFrame, alpha: float,
-                    paired_with: pd.DataFrame | None = None) -> tuple[dict[str, Estimate], str, dict[str, int]]:
+                    paired_with: pd.DataFrame | None = None) -> tuple[dict[str, Estimate], str, dict[str, set[str]]]:
     """The three estimates when labels were chosen by a design (``select-labels`` picks): active (IPW) PPI, or
     stratified PPI++ for stratified picks; the human-only estimate weighted the same way. Only labels of picked
     items count (labels of other items would break the design's weights); every scored item of the design is
@@ -81,7 +81,6 @@ def _designed_three(sub: pd.DataFrame, picks: pd.DataFrame, alpha: float,
     ok = (frame["status"] == "ok") & frame["score"].notna()
     merged = frame[ok].merge(picks[["item_id", "pi", "picked", *(["stratum"] if "stratum" in picks else [])]],
                              on="item_id", how="left")
-    outside = int(merged["pi"].isna().sum())
     merged = merged[merged["pi"].notna()]
     if merged.empty:
         raise InputError("no scored item of this judge is in the picks file: pass the picks made for these runs",
@@ -89,8 +88,9 @@ def _designed_three(sub: pd.DataFrame, picks: pd.DataFrame, alpha: float,
     picked = merged["picked"].astype(bool).to_numpy()
     labelled = merged["human"].notna().to_numpy()
     use = picked & labelled
-    counts = {"labels_outside_design": int((labelled & ~picked).sum()), "picked_unlabelled": int((picked & ~labelled).sum()),
-              "items_outside_picks": outside}
+    ids = merged["item_id"].to_numpy(object)
+    counts = {"labels_outside_design": set(ids[labelled & ~picked]), "picked_unlabelled": set(ids[picked & ~labelled]),
+              "items_outside_picks": set(frame.loc[ok, "item_id"][~frame.loc[ok, "item_id"].isin(picks["item_id"])])}
     f = merged["score"].to_numpy(float)
     y = merged["human"].to_numpy(float)
     pi = merged["pi"].to_numpy(float)
@@ -147,14 +147,48 @@ def _rows(judge: str, model: str, group: str, results: Mapping[str, Estimate], *
 
 
 def recommended_method(results: Mapping[str, Estimate]) -> str | None:
-    """The label-corrected estimate with the narrower interval (``ppi`` on a tie or when ``ppi-cal`` is missing);
-    ``human-only`` when neither has one; None when nothing has an interval."""
-    widths = {m: results[m].hi - results[m].lo for m in CORRECTED if m in results}
+    """The estimate with the narrowest interval among ``ppi``, ``ppi-cal`` and ``human-only`` (in that order on a
+    tie): a PPI interval wider than the labels alone (few labels, e.g. per stratum) is never the one recommended;
+    None when nothing has an interval."""
+    order = (*CORRECTED, "human-only")
+    widths = {m: results[m].hi - results[m].lo for m in order if m in results}
     finite = {m: w for m, w in widths.items() if math.isfinite(w)}
-    if finite:
-        return min(finite, key=lambda m: (finite[m], CORRECTED.index(m)))
-    human = results.get("human-only")
-    return "human-only" if human is not None and math.isfinite(human.hi - human.lo) else None
+    return min(finite, key=lambda m: (finite[m], order.index(m))) if finite else None
+
+
+FEW_UNITS = 30
+
+
+def _flag_rows(table: pd.DataFrame, units: Units) -> pd.DataFrame:
+    """The ``note`` column: intervals that carry less information than they seem to.
+
+    * ``few units (n < 30)``: the normal/t interval rests on fewer than 30 labelled (judge-only: scored) units;
+    * ``zero width: identical values``: a finite interval of width 0 (one or two units, or no spread);
+    * ``identical inputs``: a difference whose two sides are the same scores and labels (a run with itself);
+    * ``clipped to the scale lo..hi``: a mean lies on its judge's scale and a difference within +-(hi - lo), so
+      an interval reaching beyond is cut there (the estimand cannot be outside; coverage is unchanged).
+    """
+    table = table.copy()
+    notes: list[str] = []
+    for k, row in enumerate(table.itertuples(index=False)):
+        parts: list[str] = []
+        n = row.n_unlabeled if row.method == "judge-only" else row.n_labeled
+        if n < FEW_UNITS:
+            parts.append(f"few units (n = {n} < {FEW_UNITS})")
+        if math.isfinite(row.lo) and row.hi - row.lo == 0:
+            parts.append("zero width: identical values")
+        if row.kind == "difference" and row.estimate == 0 and row.se == 0:
+            parts.append("identical inputs")
+        sc = units.scales.get(row.judge)
+        if sc is not None and math.isfinite(row.lo):
+            low, high = (sc[0], sc[1]) if row.kind == "mean" else (sc[0] - sc[1], sc[1] - sc[0])
+            if row.lo < low or row.hi > high:
+                table.iat[k, table.columns.get_loc("lo")] = max(row.lo, low)
+                table.iat[k, table.columns.get_loc("hi")] = min(row.hi, high)
+                parts.append(f"clipped to the scale {low:g}..{high:g}")
+        notes.append("; ".join(parts))
+    table["note"] = notes
+    return table
 
 
 def estimate_units(units: Units, *, compare: Sequence[str] | None = None, alpha: float = 0.05,
@@ -163,15 +197,15 @@ def estimate_units(units: Units, *, compare: Sequence[str] | None = None, alpha:
     frame, rows = units.frame, []
     label_only = units.label_only_counts
     index = units.index if units.index is not None else frame.groupby(["judge", "model", "group"], sort=True).indices
-    design_notes: dict[str, int] = {}
+    design_items: dict[str, set[str]] = {}
     status = frame["status"].to_numpy(object)
     is_ok, score, human = status == "ok", frame["score"].to_numpy(float), frame["human"].to_numpy(float)
     for (judge, model, group), positions in index.items():
         design = SRS_DESIGN
         if picks is not None:
             results, design, counts = _designed_three(frame.iloc[positions], picks, alpha)
-            for key, value in counts.items():
-                design_notes[key] = design_notes.get(key, 0) + value
+            for key, value in counts.items():  # items, counted once however many models judged them
+                design_items.setdefault(key, set()).update(value)
         else:
             results = _three_arrays(is_ok[positions], score[positions], human[positions], alpha)
         rows += _rows(judge, model, group, results, n_abstained=int((status[positions] == "abstained").sum()),
@@ -181,7 +215,8 @@ def estimate_units(units: Units, *, compare: Sequence[str] | None = None, alpha:
         per_key = {key: frame.iloc[positions] for key, positions in index.items()}
         rows += _compare_rows(per_key, label_only, compare, alpha, units.estimand, by_run=units.by_run, picks=picks)
     table = pd.DataFrame(rows, columns=ESTIMATE_COLUMNS)
-    table.attrs["design_notes"] = design_notes
+    table = _flag_rows(table, units)
+    table.attrs["design_notes"] = {key: len(items) for key, items in design_items.items()}
     return table
 
 
@@ -275,7 +310,8 @@ def estimate(judgments: pd.DataFrame, labels: pd.DataFrame, *, groups: Mapping[s
             over units); ``median``: the median consensus snapped to the scale, as ``calibrate`` uses.
         picks: the design the labels were chosen by (``select_labels``: item_id, pi, picked[, stratum, design]):
             active PPI weighting labels by 1/pi, or stratified PPI++ for stratified picks; the ``design`` column
-            names it, and ``table.attrs["design_notes"]`` counts labels outside the design (dropped) and picked
+            names it, and ``table.attrs["design_notes"]`` counts the items whose labels are outside the design
+            (dropped) and the picked
             items without a label (non-response).
     """
     units = match_units(judgments, labels, groups=groups, pairs=pairs, scale=scale, estimand=estimand)
