@@ -168,27 +168,28 @@ def _flag_rows(table: pd.DataFrame, units: Units) -> pd.DataFrame:
     * ``clipped to the scale lo..hi``: a mean lies on its judge's scale and a difference within +-(hi - lo), so
       an interval reaching beyond is cut there (the estimand cannot be outside; coverage is unchanged).
     """
-    table = table.copy()
+    method, kind = table["method"].to_numpy(object), table["kind"].to_numpy(object)
+    lo, hi = table["lo"].to_numpy(float).copy(), table["hi"].to_numpy(float).copy()
+    n = np.where(method == "judge-only", table["n_unlabeled"].to_numpy(), table["n_labeled"].to_numpy())
+    est, se = table["estimate"].to_numpy(float), table["se"].to_numpy(float)
+    scales = [units.scales.get(j) for j in table["judge"]]
     notes: list[str] = []
-    for k, row in enumerate(table.itertuples(index=False)):
+    for k in range(len(table)):
         parts: list[str] = []
-        n = row.n_unlabeled if row.method == "judge-only" else row.n_labeled
-        if n < FEW_UNITS:
-            parts.append(f"few units (n = {n} < {FEW_UNITS})")
-        if math.isfinite(row.lo) and row.hi - row.lo == 0:
+        if n[k] < FEW_UNITS:
+            parts.append(f"few units (n = {int(n[k])} < {FEW_UNITS})")
+        if math.isfinite(lo[k]) and hi[k] - lo[k] == 0:
             parts.append("zero width: identical values")
-        if row.kind == "difference" and row.estimate == 0 and row.se == 0:
+        if kind[k] == "difference" and est[k] == 0 and se[k] == 0:
             parts.append("identical inputs")
-        sc = units.scales.get(row.judge)
-        if sc is not None and math.isfinite(row.lo):
-            low, high = (sc[0], sc[1]) if row.kind == "mean" else (sc[0] - sc[1], sc[1] - sc[0])
-            if row.lo < low or row.hi > high:
-                table.iat[k, table.columns.get_loc("lo")] = max(row.lo, low)
-                table.iat[k, table.columns.get_loc("hi")] = min(row.hi, high)
+        sc = scales[k]
+        if sc is not None and math.isfinite(lo[k]):
+            low, high = (sc[0], sc[1]) if kind[k] == "mean" else (sc[0] - sc[1], sc[1] - sc[0])
+            if lo[k] < low or hi[k] > high:
+                lo[k], hi[k] = max(lo[k], low), min(hi[k], high)
                 parts.append(f"clipped to the scale {low:g}..{high:g}")
         notes.append("; ".join(parts))
-    table["note"] = notes
-    return table
+    return table.assign(lo=lo, hi=hi, note=notes)
 
 
 def estimate_units(units: Units, *, compare: Sequence[str] | None = None, alpha: float = 0.05,
