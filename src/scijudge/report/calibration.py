@@ -282,7 +282,17 @@ def render_html(result: CalibrationResult, robustness: pd.DataFrame | None = Non
                  "Abstentions lower coverage and are never imputed. Scales: "
                  + ", ".join(f"<code>{html.escape(j)}</code> {s[0]:g}–{s[1]:g} step {s[2]:g}" for j, s in result.scales.items())
                  + "</p>")
+    provenance = getattr(result, "provenance", None) or {}
+    if provenance.get("labels"):
+        warning = f" Warning: {provenance['warning']}" if provenance.get("warning") else ""
+        parts.append(f"<p class='note'><b>{html.escape(str(provenance['labels']) + warning)}</b></p>")
     parts.append(verdict_html(result))
+    jury_table = getattr(result, "jury_vs_best_member", None)
+    if jury_table is not None and not jury_table.empty:
+        parts.append("<h2>Juries against each member</h2><p class='note'>Per item, the member's absolute error minus "
+                     "the jury's (&gt; 0: the jury is closer to the human consensus), paired t over the items both "
+                     "judged, Holm across the jury's members (<code>jury_vs_best_member</code>).</p>"
+                     + _table(jury_table))
     for note in result.notes:
         parts.append(f"<p class='note'>Note: {html.escape(note)}</p>")
     if not result.leaderboard.empty:
@@ -415,6 +425,9 @@ def print_summary(result: CalibrationResult, robustness: pd.DataFrame | None = N
 
     for _, row in verdict_summary(result).iterrows():
         say(verdict_sentence(row))
+    show(getattr(result, "jury_vs_best_member", None), "Juries against each member (member MAE - jury MAE, Holm)",
+         ["jury", "member", "best_member", "n_items", "mae_member", "mae_jury", "diff", "diff_lo", "diff_hi", "p",
+          "p_holm", "warning"])
     show(result.leaderboard, "Calibration leaderboard (scores, pooled over rubrics)",
          ["rank", "contender", "scale", "n", "coverage", "kappa_w", "kappa_w_lo", "kappa_w_hi", "kappa_linear", "bias", "bias_lo",
           "bias_hi", "mae", "spearman", "top_share_judge", "top_share_human"])
