@@ -281,7 +281,10 @@ def render_html(result: CalibrationResult, robustness: pd.DataFrame | None = Non
                  f"({result.n_boot} resamples, seed {result.seed}); all ratings of an item are resampled together. "
                  "Abstentions lower coverage and are never imputed. Scales: "
                  + ", ".join(f"<code>{html.escape(j)}</code> {s[0]:g}–{s[1]:g} step {s[2]:g}" for j, s in result.scales.items())
-                 + "</p>")
+                 + ". Rounding, the one rule: a score or human median between steps is put on the step grid by "
+                 "rounding half-to-even counted in steps from the scale's low end (on 1–5 step 1, 2.5 and 3.5 both "
+                 "become 3), for κ, α, AC2, exact agreement and confusion matrices, and for the human consensus of a "
+                 "discrete scale; on a continuous scale MAE, bias and correlations use the raw values.</p>")
     provenance = getattr(result, "provenance", None) or {}
     if provenance.get("labels"):
         warning = f" Warning: {provenance['warning']}" if provenance.get("warning") else ""
