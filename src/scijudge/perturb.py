@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-
 from scijudge.errors import InputError
-from scijudge.vocab import INJECTION
+from scijudge.vocab import INJECTION, VARIANT_ID  # VARIANT_ID: the variant id pattern, re-exported for callers
+
+__all__ = ["INJECTION", "LEVELS", "RECIPE", "RUBRICS", "VARIANT_ID", "Pools", "perturb_items", "split_sentences"]
 
 LEVELS: tuple[str, ...] = ("subtle", "extreme")
 RUBRICS: tuple[str, ...] = (
