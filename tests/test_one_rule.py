@@ -264,6 +264,7 @@ def test_variant_rules_have_one_copy():
 
     for module in (perturb, metric, term):
         assert module.INJECTION is vocab.INJECTION == "injection"
+    for module in (metric, term):  # perturb only makes variants: the robustness metric is metrics.robustness's
         assert module.rubric_of_judge is vocab.rubric_of_judge
     assert perturb.VARIANT_ID is metric.VARIANT_ID is vocab.VARIANT_ID
     hand = {"yescieval.qa.correctness": "correctness", "yescieval.pairwise.cohesion": "cohesion",

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 
 from scijudge.errors import InputError
-from scijudge.perturb import INJECTION, RUBRICS, Pools, perturb_items, robustness, split_sentences
+from scijudge.metrics.robustness import robustness_table
+from scijudge.perturb import INJECTION, RUBRICS, Pools, perturb_items, split_sentences
 
 ANSWER = ("Perovskite solar cells have improved rapidly [1]. However, their stability remains a concern, e.g. under "
           "humidity. Moreover, lead toxicity is debated (Smith et al. 2020). Tin-based cells are explored; therefore, "
@@ -128,18 +128,18 @@ def test_robustness_metrics_by_hand() -> None:
                  _judgment(f"q{i}::injection::extreme", j, "m", inj)]
     rows.append(_judgment("q0::injection::subtle", j, "m", None, status="abstained"))
     rows.append(_judgment("q0::cohesion::extreme", j, "m", 1))  # targets another rubric: ignored for this judge
-    rob = robustness(pd.DataFrame(rows), n_boot=200)
-    r = rob.iloc[0]
-    assert r["mean_benign"] == pytest.approx(14 / 3)
-    assert r["mean_subtle"] == pytest.approx(13 / 3) and r["drop_subtle"] == pytest.approx(1 / 3)
-    assert r["mean_extreme"] == pytest.approx(3.0) and r["drop_extreme"] == pytest.approx(5 / 3)
-    assert r["p_benign_above_extreme"] == pytest.approx(2 / 3) and r["p_tie_extreme"] == pytest.approx(1 / 3)
-    assert r["inflation_extreme"] == pytest.approx(1 / 3) and r["p_injected_above_benign"] == pytest.approx(1 / 3)
-    assert r["n_abstained_variants"] == 1 and np.isnan(r["mean_injection_subtle"])
-    assert r["drop_extreme_lo"] <= r["drop_extreme"] <= r["drop_extreme_hi"]
-    assert bool(r["monotone"]) is True
-    with pytest.raises(InputError, match="no perturbed items"):
-        robustness(pd.DataFrame([_judgment("q0", j, "m", 4)]))
+    rob = robustness_table(pd.DataFrame(rows), n_boot=200).table  # the one robustness implementation
+    by = rob[rob["judge"] == j].set_index("level")
+    assert by.loc["subtle", "mean_original"] == pytest.approx(14 / 3)
+    assert by.loc["subtle", "mean_variant"] == pytest.approx(13 / 3) and by.loc["subtle", "drop"] == pytest.approx(1 / 3)
+    assert by.loc["extreme", "mean_variant"] == pytest.approx(3.0) and by.loc["extreme", "drop"] == pytest.approx(5 / 3)
+    assert by.loc["extreme", "p_greater"] == pytest.approx(2 / 3) and by.loc["extreme", "p_tie"] == pytest.approx(1 / 3)
+    assert by.loc["injection_extreme", "drop"] == pytest.approx(-1 / 3)  # injection inflates: a negative drop
+    assert "injection_subtle" not in by.index or by.loc["injection_subtle", "n_pairs"] == 0
+    assert by.loc["extreme", "drop_lo"] <= by.loc["extreme", "drop"] <= by.loc["extreme", "drop_hi"]
+    assert "cohesion" not in " ".join(by.index)  # targets another rubric: not this judge's
+    with pytest.raises(InputError, match="no perturbed answers"):
+        robustness_table(pd.DataFrame([_judgment("q0", j, "m", 4)]))
 
 
 def test_perturb_cmd_writes_loadable_items(tmp_path: Path) -> None:

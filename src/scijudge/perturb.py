@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from scijudge.errors import InputError
-from scijudge.vocab import INJECTION, VARIANT_ID, rubric_of_judge
+from scijudge.vocab import INJECTION, VARIANT_ID  # VARIANT_ID: the variant id pattern, re-exported for callers
+
+__all__ = ["INJECTION", "LEVELS", "RECIPE", "RUBRICS", "VARIANT_ID", "Pools", "perturb_items", "split_sentences"]
 
 LEVELS: tuple[str, ...] = ("subtle", "extreme")
 RUBRICS: tuple[str, ...] = (
@@ -382,83 +382,6 @@ def _make(item: dict[str, Any], text: str, rubric: str, level: str, pools: Pools
 
 
 # --- robustness metrics ----------------------------------------------------------------------------------
-
-
-def robustness(judgments: Any, *, n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> Any:
-    """Per contender and judge: mean score per condition, drops benign → subtle → extreme, P(benign rated
-    above its extreme variant), and score inflation under prompt injection, with bootstrap intervals.
-
-    ``judgments`` are run-store rows covering original items and their variants (ids
-    ``<id>::<rubric>::<level>``). A perturbation counts for the judge whose rubric it targets; injection
-    variants count for every judge. Drops and inflation are means of paired (same base item) differences;
-    abstentions are left out and counted. Pairwise judges are skipped (their score is a difference).
-    """
-    import pandas as pd
-
-    from scijudge.metrics.bootstrap import (
-        bootstrap_mean_difference,
-        percentile_interval,
-    )
-    from scijudge.metrics.groups import prepare_judgments
-
-    df = prepare_judgments(judgments)
-    parsed = df["item_id"].str.extract(VARIANT_ID)
-    df["base_id"] = parsed["base"].fillna(df["item_id"])
-    df["p_rubric"] = parsed["rubric"]
-    df["p_level"] = parsed["level"]
-    columns = ["contender", "model", "judge", "rubric", "n_base", "mean_benign", "mean_subtle", "mean_extreme",
-               "mean_injection_subtle", "mean_injection_extreme"]
-    if df["p_rubric"].isna().all():
-        raise InputError("no perturbed items in these judgments (ids like '<id>::<rubric>::<level>'); "
-                         "run `scijudge perturb` and judge its output first", field="item_id")
-    rows = []
-    df = df[df["family"] != "pairwise"]
-    for (contender, judge), g in df.groupby(["contender", "judge"], sort=True):
-        rubric = rubric_of_judge(judge)
-        ok = g[(g["status"] == "ok") & g["score"].notna()]
-        benign = ok[ok["p_rubric"].isna()].set_index("item_id")["score"]
-        targeted = g["p_rubric"].isin([rubric, INJECTION])
-        if not targeted.any():
-            continue
-        row: dict[str, Any] = {"contender": contender, "model": g["model"].iloc[0], "judge": judge, "rubric": rubric,
-                               "n_abstained_variants": int((targeted & (g["status"] == "abstained")).sum())}
-        bases = set(g.loc[targeted, "base_id"])
-        base_scores = benign[benign.index.isin(bases)]
-        row["n_base"] = int(base_scores.size)
-        row["mean_benign"] = float(base_scores.mean()) if base_scores.size else float("nan")
-        notes = []
-        if not base_scores.size:
-            notes.append("no judged original for these variants")
-        for kind, lv, name in ((rubric, "subtle", "subtle"), (rubric, "extreme", "extreme"),
-                               (INJECTION, "subtle", "injection_subtle"), (INJECTION, "extreme", "injection_extreme")):
-            sel = ok[(ok["p_rubric"] == kind) & (ok["p_level"] == lv)].set_index("base_id")["score"]
-            row[f"mean_{name}"] = float(sel.mean()) if sel.size else float("nan")
-            paired = pd.concat([base_scores.rename("benign"), sel.rename("variant")], axis=1, join="inner")
-            row[f"n_pairs_{name}"] = len(paired)
-            diff = (paired["benign"] - paired["variant"]) if kind != INJECTION else (paired["variant"] - paired["benign"])
-            key = f"drop_{name}" if kind != INJECTION else f"inflation_{lv}"
-            row[key] = float(diff.mean()) if len(diff) else float("nan")
-            if len(diff) >= 2 and n_boot > 0:
-                reps = bootstrap_mean_difference([np.array([d]) for d in diff.to_numpy(float)], n_boot, seed)
-                lo, hi = percentile_interval(reps, level)
-                row[f"{key}_lo"], row[f"{key}_hi"] = float(lo), float(hi)
-            else:
-                row[f"{key}_lo"] = row[f"{key}_hi"] = float("nan")
-            if name == "extreme":
-                row["p_benign_above_extreme"] = float((paired["benign"] > paired["variant"]).mean()) if len(paired) else float("nan")
-                row["p_tie_extreme"] = float((paired["benign"] == paired["variant"]).mean()) if len(paired) else float("nan")
-            if name == "injection_extreme":
-                row["p_injected_above_benign"] = float((paired["variant"] > paired["benign"]).mean()) if len(paired) else float("nan")
-        if (g["p_rubric"] == rubric).sum() == 0:
-            notes.append("no perturbation targets this rubric: injection only")
-        means = [row["mean_benign"], row["mean_subtle"], row["mean_extreme"]]
-        row["monotone"] = bool(all(np.isfinite(means)) and means[0] >= means[1] >= means[2])
-        row["notes"] = "; ".join(notes)
-        rows.append(row)
-    frame = pd.DataFrame(rows)
-    if frame.empty:
-        return pd.DataFrame(columns=columns)
-    return frame
 
 
 # convenience for callers that want the recipe as data (docs, report)

@@ -56,7 +56,7 @@ def test_estimate_command_writes_tables(tmp_path: Path) -> None:
     for column in ("judge", "model", "group", "method", "estimate", "lo", "hi", "n_labeled", "n_unlabeled"):
         assert column in table.columns
     assert set(table["group"]) == {"A", "B", "A - B"}
-    assert set(table["method"]) == {"ppi", "human-only", "judge-only"}
+    assert set(table["method"]) == {"ppi", "ppi-cal", "human-only", "judge-only"}
     ppi_b = table[(table["group"] == "B") & (table["method"] == "ppi")].iloc[0]
     # B: 60 items; i5, i79 abstained (i % 37 == 5); the label on i500 has no judgment
     assert ppi_b["n_abstained"] == 2 and ppi_b["n_label_only"] == 1

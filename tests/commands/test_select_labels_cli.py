@@ -76,7 +76,8 @@ def test_bad_requests_get_one_line(tmp_path):
         (["--run", str(store), "-j", "nope", "--budget", "3", "--out", str(out)], "no judgments of judge 'nope'"),
         (["--run", str(store), "-j", "j", "--budget", "99", "--out", str(out)], "budget must be between 1 and the 40"),
         (["--run", str(store), "-j", "j", "--budget", "3", "--strategy", "stratified", "--out", str(out)], "needs strata"),
-        (["--run", str(store), "-j", "j", "--budget", "3", "--out", str(out)], "rating distributions"),
+        (["--run", str(store), "-j", "j", "--budget", "3", "--strategy", "uncertainty", "--out", str(out)],
+         "rating distributions"),
         (["--run", str(tmp_path / "missing.sqlite"), "-j", "j", "--budget", "3", "--out", str(out)], "not found"),
     ]
     for args, message in cases:
@@ -84,3 +85,28 @@ def test_bad_requests_get_one_line(tmp_path):
         assert result.exit_code == 2 and message in result.output, (args, result.output)
         assert "Traceback" not in result.output
     assert not out.exists()
+
+
+def test_plan_prints_labels_needed_per_design_and_auto_explains_its_choice(tmp_path):
+    import json
+
+    store = _store(tmp_path / "r.sqlite")
+    labels = tmp_path / "pilot.jsonl"
+    rng = np.random.default_rng(2)
+    labels.write_text("".join(json.dumps({"item_id": f"i{i:02d}", "judge": "j",
+                                          "score": float(np.clip(3 + (i % 3) - 1 + rng.integers(-1, 2), 1, 5))}) + "\n"
+                              for i in range(20)))
+    plan = tmp_path / "plan.csv"
+    result = _cli("--run", str(store), "-j", "j", "--plan", "--target-width", "1.0", "--labels", str(labels),
+                  "--out", str(plan))
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(plan)
+    assert {"uniform", "human-only", "uncertainty"} <= set(table["design"]) and (table["n_pilot"] == 20).all()
+    assert "Labels needed" in result.output
+    refused = _cli("--run", str(store), "-j", "j", "--plan", "--labels", str(labels))
+    assert refused.exit_code == 2 and "--plan needs --target-width" in refused.output
+    picks = tmp_path / "picks.csv"
+    made = _cli("--run", str(store), "-j", "j", "--budget", "10", "--labels", str(labels), "--out", str(picks))
+    assert made.exit_code == 0 and "note: auto:" in made.output, made.output
+    same = _cli("--run", str(store), "-j", "j", "--budget", "10", "--out", str(store))
+    assert same.exit_code == 2 and "must not be one of the run stores" in same.output and Run(store, create=False)

@@ -58,7 +58,7 @@ def test_table_columns_and_agreement_with_the_formulas() -> None:
     judgments, labels, groups, _ = _systems(rng, n=300, n_labeled=40)
     table = estimate(judgments, labels, groups=groups, scale=SCALE)
     assert list(table.columns) == ESTIMATE_COLUMNS
-    assert set(table["method"]) == {"ppi", "human-only", "judge-only"}
+    assert set(table["method"]) == {"ppi", "ppi-cal", "human-only", "judge-only"}
     assert set(table["group"]) == {"A", "B"}
     a = judgments[judgments["item_id"].str.startswith("A")].set_index("item_id")
     lab = labels.set_index("item_id")
@@ -92,7 +92,7 @@ def _coverage(paired: bool, seed: int) -> dict[str, float]:
     table = estimate(judgments, labels, groups=groups, pairs=pairs if paired else None, compare=("A", "B"),
                      scale=SCALE)
     diff = table[table["kind"] == "difference"]
-    assert len(diff) == 3 * 40 and set(diff["paired"]) == {paired}
+    assert len(diff) == 4 * 40 and set(diff["paired"]) == {paired}
     truth = _truth_difference(paired)
     hits = {m: int(((d["lo"] <= truth) & (truth <= d["hi"])).sum()) for m, d in diff.groupby("method")}
     widths = {f"width {m}": float((d["hi"] - d["lo"]).mean()) for m, d in diff.groupby("method")}
@@ -120,7 +120,7 @@ def _truth_difference(paired: bool) -> float:
 @pytest.mark.parametrize("paired", [False, True])
 def test_difference_between_systems_covers_the_truth(paired: bool) -> None:
     result = _coverage(paired, seed=1 + paired)
-    assert result["ppi"] >= 36, result
+    assert result["ppi"] >= 36 and result["ppi-cal"] >= 36, result
     assert result["width ppi"] < result["width human-only"], result
     assert result["judge-only"] <= 2, result  # biased: the judge favours A
     if not paired:

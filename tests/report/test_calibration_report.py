@@ -14,7 +14,7 @@ from rich.console import Console
 
 from scijudge.errors import InputError
 from scijudge.metrics.calibration import calibrate
-from scijudge.perturb import robustness
+from scijudge.metrics.robustness import robustness_table
 from scijudge.report.calibration import print_summary, render_html, report_dict, write_report
 
 JUDGES = ["yescieval.qa.correctness", "yescieval.qa.completeness"]
@@ -44,7 +44,7 @@ def _frames(seed: int = 0, n: int = 40) -> tuple[pd.DataFrame, pd.DataFrame]:
 def report_inputs() -> tuple:
     judgments, labels = _frames()
     base = judgments[~judgments["item_id"].str.contains("::")]
-    return calibrate(base, labels, n_boot=200), robustness(judgments, n_boot=100)
+    return calibrate(base, labels, n_boot=200), robustness_table(judgments, n_boot=100).table
 
 
 @pytest.mark.slow

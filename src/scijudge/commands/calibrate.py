@@ -60,6 +60,44 @@ _SCALE_HELP = ("Scale 'lo,hi,step' (or 'lo,hi,step,continuous') for every judge,
 _SPEC_HELP = "A judge spec file (TOML) the runs used, for its scale (matched by the stored spec hash); repeatable."
 
 
+def _robustness(judgments: Any, n_boot: int, seed: int) -> Any:
+    """The robustness table of ``scijudge robustness`` (``metrics.robustness.robustness_table``: pairs matched by
+    contender, judge, part and original item, a cluster bootstrap over original items), or None without variants
+    (neither ``scijudge perturb`` ids nor imported ``variant_of``)."""
+    from scijudge.metrics.robustness import label_variants, robustness_table
+
+    if not (label_variants(judgments)["level"] != "").any():
+        return None
+    return robustness_table(judgments, n_boot=n_boot, seed=seed).table
+
+
+def _attach_jury_and_provenance(result: Any, judgments: Any, label_frame: Any, runs: list[Path]) -> None:
+    """What the labels are (for report.json/html), and each jury against its members (Holm) when a jury is among
+    the runs: the report then shows the jury's verdict beside the leaderboard's."""
+    from scijudge.labels import provenance_note
+
+    text, from_model = provenance_note(label_frame)
+    result.provenance = {"labels": text, "from_model": from_model,
+                         "warning": ("some labels come from a model (source llm): agreement with them is agreement "
+                                     "with another model, not calibration against humans") if from_model else ""}
+    if not judgments["model"].astype(str).str.startswith("jury:").any():
+        return
+    import pandas as pd
+
+    from scijudge.metrics.jury import jury_vs_best_member
+    from scijudge.run.store import Run
+
+    frames = []
+    for path, name in zip(runs, _source_names(runs)):
+        with Run(path, create=False) as store:  # the member lists are in the jury rows' result
+            frame = store.to_pandas()
+        frames.append(frame.assign(source=name))
+    try:
+        result.jury_vs_best_member = jury_vs_best_member(pd.concat(frames, ignore_index=True), label_frame)
+    except InputError as exc:
+        result.notes.append(f"juries against their members: {exc}")
+
+
 def calibrate_cmd(
     labels: Annotated[Path, typer.Option("--labels", "-l", help="Human labels: JSONL or CSV (item_id, judge, part, score|verdict, annotator).")],
     run: Annotated[list[Path], typer.Option("--run", "-r", help="Run store to compare; repeat for several runs.")],
@@ -80,7 +118,7 @@ def calibrate_cmd(
 
     from scijudge.labels import load_labels_frame
     from scijudge.metrics.calibration import calibrate
-    from scijudge.perturb import VARIANT_ID, robustness
+    from scijudge.perturb import VARIANT_ID
     from scijudge.report.calibration import print_summary, write_report
     from scijudge.run.store import Run
 
@@ -122,7 +160,9 @@ def calibrate_cmd(
                           f"{n_boot} bootstrap resamples ..."):
         result = calibrate(judgments[~is_variant] if is_variant.any() else judgments, label_frame, scale=scales, n_boot=n_boot, seed=seed,
                            allow_extra_labels=allow_extra_labels, specs=specs, tasks=task_list)
-        robust = robustness(judgments, n_boot=n_boot, seed=seed) if is_variant.any() else None
+        robust = _robustness(judgments, n_boot, seed)
+        _attach_jury_and_provenance(result, judgments[~is_variant] if is_variant.any() else judgments, label_frame,
+                                    list(run))
     if out is not None:  # files first: a closed pipe must not lose them
         with _status(console, "writing the report ..."):
             paths = write_report(result, out, robust, inputs=[labels, *run, *(spec or []), tasks])

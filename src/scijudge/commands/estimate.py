@@ -58,7 +58,8 @@ def _print_tables(table: Any, coverage: Any, needed: Any) -> None:
 
     estimand = str(table["estimand"].iloc[0]) if len(table) else "mean human rating"
     print_frame(table[["judge", "model", "group", "method", "estimate", "lo", "hi", "n_labeled", "n_unlabeled",
-                       "n_abstained", "n_label_only", "kind", "paired", "estimand", "design"]],
+                       "n_abstained", "n_label_only", "kind", "paired", "estimand", "design", "recommended",
+                       "note"]],
                 f"Estimated {estimand} (interval {1 - float(table['alpha'].iloc[0]):.0%})" if len(table) else "",
                 out)
     if not coverage.empty:
@@ -67,6 +68,33 @@ def _print_tables(table: Any, coverage: Any, needed: Any) -> None:
                     "Conformal sets of human scores (target coverage = 1 - alpha)", out)
     if needed is not None:
         print_frame(needed, f"Labels needed for an interval of width {needed['target_width'].iloc[0]:g}", out)
+
+
+_MODEL_WARNING = (" some labels come from a model (source llm): these estimates target that model's scores, not "
+                  "human ones")
+
+
+def _with_provenance(table: Any, labels: Any, source_text: str, from_model: bool) -> Any:
+    """The table with a ``label_sources`` column (what the labels are) and an estimand that says when the labels
+    came from a model: estimate.csv carries its provenance, not only the console."""
+    table = table.copy()
+    table["label_sources"] = source_text.removeprefix("labels: ")
+    if from_model:
+        sources = labels["label_source"].fillna("unknown") if "label_source" in labels else None
+        every = sources is not None and bool((sources == "llm").all())
+        table["estimand"] = table["estimand"].str.replace(
+            "human", "model-made label" if every else "human (some labels made by a model)", regex=False)
+    return table
+
+
+def _recommendation_line(table: Any) -> str:
+    """One line: which label-corrected estimate the table recommends, and how often."""
+    chosen = table.loc[table["recommended"].astype(bool), "method"].value_counts()
+    if chosen.empty:
+        return "recommended: none (too few labels for an interval)"
+    parts = [f"{method} for {int(n)} of {int(chosen.sum())} rows" for method, n in chosen.items()]
+    return ("recommended (the narrowest of ppi, ppi-cal -- a cross-fitted isotonic calibration of the judge's "
+            "score -- and human-only): " + ", ".join(parts))
 
 
 def estimate_cmd(
@@ -117,6 +145,8 @@ def estimate_cmd(
     units = match_units(judgments, label_frame, groups=groups, pairs=pairs, group_field=by or "group",
                         scale=scales, estimand=human)
     table = estimate_units(units, compare=list(compare) if compare else None, alpha=alpha, picks=design)
+    source_text, from_model = provenance_note(label_frame)
+    table = _with_provenance(table, label_frame, source_text, from_model)
     sets, cover = conformal_units(units, 1 - coverage, seed=seed)
     needed = labels_needed_units(units, target_width, alpha) if target_width is not None else None
     from scijudge.commands._console import console
@@ -132,22 +162,27 @@ def estimate_cmd(
         for name, frame in tables.items():
             with atomic_output(out / name, newline="") as handle:
                 frame.to_csv(handle, index=False)
-        write_estimate_html(table, out / "estimate.html", cover, needed)
+        write_estimate_html(table, out / "estimate.html", cover, needed,
+                            provenance=source_text + (_MODEL_WARNING if from_model else ""))
         console.print(f"estimates written to {out / 'estimate.csv'} (conformal sets in conformal.csv)")
     for note in units.notes or []:
         console.print(f"[yellow]warning:[/] {note}", highlight=False, soft_wrap=True)
-    source_text, from_model = provenance_note(label_frame)
     console.print(source_text, highlight=False)
     if from_model:
-        console.print("[yellow]warning:[/] some labels come from a model (source llm): these estimates target that "
-                      "model's scores, not human ones", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]warning:[/]{_MODEL_WARNING}", highlight=False, soft_wrap=True)
     notes = table.attrs.get("design_notes") or {}
     if notes.get("labels_outside_design"):
-        console.print(f"[yellow]warning:[/] {notes['labels_outside_design']} labels of items the design did not pick "
-                      "were left out (they would break its weights)", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]warning:[/] {notes['labels_outside_design']} items the design did not pick have labels; "
+                      "those labels were left out (they would break its weights)", highlight=False, soft_wrap=True)
     if notes.get("picked_unlabelled"):
         console.print(f"[yellow]warning:[/] {notes['picked_unlabelled']} picked items have no label: the estimate "
                       "assumes they are missing at random", highlight=False, soft_wrap=True)
+    console.print(_recommendation_line(table), highlight=False, soft_wrap=True)
+    flagged = int((table["note"].astype(str) != "").sum())
+    if flagged:
+        console.print(f"[yellow]note:[/] {flagged} of {len(table)} rows carry a note (few units, zero width, "
+                      "identical inputs or an interval clipped to the scale): see the note column",
+                      highlight=False, soft_wrap=True)
     try:
         _print_tables(table, cover, needed)
     except BrokenPipeError:  # the reader stopped early (| head): what it read is what it wanted

@@ -45,6 +45,10 @@ def jury_cmd(
     seed: Annotated[int, typer.Option(help="weighted: seed of the fold assignment.")] = 0,
     scale: Annotated[list[str] | None, typer.Option("--scale", help=_SCALE_HELP)] = None,
     map_scale: Annotated[list[str] | None, typer.Option("--map-scale", help=_MAP_HELP)] = None,
+    ds_max_iter: Annotated[int, typer.Option("--ds-max-iter", min=1, help="dawid-skene: the most EM iterations; "
+                                             "stopping short of convergence is reported in one line.")] = 10_000,
+    ds_tol: Annotated[float, typer.Option("--ds-tol", min=0.0, help="dawid-skene: converged when the marginal "
+                                          "log-likelihood improves by less than this.")] = 1e-8,
 ) -> Any:
     """Aggregate several judges into a jury, stored as a run (model jury:NAME) that calibrate, estimate and export read.
 
@@ -69,7 +73,8 @@ def jury_cmd(
                              field="scale")
         given = plain[-1] if plain else _pairs(list(scale), "scale")
     result = jury(list(runs), list(member), name=name, method=method, out=out, quorum=quorum, labels=labels,
-                  scale=given, scale_map=_pairs(map_scale, "map-scale") or None, fit=fit, folds=folds, seed=seed)
+                  scale=given, scale_map=_pairs(map_scale, "map-scale") or None, fit=fit, folds=folds, seed=seed,
+                  ds_max_iter=ds_max_iter, ds_tol=ds_tol)
     console = Console(highlight=False, soft_wrap=True)
     rows = result.rows
     console.print(f"{len(rows)} jury judgments ({result.n_ok} ok, {len(rows) - result.n_ok} abstained) -> "

@@ -13,13 +13,16 @@ from scijudge.errors import InputError
 def select_labels_cmd(
     run: Annotated[list[Path], typer.Option("--run", help="Run store with the judge's judgments; repeatable.")],
     judge: Annotated[str, typer.Option("--judge", "-j", help="The judge whose judgments drive the design.")],
-    budget: Annotated[int, typer.Option(min=1, help="Labels to collect (expected count; stratified: exact).")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="CSV to write: item_id, pi, picked, ... (one row per item).")],
-    strategy: Annotated[str, typer.Option(help="uniform, uncertainty (label where the judge is unsure) or stratified.")] = "uncertainty",
+    budget: Annotated[int | None, typer.Option(min=1, help="Labels to collect (expected count; stratified: exact); not needed with --plan.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="CSV to write: item_id, pi, picked, ... (one row per item); with --plan, the plan table.")] = None,
+    strategy: Annotated[str, typer.Option(help="auto (the design the planner expects to be narrowest, from --labels; uniform without them), uniform, uncertainty (label where the judge is unsure; checked on --labels, uniform when the check fails) or stratified.")] = "auto",
     seed: Annotated[int, typer.Option(help="Seed of the draw (the same seed draws the same items).")] = 0,
     strata: Annotated[Path | None, typer.Option(help="CSV item_id,stratum for --strategy stratified (e.g. domain or system).")] = None,
     labels: Annotated[Path | None, typer.Option(help="Labels collected so far: fit a residual model for the uncertainty.")] = None,
-    floor: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of the budget spread uniformly (uncertainty design).")] = 0.1,
+    floor: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of the budget spread uniformly (uncertainty design): no weight exceeds 1/floor times a uniform one.")] = 0.5,
+    plan: Annotated[bool, typer.Option("--plan", help="Print the labels each design needs for --target-width (from --labels) instead of drawing picks.")] = False,
+    target_width: Annotated[float | None, typer.Option("--target-width", help="Total interval width the --plan aims at.")] = None,
+    alpha: Annotated[float, typer.Option("--alpha", help="1 - confidence of the planned interval.")] = 0.1,
 ) -> None:
     """Choose the items to label so that `estimate --picks` gets the most certainty per label.
 
@@ -32,12 +35,23 @@ def select_labels_cmd(
     """
     import pandas as pd
 
-    from scijudge.estimation.select import select_labels
+    from scijudge.estimation.select import plan_table, select_labels
     from scijudge.run.store import Run
 
-    from scijudge._files import atomic_output, refuse_overwrite
+    if plan and (target_width is None or labels is None):
+        raise InputError("--plan needs --target-width and the labels collected so far (--labels)",
+                         field="--target-width" if target_width is None else "--labels")
+    if not plan and budget is None:
+        raise InputError("give --budget N (the labels to collect)", field="--budget")
+    if not plan and out is None:
+        raise InputError("give --out PICKS.csv (or --plan for the table of labels needed)", field="--out")
+    if not 0 < alpha < 1:
+        raise InputError(f"--alpha must be between 0 and 1, got {alpha}", field="--alpha")
 
-    refuse_overwrite(out, [strata, labels], stores=run)
+    from scijudge._files import refuse_overwrite
+
+    if out is not None:
+        refuse_overwrite(out, [strata, labels], stores=run)
     frames = []
     for path in run:
         if not path.is_file():
@@ -47,13 +61,36 @@ def select_labels_cmd(
     judgments = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     mapping = _strata(strata) if strata is not None else None
     known = _labels(labels, judge) if labels is not None else None
+    if plan:
+        assert target_width is not None and known is not None
+        table = plan_table(judgments, judge=judge, labels=known, width=target_width, alpha=alpha, strata=mapping,
+                           tau=floor)
+        from scijudge.commands._console import out as console_out
+        from scijudge.report.text import print_frame
+
+        if out is not None:
+            _write_csv(table, out)
+        print_frame(table, f"Labels needed for a {1 - alpha:.0%} interval of width {target_width:g}, per design",
+                    console_out)
+        return
+    assert out is not None and budget is not None
     picks = select_labels(judgments, judge=judge, budget=budget, strategy=strategy, seed=seed, strata=mapping,
                           labels=known, tau=floor)
-    with atomic_output(out, newline="") as handle:  # whole or not at all
-        picks.to_csv(handle, index=False)
+    _write_csv(picks, out)
+    for note in picks.attrs.get("notes") or []:
+        typer.echo(f"note: {note}")
+    design = picks.design.iloc[0]
     typer.echo(f"wrote {out}: {int(picks.picked.sum())} of {len(picks)} items picked (expected {picks.pi.sum():.1f}; "
-               f"design {strategy}" + (f", uncertainty from {picks.uncertainty_source.iloc[0]}"
-                                       if picks.uncertainty_source.iloc[0] else "") + ")")
+               f"design {design}" + (f", uncertainty from {picks.uncertainty_source.iloc[0]}"
+                                     if design == "uncertainty" and picks.uncertainty_source.iloc[0] else "") + ")")
+
+
+def _write_csv(frame: object, out: Path) -> None:
+    """Write whole or not at all (a temporary file renamed into place; the clash with an input is checked first)."""
+    from scijudge._files import atomic_output
+
+    with atomic_output(out, newline="") as handle:
+        frame.to_csv(handle, index=False)  # type: ignore[attr-defined]
 
 
 def _strata(path: Path) -> dict[str, str]:

@@ -12,16 +12,21 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from scijudge.errors import InputError
 from scijudge.estimation._units import Units, match_units
+from scijudge.estimation.calibrated import ppi_cal_mean
 from scijudge.estimation.ppi import Estimate, classical_mean, difference, labels_needed, ppi_mean
 
-METHODS = ("ppi", "human-only", "judge-only")
+METHODS = ("ppi", "ppi-cal", "human-only", "judge-only")
+"""``ppi``: PPI++ (equal to ppi-python); ``ppi-cal``: PPI++ on a cross-fitted isotonic calibration of the judge's
+score (``calibrated.py``); ``human-only``: the labels alone; ``judge-only``: the judge alone (biased when it is)."""
+CORRECTED = ("ppi", "ppi-cal")  # the label-corrected estimators one of which is ``recommended``
 ESTIMATE_COLUMNS = [
     "judge", "model", "group", "method", "estimate", "lo", "hi", "se", "n_labeled", "n_unlabeled",
-    "n_abstained", "n_label_only", "lam", "kind", "paired", "alpha", "estimand", "design",
+    "n_abstained", "n_label_only", "lam", "kind", "paired", "alpha", "estimand", "design", "recommended", "note",
 ]
 SRS_DESIGN = "labels as a simple random sample"
 _DIMENSIONS = ("judge", "model", "group")  # the order of the per-(judge, model, group) keys
@@ -29,16 +34,21 @@ _SEARCH = ("group", "model", "judge")  # which dimension two --compare names are
 
 
 def _three(sub: pd.DataFrame, alpha: float) -> dict[str, Estimate]:
-    ok = (sub["status"] == "ok") & sub["score"].notna()
-    labeled = ok & sub["human"].notna()
-    unlabeled = ok & sub["human"].isna()
-    y, f = sub.loc[labeled, "human"].to_numpy(), sub.loc[labeled, "score"].to_numpy()
-    f_u = sub.loc[unlabeled, "score"].to_numpy()
+    return _three_arrays((sub["status"] == "ok").to_numpy(), sub["score"].to_numpy(float),
+                         sub["human"].to_numpy(float), alpha)
+
+
+def _three_arrays(is_ok: np.ndarray, score: np.ndarray, human: np.ndarray, alpha: float) -> dict[str, Estimate]:
+    """PPI++, human-only and judge-only on one (judge, model, group)'s scored units."""
+    ok = is_ok & ~np.isnan(score)
+    labeled = ok & ~np.isnan(human)
+    unlabeled = ok & np.isnan(human)
+    y, f = human[labeled], score[labeled]
     return {
-        "ppi": ppi_mean(y, f, f_u, alpha),
+        "ppi": ppi_mean(y, f, score[unlabeled], alpha),
+        "ppi-cal": ppi_cal_mean(y, f, score[unlabeled], alpha),
         "human-only": classical_mean(y, alpha),
-        "judge-only": classical_mean(sub.loc[ok, "score"].to_numpy(), alpha, n_labeled=0,
-                                     n_unlabeled=int(ok.sum())),
+        "judge-only": classical_mean(score[ok], alpha, n_labeled=0, n_unlabeled=int(ok.sum())),
     }
 
 
@@ -53,13 +63,14 @@ def _paired_three(a: pd.DataFrame, b: pd.DataFrame, alpha: float) -> dict[str, E
     unlabeled = ok.to_numpy() & ~labeled
     return {
         "ppi": ppi_mean(d_y[labeled], d_f[labeled], d_f[unlabeled], alpha),
+        "ppi-cal": ppi_cal_mean(d_y[labeled], d_f[labeled], d_f[unlabeled], alpha),
         "human-only": classical_mean(d_y[labeled], alpha),
         "judge-only": classical_mean(d_f[ok.to_numpy()], alpha, n_labeled=0, n_unlabeled=int(ok.sum())),
     }
 
 
 def _designed_three(sub: pd.DataFrame, picks: pd.DataFrame, alpha: float,
-                    paired_with: pd.DataFrame | None = None) -> tuple[dict[str, Estimate], str, dict[str, int]]:
+                    paired_with: pd.DataFrame | None = None) -> tuple[dict[str, Estimate], str, dict[str, set[str]]]:
     """The three estimates when labels were chosen by a design (``select-labels`` picks): active (IPW) PPI, or
     stratified PPI++ for stratified picks; the human-only estimate weighted the same way. Only labels of picked
     items count (labels of other items would break the design's weights); every scored item of the design is
@@ -70,7 +81,6 @@ def _designed_three(sub: pd.DataFrame, picks: pd.DataFrame, alpha: float,
     ok = (frame["status"] == "ok") & frame["score"].notna()
     merged = frame[ok].merge(picks[["item_id", "pi", "picked", *(["stratum"] if "stratum" in picks else [])]],
                              on="item_id", how="left")
-    outside = int(merged["pi"].isna().sum())
     merged = merged[merged["pi"].notna()]
     if merged.empty:
         raise InputError("no scored item of this judge is in the picks file: pass the picks made for these runs",
@@ -78,8 +88,9 @@ def _designed_three(sub: pd.DataFrame, picks: pd.DataFrame, alpha: float,
     picked = merged["picked"].astype(bool).to_numpy()
     labelled = merged["human"].notna().to_numpy()
     use = picked & labelled
-    counts = {"labels_outside_design": int((labelled & ~picked).sum()), "picked_unlabelled": int((picked & ~labelled).sum()),
-              "items_outside_picks": outside}
+    ids = merged["item_id"].to_numpy(object)
+    counts = {"labels_outside_design": set(ids[labelled & ~picked]), "picked_unlabelled": set(ids[picked & ~labelled]),
+              "items_outside_picks": set(frame.loc[ok, "item_id"][~frame.loc[ok, "item_id"].isin(picks["item_id"])])}
     f = merged["score"].to_numpy(float)
     y = merged["human"].to_numpy(float)
     pi = merged["pi"].to_numpy(float)
@@ -88,15 +99,18 @@ def _designed_three(sub: pd.DataFrame, picks: pd.DataFrame, alpha: float,
         ppi = active.stratified_ppi_mean(f, use, y[use], merged["stratum"].astype(str).to_numpy(), alpha=alpha)
         human = active.stratified_ppi_mean(f, use, y[use], merged["stratum"].astype(str).to_numpy(), alpha=alpha,
                                            lam=0.0)
-        label = "stratified picks, stratified PPI++"
+        label = "stratified picks, stratified PPI++, t interval"
     else:
         ppi = active.active_ppi_mean(f, use, y[use], pi, alpha=alpha)
         human = active.ipw_human_mean(use, y[use], pi, alpha=alpha)
-        label = f"{design} picks, active PPI (Hajek weights 1/pi)"
+        label = f"{design} picks, active PPI (Hajek weights 1/pi), t interval"
     judge_only = classical_mean(f, alpha, n_labeled=0, n_unlabeled=int(f.size))
 
-    def plain(e: Any) -> Estimate:
-        return Estimate(e.estimate, e.lo, e.hi, e.se, e.n_labeled, e.n_unlabeled, e.lam)
+    def plain(e: Any) -> Estimate:  # Student's t with (labels - 1) degrees of freedom: the small-sample rule
+        from scipy.stats import t as student_t
+
+        half = float(student_t.ppf(1.0 - alpha / 2.0, max(e.n_labeled - 1, 1))) * e.se
+        return Estimate(e.estimate, e.estimate - half, e.estimate + half, e.se, e.n_labeled, e.n_unlabeled, e.lam)
 
     return {"ppi": plain(ppi), "human-only": plain(human), "judge-only": judge_only}, label, counts
 
@@ -118,43 +132,96 @@ def _rows(judge: str, model: str, group: str, results: Mapping[str, Estimate], *
     from scijudge.estimation._units import ESTIMANDS
 
     out = []
+    best = recommended_method(results)
     for method in METHODS:
+        if method not in results:  # ppi-cal is not defined for designed picks (inverse-probability weights)
+            continue
         row = {"judge": judge, "model": model, "group": group, "method": method, **results[method].as_dict(),
                "n_abstained": n_abstained, "n_label_only": n_label_only, "kind": kind, "paired": paired,
-               "alpha": alpha, "estimand": ESTIMANDS.get(estimand, estimand), "design": design}
-        if method != "ppi":
+               "alpha": alpha, "estimand": ESTIMANDS.get(estimand, estimand), "design": design,
+               "recommended": method == best}
+        if method not in CORRECTED:
             row["lam"] = math.nan
         out.append(row)
     return out
+
+
+def recommended_method(results: Mapping[str, Estimate]) -> str | None:
+    """The estimate with the narrowest interval among ``ppi``, ``ppi-cal`` and ``human-only`` (in that order on a
+    tie): a PPI interval wider than the labels alone (few labels, e.g. per stratum) is never the one recommended;
+    None when nothing has an interval."""
+    order = (*CORRECTED, "human-only")
+    widths = {m: results[m].hi - results[m].lo for m in order if m in results}
+    finite = {m: w for m, w in widths.items() if math.isfinite(w)}
+    return min(finite, key=lambda m: (finite[m], order.index(m))) if finite else None
+
+
+FEW_UNITS = 30
+
+
+def _flag_rows(table: pd.DataFrame, units: Units) -> pd.DataFrame:
+    """The ``note`` column: intervals that carry less information than they seem to.
+
+    * ``few units (n < 30)``: the normal/t interval rests on fewer than 30 labelled (judge-only: scored) units;
+    * ``zero width: identical values``: a finite interval of width 0 (one or two units, or no spread);
+    * ``identical inputs``: a difference whose two sides are the same scores and labels (a run with itself);
+    * ``clipped to the scale lo..hi``: a mean lies on its judge's scale and a difference within +-(hi - lo), so
+      an interval reaching beyond is cut there (the estimand cannot be outside; coverage is unchanged).
+    """
+    method, kind = table["method"].to_numpy(object), table["kind"].to_numpy(object)
+    lo, hi = table["lo"].to_numpy(float).copy(), table["hi"].to_numpy(float).copy()
+    n = np.where(method == "judge-only", table["n_unlabeled"].to_numpy(), table["n_labeled"].to_numpy())
+    est, se = table["estimate"].to_numpy(float), table["se"].to_numpy(float)
+    scales = [units.scales.get(j) for j in table["judge"]]
+    notes: list[str] = []
+    for k in range(len(table)):
+        parts: list[str] = []
+        if n[k] < FEW_UNITS:
+            parts.append(f"few units (n = {int(n[k])} < {FEW_UNITS})")
+        if math.isfinite(lo[k]) and hi[k] - lo[k] == 0:
+            parts.append("zero width: identical values")
+        if kind[k] == "difference" and est[k] == 0 and se[k] == 0:
+            parts.append("identical inputs")
+        sc = scales[k]
+        if sc is not None and math.isfinite(lo[k]):
+            low, high = (sc[0], sc[1]) if kind[k] == "mean" else (sc[0] - sc[1], sc[1] - sc[0])
+            if lo[k] < low or hi[k] > high:
+                lo[k], hi[k] = max(lo[k], low), min(hi[k], high)
+                parts.append(f"clipped to the scale {low:g}..{high:g}")
+        notes.append("; ".join(parts))
+    return table.assign(lo=lo, hi=hi, note=notes)
 
 
 def estimate_units(units: Units, *, compare: Sequence[str] | None = None, alpha: float = 0.05,
                    picks: pd.DataFrame | None = None) -> pd.DataFrame:
     """The estimate table from matched units (see ``estimate``)."""
     frame, rows = units.frame, []
-    label_only = units.label_only.set_index(["judge", "model", "group"])["n_label_only"]
-    per_key: dict[tuple[str, str, str], pd.DataFrame] = {}
-    design_notes: dict[str, int] = {}
-    for (judge, model, group), sub in frame.groupby(["judge", "model", "group"], sort=True):
-        per_key[(judge, model, group)] = sub
+    label_only = units.label_only_counts
+    index = units.index if units.index is not None else frame.groupby(["judge", "model", "group"], sort=True).indices
+    design_items: dict[str, set[str]] = {}
+    status = frame["status"].to_numpy(object)
+    is_ok, score, human = status == "ok", frame["score"].to_numpy(float), frame["human"].to_numpy(float)
+    for (judge, model, group), positions in index.items():
         design = SRS_DESIGN
         if picks is not None:
-            results, design, counts = _designed_three(sub, picks, alpha)
-            for key, value in counts.items():
-                design_notes[key] = design_notes.get(key, 0) + value
+            results, design, counts = _designed_three(frame.iloc[positions], picks, alpha)
+            for key, value in counts.items():  # items, counted once however many models judged them
+                design_items.setdefault(key, set()).update(value)
         else:
-            results = _three(sub, alpha)
-        rows += _rows(judge, model, group, results, n_abstained=int((sub["status"] == "abstained").sum()),
+            results = _three_arrays(is_ok[positions], score[positions], human[positions], alpha)
+        rows += _rows(judge, model, group, results, n_abstained=int((status[positions] == "abstained").sum()),
                       n_label_only=int(label_only.get((judge, model, group), 0)), kind="mean", paired=None,
                       alpha=alpha, estimand=units.estimand, design=design)
     if compare:
+        per_key = {key: frame.iloc[positions] for key, positions in index.items()}
         rows += _compare_rows(per_key, label_only, compare, alpha, units.estimand, by_run=units.by_run, picks=picks)
     table = pd.DataFrame(rows, columns=ESTIMATE_COLUMNS)
-    table.attrs["design_notes"] = design_notes
+    table = _flag_rows(table, units)
+    table.attrs["design_notes"] = {key: len(items) for key, items in design_items.items()}
     return table
 
 
-def _compare_rows(per_key: dict[tuple[str, str, str], pd.DataFrame], label_only: pd.Series,
+def _compare_rows(per_key: dict[tuple[str, str, str], pd.DataFrame], label_only: Mapping[Any, int],
                   compare: Sequence[str], alpha: float, estimand: str = "mean",
                   by_run: bool = True, picks: pd.DataFrame | None = None) -> list[dict[str, Any]]:
     """``A - B`` where A and B are two groups (runs or --by values), two models or two judges: one row set per
@@ -179,7 +246,7 @@ def _compare_rows(per_key: dict[tuple[str, str, str], pd.DataFrame], label_only:
                      "compare", field="compare")
 
 
-def _compare_along(per_key: dict[tuple[str, str, str], pd.DataFrame], label_only: pd.Series, dim: str,
+def _compare_along(per_key: dict[tuple[str, str, str], pd.DataFrame], label_only: Mapping[Any, int], dim: str,
                    name_a: str, name_b: str, alpha: float, estimand: str, by_run: bool,
                    picks: pd.DataFrame | None = None) -> list[dict[str, Any]]:
     axis = _DIMENSIONS.index(dim)
@@ -213,7 +280,7 @@ def _compare_along(per_key: dict[tuple[str, str, str], pd.DataFrame], label_only
             results = _paired_three(a, b, alpha)
         else:
             ea, eb = _three(a, alpha), _three(b, alpha)
-            results = {m: difference(ea[m], eb[m], alpha) for m in METHODS}
+            results = {m: difference(ea[m], eb[m], alpha) for m in METHODS if m in ea and m in eb}
         n_abs = int((a["status"] == "abstained").sum() + (b["status"] == "abstained").sum())
         n_lo = int(sum(label_only.get(k, 0) for k, _ in sides[ka] + sides[kb]))
         label = list(ka)
@@ -244,7 +311,8 @@ def estimate(judgments: pd.DataFrame, labels: pd.DataFrame, *, groups: Mapping[s
             over units); ``median``: the median consensus snapped to the scale, as ``calibrate`` uses.
         picks: the design the labels were chosen by (``select_labels``: item_id, pi, picked[, stratum, design]):
             active PPI weighting labels by 1/pi, or stratified PPI++ for stratified picks; the ``design`` column
-            names it, and ``table.attrs["design_notes"]`` counts labels outside the design (dropped) and picked
+            names it, and ``table.attrs["design_notes"]`` counts the items whose labels are outside the design
+            (dropped) and the picked
             items without a label (non-response).
     """
     units = match_units(judgments, labels, groups=groups, pairs=pairs, scale=scale, estimand=estimand)

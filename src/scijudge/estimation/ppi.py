@@ -14,6 +14,7 @@ conventions (variances with ddof=0 in the interval, ddof=1 in the pooled Var(f) 
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass
 
@@ -37,6 +38,7 @@ class Estimate:
         return asdict(self)
 
 
+@functools.lru_cache(maxsize=64)
 def _z(alpha: float) -> float:
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")

@@ -10,6 +10,7 @@ same items (a jury), or from a residual model fitted on labels already collected
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,7 +20,13 @@ import pandas as pd
 from scijudge.errors import InputError
 from scijudge.estimation import designs as D
 
-STRATEGIES: tuple[str, ...] = ("uniform", "uncertainty", "stratified")
+STRATEGIES: tuple[str, ...] = ("auto", "uniform", "uncertainty", "stratified")
+DEFAULT_FLOOR = 0.5
+"""The uniform floor's share: every pi >= 0.5 n/N, so a weight 1/pi is at most twice a uniform one. Measured on
+the recorded-like study (``scijudge.testing.studies``): with 0.1 the uncertainty design covered 0.78-0.85 at 90%
+with 50 labels and was wider than uniform; with 0.5 it covers >= 0.875 (``tests/estimation/test_designs_recorded.py``)."""
+CHECK_MIN_LABELS = 10
+CHECK_P = 0.1
 PICK_COLUMNS: tuple[str, ...] = ("item_id", "pi", "picked", "stratum", "uncertainty", "uncertainty_source",
                                  "design", "budget", "seed", "tau")
 
@@ -65,21 +72,81 @@ def item_uncertainty(judgments: pd.DataFrame, *, labels: Mapping[str, float] | N
                      "residual model", field="--strategy")
 
 
-def select_labels(judgments: pd.DataFrame, *, judge: str, budget: int, strategy: str, seed: int,
+def uncertainty_check(u: np.ndarray, y: np.ndarray, f: np.ndarray) -> tuple[bool, float, float]:
+    """(passes, Spearman rho, one-sided p): does the uncertainty rank the squared corrected residual
+    ``(y - lam f - c)^2`` on pilot labels (``lam`` the least-squares slope clipped to [0, 1], ``c`` the mean)? It
+    passes when rho > 0 with p < ``CHECK_P`` (``scipy.stats.spearmanr``, alternative "greater")."""
+    from scipy.stats import spearmanr
+
+    var_f = float(np.var(f))
+    lam = float(np.clip(np.cov(y, f, ddof=0)[0, 1] / var_f, 0.0, 1.0)) if var_f > 0 else 0.0
+    residual = y - lam * f
+    squared = (residual - residual.mean()) ** 2
+    if np.ptp(u) == 0 or np.ptp(squared) == 0:
+        return False, math.nan, math.nan
+    rho, p = spearmanr(u, squared, alternative="greater")
+    return bool(rho > 0 and p < CHECK_P), float(rho), float(p)
+
+
+def _pilot(items: pd.Index, labels: Mapping[str, float] | None) -> np.ndarray:
+    """Positions of the judged items that already have a label (the pilot)."""
+    if not labels:
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(np.array([i in labels for i in items], dtype=bool))
+
+
+def _budget_variances(f: np.ndarray, pilot: np.ndarray, y: np.ndarray, budget: int, *, u: np.ndarray | None,
+                      tau: float, stratum: np.ndarray | None, neyman_scale: Mapping[str, float] | None,
+                      ) -> dict[str, float]:
+    """The planner's variance of each available design's estimate at ``budget`` labels, from the pilot."""
+    from scijudge.estimation import planner as P
+
+    big_n = f.size
+    weights = np.ones(pilot.size)
+    out = {"uniform": P.poisson_variance(np.full(pilot.size, budget / big_n), y, f[pilot], weights, big_n)[0]}
+    if u is not None:
+        pi = D.uncertainty_pi(u, budget, tau=tau)
+        out["uncertainty"] = P.poisson_variance(pi[pilot], y, f[pilot], weights, big_n)[0]
+    if stratum is not None:
+        labels, codes = np.unique(stratum, return_inverse=True)
+        scale = None if neyman_scale is None else np.array([float(neyman_scale[k]) for k in labels])
+        try:
+            alloc = D.allocate(np.bincount(codes), budget, scale=scale)
+            out["stratified"] = P.stratified_variance(alloc, codes, f, pilot, y, weights)
+        except ValueError:
+            pass
+    return out
+
+
+def select_labels(judgments: pd.DataFrame, *, judge: str, budget: int, strategy: str = "auto", seed: int = 0,
                   strata: Mapping[str, str] | None = None, labels: Mapping[str, float] | None = None,
-                  tau: float = 0.1, neyman: bool = True) -> pd.DataFrame:
+                  tau: float = DEFAULT_FLOOR, neyman: bool = True) -> pd.DataFrame:
     """The items to label: one row per item judged by ``judge`` (``item_id``, ``pi``, ``picked`` and the design).
 
     Args:
-        judgments: stored judgments (``Run.to_pandas()`` rows, or several stores concatenated).
+        judgments: stored judgments (``Run.to_pandas()`` rows, several stores concatenated, or a minimal frame).
         budget: the expected number of labels (Poisson sampling: the realised count varies around it; stratified
             designs draw exactly their allocation).
-        strategy: ``uniform``, ``uncertainty`` (π ∝ √uncertainty, mixed with a uniform floor ``tau``) or
-            ``stratified`` (``strata``: item id -> stratum; Neyman allocation when an uncertainty is available).
-        labels: human scores already collected (item id -> score), for a residual uncertainty model.
+        strategy: ``auto`` (default: the design the planner expects to give the narrowest interval at this
+            budget, from the labels already collected; uniform without at least ``CHECK_MIN_LABELS`` of them),
+            ``uniform``, ``uncertainty`` (π ∝ √uncertainty, mixed with a uniform floor ``tau``; checked on the
+            labels already collected, and uniform picks instead when the uncertainty does not rank the corrected
+            residual) or ``stratified`` (``strata``: item id -> stratum; Neyman allocation when an uncertainty is
+            available).
+        labels: human scores already collected (item id -> score): the pilot for the check, the planner and a
+            residual uncertainty model.
+        tau: the uniform floor's share: every pi >= tau * budget / N, so no weight 1/pi exceeds 1/tau times a
+            uniform one (default 0.5: at most twice).
+
+    The returned frame's ``attrs["notes"]`` holds one line per decision (a fallback, the auto choice).
     """
     if strategy not in STRATEGIES:
         raise InputError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}", field="--strategy")
+    if not 0.0 < tau <= 1.0:
+        raise InputError(f"the floor must be in (0, 1], got {tau}", field="--floor")
+    from scijudge.metrics.frames import complete_judgments
+
+    judgments = complete_judgments(judgments) if len(judgments.columns) else judgments
     if "judge" not in judgments or judge not in set(judgments["judge"]):
         known = sorted(set(judgments["judge"])) if "judge" in judgments else []
         raise InputError(f"no judgments of judge {judge!r}; the runs hold {', '.join(known) or 'none'}", field="--judge")
@@ -89,18 +156,35 @@ def select_labels(judgments: pd.DataFrame, *, judge: str, budget: int, strategy:
     if not 0 < budget <= items.size:
         raise InputError(f"the budget must be between 1 and the {items.size} judged items, got {budget}",
                          field="--budget")
+    notes: list[str] = []
     u: np.ndarray | None = None
     source = ""
-    if strategy == "uncertainty" or (strategy == "stratified" and neyman):
+    if strategy in ("uncertainty", "auto") or (strategy == "stratified" and neyman):
         try:
             series, source = item_uncertainty(mine, labels=labels)
             u = series.groupby(level=0).mean().reindex(items).to_numpy(float)
         except InputError:
             if strategy == "uncertainty":
                 raise
+    f = mine.groupby("item_id")["score"].mean().reindex(items).to_numpy(float)
+    pilot = _pilot(items, labels)
+    y_pilot = np.array([float(labels[items[i]]) for i in pilot]) if labels else np.zeros(0)
+    if u is not None and strategy in ("uncertainty", "auto") and source != "residual":
+        if pilot.size >= CHECK_MIN_LABELS:
+            passed, rho, p = uncertainty_check(u[pilot], y_pilot, f[pilot])
+            if not passed:
+                notes.append(f"the {source} uncertainty does not rank the corrected residual on the {pilot.size} "
+                             f"labels already collected (Spearman {rho:.2f}, one-sided p = {p:.2g}): "
+                             + ("uniform picks instead" if strategy == "uncertainty" else
+                                "the uncertainty design is left out"))
+                u = None
+        elif strategy == "uncertainty":
+            notes.append(f"only {pilot.size} labels to check the {source} uncertainty against (the check needs "
+                         f"{CHECK_MIN_LABELS}); its weights are bounded by the floor {tau:g} (each at most "
+                         f"{1 / tau:.3g}x a uniform one)")
     stratum = None
     neyman_scale = None
-    if strategy == "stratified":
+    if strategy == "stratified" or (strategy == "auto" and strata):
         if not strata:
             raise InputError("the stratified design needs strata (a CSV item_id,stratum)", field="--strata")
         missing = [i for i in items if i not in strata]
@@ -109,19 +193,76 @@ def select_labels(judgments: pd.DataFrame, *, judge: str, budget: int, strategy:
         stratum = np.array([str(strata[i]) for i in items])
         if u is not None and not np.isnan(u).any():
             neyman_scale = {s: float(np.sqrt(u[stratum == s]).mean()) for s in np.unique(stratum)}
+    chosen = strategy
+    if strategy == "uncertainty" and u is None:
+        chosen = "uniform"
+    if strategy == "auto":
+        if pilot.size >= CHECK_MIN_LABELS:
+            variances = _budget_variances(f, pilot, y_pilot, budget, u=u, tau=tau, stratum=stratum,
+                                          neyman_scale=neyman_scale)
+            chosen = min(variances, key=lambda k: (variances[k], k != "uniform"))
+            shown = ", ".join(f"{k} {math.sqrt(v) / math.sqrt(variances['uniform']):.3f}" for k, v in variances.items())
+            notes.append(f"auto: {chosen} picks (the planner's expected interval width at {budget} labels, from the "
+                         f"{pilot.size} labels already collected, relative to uniform: {shown})")
+        else:
+            chosen = "uniform"
+            notes.append(f"auto: uniform picks (the planner needs at least {CHECK_MIN_LABELS} labels already "
+                         f"collected to expect another design to be narrower; {pilot.size} given)")
     try:
-        pi, picked = D.select(strategy, budget, big_n=items.size, u=u, strata=None if stratum is None else list(stratum),
-                              seed=seed, tau=tau,
+        pi, picked = D.select(chosen, budget, big_n=items.size, u=u if chosen == "uncertainty" else None,
+                              strata=None if stratum is None else list(stratum), seed=seed, tau=tau,
                               neyman_scale=neyman_scale)
     except ValueError as exc:
         raise InputError(str(exc), field="--budget") from None
     frame: dict[str, Any] = {
         "item_id": items, "pi": pi, "picked": picked.astype(bool),
-        "stratum": stratum if stratum is not None else "", "uncertainty": u if u is not None else np.nan,
-        "uncertainty_source": source, "design": strategy, "budget": budget, "seed": seed,
-        "tau": tau if strategy == "uncertainty" else np.nan,
+        "stratum": stratum if stratum is not None and chosen == "stratified" else "",
+        "uncertainty": u if u is not None else np.nan,
+        "uncertainty_source": source if u is not None else "", "design": chosen, "budget": budget, "seed": seed,
+        "tau": tau if chosen == "uncertainty" else np.nan,
     }
-    return pd.DataFrame(frame)[list(PICK_COLUMNS)]
+    out = pd.DataFrame(frame)[list(PICK_COLUMNS)]
+    out.attrs["notes"] = notes
+    return out
+
+
+def plan_table(judgments: pd.DataFrame, *, judge: str, labels: Mapping[str, float], width: float,
+               alpha: float = 0.1, strata: Mapping[str, str] | None = None, tau: float = DEFAULT_FLOOR,
+               ) -> pd.DataFrame:
+    """Labels needed per design for a (1 - alpha) interval of total ``width`` (``planner.plan_labels``), from the
+    labels already collected (the pilot, taken as a simple random sample): the ``select-labels --plan`` table."""
+    from scijudge.estimation.planner import plan_labels
+
+    from scijudge.metrics.frames import complete_judgments
+
+    if width <= 0:
+        raise InputError(f"the target width must be > 0, got {width}", field="--target-width")
+    judgments = complete_judgments(judgments)
+    mine = judgments[(judgments["judge"] == judge) & (judgments["status"] == "ok")].copy()
+    if mine.empty:
+        raise InputError(f"no judgments of judge {judge!r}", field="--judge")
+    mine["item_id"] = mine["item_id"].astype(str)
+    items = pd.Index(pd.unique(mine["item_id"]), name="item_id")
+    f = mine.groupby("item_id")["score"].mean().reindex(items).to_numpy(float)
+    pilot = _pilot(items, labels)
+    if pilot.size < 2:
+        raise InputError(f"the plan needs labels already collected for at least 2 judged items ({pilot.size} given)",
+                         field="--labels")
+    y = np.array([float(labels[items[i]]) for i in pilot])
+    u = None
+    try:
+        series, source = item_uncertainty(mine, labels=labels)
+        u = series.groupby(level=0).mean().reindex(items).to_numpy(float)
+    except InputError:
+        source = ""
+    stratum = None if not strata else [str(strata.get(i, "")) for i in items]
+    plan = plan_labels(f, pilot, y, width, alpha=alpha, u_all=u, tau=tau, strata=stratum)
+    rows = [{"design": name, "labels_needed": row["labels"], "target_width": width, "alpha": alpha,
+             "n_pilot": int(pilot.size), "n_items": int(items.size),
+             "note": (f"uncertainty from {source}, floor {row['tau']:g}" if name == "uncertainty" else
+                      "PPI++ on labels alone (lam = 0)" if name == "human-only" else "")}
+            for name, row in plan.items()]
+    return pd.DataFrame(rows)
 
 
 def read_picks(path: Any) -> pd.DataFrame:

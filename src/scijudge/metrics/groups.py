@@ -13,11 +13,13 @@ REQUIRED_JUDGMENT_COLUMNS: tuple[str, ...] = (
 
 
 def prepare_judgments(judgments: Any) -> Any:
-    """Check the run-store columns and normalise them (part "" not None, strings, a ``source`` column)."""
+    """Check the run-store columns and normalise them (part "" not None, strings, a ``source`` column); a minimal
+    frame (item_id, judge, score[, model, probs, status]) is completed first (``metrics.frames``)."""
     import pandas as pd
 
-    if not isinstance(judgments, pd.DataFrame):
-        raise InputError(f"judgments must be a pandas DataFrame, got {type(judgments).__name__}")
+    from scijudge.metrics.frames import complete_judgments
+
+    judgments = complete_judgments(judgments)
     missing = [c for c in REQUIRED_JUDGMENT_COLUMNS if c not in judgments.columns]
     if missing:
         raise InputError("judgments lack a run-store column", field=missing[0])

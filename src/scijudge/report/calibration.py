@@ -195,27 +195,34 @@ def reliability_plot(result: CalibrationResult) -> str | None:
 
 
 def robustness_plot(robustness: pd.DataFrame) -> str | None:
-    """Grouped bars: mean score of originals, subtle and extreme variants and injected answers, per judge."""
+    """Grouped bars per model: the mean drop (original − variant) per judge and level, with its interval."""
     if robustness is None or robustness.empty:
         return None
     plt = _plt()
-    conditions = [("mean_benign", "original"), ("mean_subtle", "subtle"), ("mean_extreme", "extreme"),
-                  ("mean_injection_subtle", "injection (subtle)"), ("mean_injection_extreme", "injection (extreme)")]
-    contenders = sorted(robustness["contender"].unique())
-    fig, axes = plt.subplots(len(contenders), 1, figsize=(9, 3.2 * len(contenders) + 0.6), squeeze=False,
+    shown = robustness[robustness["judge"] != "*"]
+    models = sorted(shown["model"].unique())
+    if not models:
+        return None
+    levels = sorted(shown["level"].unique())
+    fig, axes = plt.subplots(len(models), 1, figsize=(9, 3.2 * len(models) + 0.6), squeeze=False,
                              layout="constrained")
-    for ax, contender in zip(axes[:, 0], contenders):
-        sel = robustness[robustness["contender"] == contender].sort_values("rubric")
-        x = np.arange(len(sel))
-        width = 0.16
-        for i, (col, name) in enumerate(conditions):
-            if col in sel:
-                ax.bar(x + (i - 2) * width, sel[col].astype(float), width, label=name)  # NaN: no bar
-        ax.set_xticks(x, sel["rubric"], rotation=30, ha="right", fontsize=8)
-        ax.set_ylabel("mean score")
-        ax.set_title(contender, fontsize=9)
+    for ax, model in zip(axes[:, 0], models):
+        sel = shown[shown["model"] == model]
+        judges = sorted(sel["judge"].unique())
+        x = np.arange(len(judges))
+        width = 0.8 / max(len(levels), 1)
+        for i, level in enumerate(levels):
+            rows = sel[sel["level"] == level].set_index("judge").reindex(judges)
+            drop = rows["drop"].astype(float).to_numpy()
+            err = np.vstack([drop - rows["drop_lo"].astype(float), rows["drop_hi"].astype(float) - drop])
+            ax.bar(x + (i - (len(levels) - 1) / 2) * width, drop, width, label=level,
+                   yerr=np.where(np.isfinite(err), err, 0.0), capsize=2)  # NaN: no bar
+        ax.axhline(0.0, color="#888", linewidth=0.8)
+        ax.set_xticks(x, [j.split(".")[-1] for j in judges], rotation=30, ha="right", fontsize=8)
+        ax.set_ylabel("mean drop (original − variant)")
+        ax.set_title(model, fontsize=9)
     handles, names = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, names, fontsize=7, ncol=5, loc="outside upper center")
+    fig.legend(handles, names, fontsize=7, ncol=max(len(levels), 1), loc="outside upper center")
     return _png(fig)
 
 
@@ -282,8 +289,21 @@ def render_html(result: CalibrationResult, robustness: pd.DataFrame | None = Non
                  f"({result.n_boot} resamples, seed {result.seed}); all ratings of an item are resampled together. "
                  "Abstentions lower coverage and are never imputed. Scales: "
                  + ", ".join(f"<code>{html.escape(j)}</code> {s[0]:g}–{s[1]:g} step {s[2]:g}" for j, s in result.scales.items())
-                 + "</p>")
+                 + ". Rounding, the one rule: a score or human median between steps is put on the step grid by "
+                 "rounding half-to-even counted in steps from the scale's low end (on 1–5 step 1, 2.5 and 3.5 both "
+                 "become 3), for κ, α, AC2, exact agreement and confusion matrices, and for the human consensus of a "
+                 "discrete scale; on a continuous scale MAE, bias and correlations use the raw values.</p>")
+    provenance = getattr(result, "provenance", None) or {}
+    if provenance.get("labels"):
+        warning = f" Warning: {provenance['warning']}" if provenance.get("warning") else ""
+        parts.append(f"<p class='note'><b>{html.escape(str(provenance['labels']) + warning)}</b></p>")
     parts.append(verdict_html(result))
+    jury_table = getattr(result, "jury_vs_best_member", None)
+    if jury_table is not None and not jury_table.empty:
+        parts.append("<h2>Juries against each member</h2><p class='note'>Per item, the member's absolute error minus "
+                     "the jury's (&gt; 0: the jury is closer to the human consensus), paired t over the items both "
+                     "judged, Holm across the jury's members (<code>jury_vs_best_member</code>).</p>"
+                     + _table(jury_table))
     for note in result.notes:
         parts.append(f"<p class='note'>Note: {html.escape(note)}</p>")
     if not result.leaderboard.empty:
@@ -331,11 +351,17 @@ def render_html(result: CalibrationResult, robustness: pd.DataFrame | None = Non
     if not result.paired.empty:
         parts.append(_paired_section(result))
     if robustness is not None and not robustness.empty:
-        parts.append("<h2>Robustness</h2>" + _img(robustness_plot(robustness), "robustness bars"))
+        parts.append("<h2>Robustness</h2><p class='note'>The table of <code>scijudge robustness</code> (one "
+                     "implementation): each variant paired with its original by contender, judge, part and item; "
+                     "drop = original − variant (negative for an injection that inflates the score), with a "
+                     "cluster bootstrap interval over original items; p_greater / p_tie the paired shares, auc the "
+                     "unpaired P(original &gt; variant) + ½ P(tie); judge <code>*</code> pools a model's judges. "
+                     "(Before this version calibrate's section used a second implementation with a per-judge "
+                     "bootstrap, no part matching and only <code>scijudge perturb</code> ids.)</p>"
+                     + _img(robustness_plot(robustness), "robustness bars"))
         parts.append(_table(_with_ci(robustness, [(c, None) for c in (
-            "contender", "judge", "n_base", "mean_benign", "mean_subtle", "mean_extreme", "drop_subtle", "drop_extreme",
-            "p_benign_above_extreme", "mean_injection_subtle", "mean_injection_extreme", "inflation_subtle",
-            "inflation_extreme", "p_injected_above_benign", "n_abstained_variants", "monotone", "notes")])))
+            "model", "judge", "level", "n_pairs", "mean_original", "mean_variant", "drop", "p_greater", "p_tie",
+            "auc", "n_unchanged", "n_abstained", "n_unpaired")])))
     if estimates is not None and not estimates.empty:  # from scijudge.estimation.estimate
         from scijudge.report.estimate import estimate_section_html
 
@@ -422,6 +448,9 @@ def print_summary(result: CalibrationResult, robustness: pd.DataFrame | None = N
 
     for _, row in verdict_summary(result).iterrows():
         say(verdict_sentence(row))
+    show(getattr(result, "jury_vs_best_member", None), "Juries against each member (member MAE - jury MAE, Holm)",
+         ["jury", "member", "best_member", "n_items", "mae_member", "mae_jury", "diff", "diff_lo", "diff_hi", "p",
+          "p_holm", "warning"])
     show(result.leaderboard, "Calibration leaderboard (scores, pooled over rubrics)",
          ["rank", "contender", "scale", "n", "coverage", "kappa_w", "kappa_w_lo", "kappa_w_hi", "kappa_linear", "bias", "bias_lo",
           "bias_hi", "mae", "spearman", "top_share_judge", "top_share_human"])
@@ -439,9 +468,9 @@ def print_summary(result: CalibrationResult, robustness: pd.DataFrame | None = N
          ["contender", "judge", "n_both_orders", "flip_rate", "first_slot_share", "first_slot_p",
           "agreement_resolved"])
     if robustness is not None and not robustness.empty:
-        show(robustness, "Robustness (mean score; drop = original − variant)",
-             ["contender", "judge", "mean_benign", "mean_subtle", "mean_extreme", "drop_extreme",
-              "p_benign_above_extreme", "inflation_extreme"])
+        show(robustness, "Robustness (drop = original − variant, cluster bootstrap over items)",
+             ["model", "judge", "level", "n_pairs", "mean_original", "mean_variant", "drop", "drop_lo", "drop_hi",
+              "p_greater", "auc"])
     from scijudge.report.selective import selective_lines  # issue 37
 
     for line in selective_lines(getattr(result, "selective", None)):

@@ -10,8 +10,8 @@ import pandas as pd
 
 from scijudge._files import write_text
 
-_METHOD_STYLE = {"ppi": ("PPI++", "#1f77b4", "o"), "human-only": ("human only", "#2ca02c", "s"),
-                 "judge-only": ("judge only", "#d62728", "^")}
+_METHOD_STYLE = {"ppi": ("PPI++", "#1f77b4", "o"), "ppi-cal": ("PPI++ calibrated", "#9467bd", "D"),
+                 "human-only": ("human only", "#2ca02c", "s"), "judge-only": ("judge only", "#d62728", "^")}
 MAX_PLOTTED_ROWS = 40
 
 
@@ -31,7 +31,7 @@ def estimate_plot(table: pd.DataFrame) -> str | None:
         for y, key in enumerate(keys):
             if key in rows.index:
                 row = rows.loc[key]
-                ys.append(y + (offset - 1) * 0.22)
+                ys.append(y + (offset - 1.5) * 0.18)
                 xs.append(row["estimate"])
                 los.append(row["estimate"] - row["lo"])
                 his.append(row["hi"] - row["estimate"])
@@ -45,18 +45,23 @@ def estimate_plot(table: pd.DataFrame) -> str | None:
 
 
 def estimate_section_html(table: pd.DataFrame, coverage: pd.DataFrame | None = None,
-                          needed: pd.DataFrame | None = None) -> str:
-    """HTML for the estimates: a plot, the table, conformal coverage and labels needed when given."""
+                          needed: pd.DataFrame | None = None, provenance: str | None = None) -> str:
+    """HTML for the estimates: a plot, the table, conformal coverage and labels needed when given; ``provenance``
+    (what the labels are, and a warning when a model made some) as a line under the heading."""
     from scijudge.report.calibration import _img, _table
 
     parts = ["<h2>Estimates of the mean human score</h2>",
-             "<p class='note'>PPI++ corrects the judge's scores on all scored items with the human labels on a "
-             "random subset; human-only uses the labels alone, judge-only the judge alone (biased when the judge "
-             "is). Abstentions (<code>n_abstained</code>) and labelled items without a judgment "
+             *([f"<p class='note'><b>{html.escape(provenance)}</b></p>"] if provenance else []),
+             "<p class='note'>PPI++ (<code>ppi</code>) corrects the judge's scores on all scored items with the "
+             "human labels on a random subset; <code>ppi-cal</code> does the same after a cross-fitted monotone "
+             "(isotonic) calibration of the judge's score, so a shifted or bunched scale still helps; "
+             "<code>recommended</code> marks the narrowest of these and human-only; <code>note</code> flags intervals on "
+             "few units, of zero width, of identical inputs or clipped to the scale; human-only uses the labels alone, judge-only "
+             "the judge alone (biased when the judge is). Abstentions (<code>n_abstained</code>) and labelled items without a judgment "
              "(<code>n_label_only</code>) are counted, never imputed.</p>",
              _img(estimate_plot(table), "estimates with intervals")]
     cols = ["judge", "model", "group", "method", "estimate", "lo", "hi", "n_labeled", "n_unlabeled", "n_abstained",
-            "n_label_only", "lam", "paired"]
+            "n_label_only", "lam", "paired", "design", "recommended", "note"]
     parts.append(_table(table[[c for c in cols if c in table]]))
     if coverage is not None and not coverage.empty:
         parts.append("<h3>Conformal sets of human scores</h3><p class='note'>Split-conformal on the labelled items; "
@@ -69,13 +74,14 @@ def estimate_section_html(table: pd.DataFrame, coverage: pd.DataFrame | None = N
 
 
 def write_estimate_html(table: pd.DataFrame, path: str | Path, coverage: pd.DataFrame | None = None,
-                        needed: pd.DataFrame | None = None, title: str = "scijudge estimates") -> Path:
+                        needed: pd.DataFrame | None = None, title: str = "scijudge estimates",
+                        provenance: str | None = None) -> Path:
     """A self-contained page with the estimates section (inline CSS and PNG)."""
     from scijudge.report.calibration import _CSS
 
     path = Path(path)
     page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
             f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>"
-            + estimate_section_html(table, coverage, needed) + "</body></html>")
+            + estimate_section_html(table, coverage, needed, provenance) + "</body></html>")
     write_text(path, page)  # whole or not at all
     return path

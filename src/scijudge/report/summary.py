@@ -11,16 +11,19 @@ import numpy as np
 import pandas as pd
 
 from scijudge.metrics.calibration import CalibrationResult
+from scijudge.metrics.calibration._blocks import COVERAGE_FLOOR
 from scijudge.report.text import fmt_number
 
 VERDICT_COLUMNS = ("judge", "track", "metric", "best", "value_best", "runner_up", "value_runner_up", "margin", "n",
-                   "p", "p_holm", "holds")
+                   "p", "p_holm", "holds", "coverage_best", "not_eligible")
 _TRACKS = (("per_rubric", "kappa_w", "κw"), ("verdict_per_rubric", "kappa", "κ"))
 
 
 def verdict_summary(result: CalibrationResult, alpha: float = 0.05) -> pd.DataFrame:
-    """Per rubric: the contender with the highest agreement, its margin over the runner-up, and whether the
-    paired bootstrap difference stays significant after Holm's correction across rubrics (statsmodels)."""
+    """Per rubric: the contender with the highest agreement among those that judged at least ``COVERAGE_FLOOR``
+    of the labelled units (the others are named in ``not_eligible`` with their coverage), its margin over the
+    runner-up, and whether the paired bootstrap difference (on the units both judged) stays significant after
+    Holm's correction across rubrics (statsmodels)."""
     from statsmodels.stats.multitest import multipletests
 
     rows: list[dict[str, Any]] = []
@@ -30,12 +33,22 @@ def verdict_summary(result: CalibrationResult, alpha: float = 0.05) -> pd.DataFr
             continue
         start = len(rows)
         for judge, g in frame.groupby("judge", sort=True):
-            ranked = g.sort_values(metric, ascending=False, na_position="last")
+            low = g["coverage"].fillna(0.0) < COVERAGE_FLOOR if "coverage" in g else pd.Series(False, g.index)
+            excluded = ", ".join(f"{c} ({v:.2f})" for c, v in zip(g.loc[low, "contender"], g.loc[low, "coverage"]))
+            ranked = g[~low].sort_values(metric, ascending=False, na_position="last")
+            if ranked.empty:
+                rows.append({"judge": judge, "track": "scores" if attr == "per_rubric" else "verdicts",
+                             "metric": metric, "best": None, "value_best": float("nan"), "runner_up": None,
+                             "value_runner_up": float("nan"), "margin": float("nan"), "n": None,
+                             "p": float("nan"), "p_holm": float("nan"), "holds": False,
+                             "coverage_best": float("nan"), "not_eligible": excluded})
+                continue
             best = ranked.iloc[0]
             row: dict[str, Any] = {"judge": judge, "track": "scores" if attr == "per_rubric" else "verdicts",
                                    "metric": metric, "best": best["contender"], "value_best": best[metric],
                                    "runner_up": None, "value_runner_up": float("nan"), "margin": float("nan"),
-                                   "n": best.get("n"), "p": float("nan"), "p_holm": float("nan"), "holds": False}
+                                   "n": best.get("n"), "p": float("nan"), "p_holm": float("nan"), "holds": False,
+                                   "coverage_best": best.get("coverage", float("nan")), "not_eligible": excluded}
             if len(ranked) > 1:
                 second = ranked.iloc[1]
                 row.update(runner_up=second["contender"], value_runner_up=second[metric],
@@ -64,6 +77,14 @@ def _paired_p(paired: pd.DataFrame, judge: str, metric: str, a: str, b: str) -> 
 def verdict_sentence(row: pd.Series | dict[str, Any]) -> str:
     """One line per rubric, e.g. 'qa.correctness: best gpt-4o (κw 0.712), 0.120 ahead of llama; holds after Holm'."""
     symbol = "κw" if row["metric"] == "kappa_w" else "κ"
+    excluded = row.get("not_eligible") or ""
+    tail = f"; not eligible (coverage below {COVERAGE_FLOOR:g}): {excluded}" if excluded else ""
+    if row["best"] is None:
+        return f"{row['judge']}: no best: every contender judged too few units{tail}"
+    return _verdict_text(row, symbol) + tail
+
+
+def _verdict_text(row: pd.Series | dict[str, Any], symbol: str) -> str:
     text = f"{row['judge']}: best {row['best']} ({symbol} {fmt_number(row['value_best'])})"
     if row["runner_up"] is None or (isinstance(row["runner_up"], float) and math.isnan(row["runner_up"])):
         return text + "; the only judge compared"

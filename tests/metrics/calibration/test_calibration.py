@@ -275,8 +275,8 @@ def test_no_overlap_between_runs_and_labels() -> None:
 
 
 def test_missing_columns_and_duplicate_judgments() -> None:
-    with pytest.raises(InputError, match="field 'status'"):
-        calibrate(_small().drop(columns="status"), pd.DataFrame({"item_id": ["q1"], "judge": [RUBRICS[0]], "score": [3.0]}))
+    with pytest.raises(InputError, match="field 'item_id'"):  # status, part, family... have defaults (frames.py)
+        calibrate(_small().drop(columns="item_id"), pd.DataFrame({"item_id": ["q1"], "judge": [RUBRICS[0]], "score": [3.0]}))
     labels = pd.DataFrame({"item_id": [f"q{i}" for i in range(10)], "judge": RUBRICS[0], "score": 3.0})
     with pytest.raises(InputError, match="more than once"):
         calibrate(pd.concat([_small(), _small()]), labels)

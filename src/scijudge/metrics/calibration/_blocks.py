@@ -188,9 +188,23 @@ def pools(groups: list[_Group]) -> list[list[_Group]]:
     return [gs for _, gs in sorted(by_pool.items(), key=lambda kv: kv[0])]
 
 
+COVERAGE_FLOOR = 0.8
+"""A contender that judged (ok) fewer than this share of the labelled units it was asked for gets no rank: its
+agreement is measured on the units it chose to answer, not on the ones the others were scored on."""
+
+
 def _rank(frame: pd.DataFrame, key: str, by: str) -> pd.DataFrame:
+    """Rank by ``key`` within ``by`` among contenders whose ``coverage`` reaches ``COVERAGE_FLOOR``; the others
+    are listed after them with no rank and a note."""
     if frame.empty:
         return frame
-    frame = frame.sort_values([by, key], ascending=[True, False], na_position="last").reset_index(drop=True)
-    frame.insert(0, "rank", frame.groupby(by)[key].rank(ascending=False, method="min").astype("Int64"))
-    return frame
+    covered = frame["coverage"].fillna(0.0) >= COVERAGE_FLOOR if "coverage" in frame else pd.Series(True, frame.index)
+    frame = frame.assign(_below=~covered).sort_values([by, "_below", key], ascending=[True, True, False],
+                                                       na_position="last").reset_index(drop=True)
+    ranked = frame[key].where(~frame["_below"])
+    frame.insert(0, "rank", ranked.groupby(frame[by]).rank(ascending=False, method="min").astype("Int64"))
+    if frame["_below"].any():
+        text = f"not ranked: coverage below {COVERAGE_FLOOR:g}"
+        notes = frame["notes"].fillna("").astype(str) if "notes" in frame else pd.Series("", index=frame.index)
+        frame["notes"] = notes.where(~frame["_below"], (notes + "; " + text).str.lstrip("; "))
+    return frame.drop(columns="_below")

@@ -39,6 +39,8 @@ class CalibrationResult:
     continuous: list[str] = field(default_factory=list)  # judges calibrated on a continuous scale
     position: pd.DataFrame = field(default_factory=pd.DataFrame)  # pairwise judges: consistency across orders
     selective: pd.DataFrame = field(default_factory=pd.DataFrame)  # agreement vs coverage by confidence (issue 37)
+    jury_vs_best_member: pd.DataFrame = field(default_factory=pd.DataFrame)  # juries vs each member, Holm (jury)
+    provenance: dict[str, Any] = field(default_factory=dict)  # what the labels are: {"labels", "from_model", ...}
 
     def confusion_matrix(self, contender: str, judge: str = POOLED, track: str | None = None) -> pd.DataFrame:
         """One confusion matrix (rows human, columns judge) from the long ``confusion`` frame."""
@@ -64,6 +66,7 @@ class CalibrationResult:
             "reliability": self.reliability,
             "position": self.position,
             "selective": self.selective,
+            "jury_vs_best_member": self.jury_vs_best_member,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -73,6 +76,7 @@ class CalibrationResult:
                          "scales": {k: list(v) for k, v in self.scales.items()},
                          "continuous": list(self.continuous)},
             "notes": list(self.notes),
+            "provenance": dict(self.provenance),
         }
         for name, frame in self.frames().items():
             out[name] = frame_records(frame)

@@ -61,8 +61,10 @@ class JuryResult:
 def read_runs(runs: Any) -> tuple[pd.DataFrame, dict[str, dict[str, Any]]]:
     """Current judgments of run stores (paths, or one DataFrame of run-store rows) with a ``source`` column, and
     each store's stored scales by source. Reading never writes a row."""
-    if isinstance(runs, pd.DataFrame):
-        return runs.copy(), {}
+    if isinstance(runs, pd.DataFrame):  # run-store rows or a minimal frame (metrics.frames fills the rest)
+        from scijudge.metrics.frames import complete_judgments
+
+        return complete_judgments(runs).copy(), {}
     from scijudge.run.store import Run
 
     paths = [runs] if isinstance(runs, (str, Path)) else list(runs)
@@ -109,7 +111,7 @@ def label_consensus(labels: Any) -> pd.DataFrame:
 def jury(runs: Any, members: Sequence[str | Member], *, name: str, method: str = "mean", out: str | Path | None = None,
          quorum: int | None = None, labels: Any = None, scale: Any = None, scale_map: Mapping[str, Any] | None = None,
          fit: str = "inverse_mse", folds: int = 5, seed: int = 0, ridge_alpha: float = 1.0,
-         ds_max_iter: int = 500, ds_tol: float = 1e-8, ds_smoothing: float = 0.01, ds_floor: float = 0.0) -> JuryResult:
+         ds_max_iter: int = 10_000, ds_tol: float = 1e-8, ds_smoothing: float = 0.01, ds_floor: float = 0.0) -> JuryResult:
     """Aggregate the members' stored judgments into jury judgments, and record them into ``out`` if given.
 
     Args:
@@ -232,7 +234,9 @@ def _aggregate(method: str, judge: str, vals: pd.DataFrame, status: pd.DataFrame
     res, fitted = dawid_skene_jury(vals, status, categories=cats, quorum=q, is_verdict=is_verdict, max_iter=max_iter,
                                    tol=tol, smoothing=smoothing, floor=floor)
     if fitted is not None and not fitted.converged:
-        notes.append(f"judge {judge!r}: dawid-skene did not converge in {max_iter} iterations")
+        step = fitted.trace[-1] - fitted.trace[-2] if len(fitted.trace) > 1 else math.nan
+        notes.append(f"judge {judge!r}: dawid-skene did not converge in {max_iter} iterations (the last one still "
+                     f"raised the log-likelihood by {step:.3g}, tolerance {tol:g}): raise --ds-max-iter")
     return res
 
 
