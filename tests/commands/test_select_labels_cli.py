@@ -109,4 +109,4 @@ def test_plan_prints_labels_needed_per_design_and_auto_explains_its_choice(tmp_p
     made = _cli("--run", str(store), "-j", "j", "--budget", "10", "--labels", str(labels), "--out", str(picks))
     assert made.exit_code == 0 and "note: auto:" in made.output, made.output
     same = _cli("--run", str(store), "-j", "j", "--budget", "10", "--out", str(store))
-    assert same.exit_code == 2 and "must not be one of the run stores" in same.output and Run(store, create=False)
+    assert same.exit_code == 2 and "is the run store" in same.output and Run(store, create=False)
