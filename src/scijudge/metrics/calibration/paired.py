@@ -100,6 +100,14 @@ def _paired_frame(specs: list[_PairSpec], ctx: _Context) -> pd.DataFrame:
         k = first.categories.size
         reps_a = _table_reps(ctx, [s.block_a for s in group], k)
         reps_b = _table_reps(ctx, [s.block_b for s in group], k)
+        stats_a = stats_b = None  # each side's replicate statistics, computed once for all metrics
+        if reps_a is not None and reps_b is not None:
+            if first.track == "ordinal":
+                tol = float(first.categories[1] - first.categories[0])
+                stats_a = ordinal_stats(reps_a, first.categories, tol)
+                stats_b = ordinal_stats(reps_b, first.categories, tol)
+            else:
+                stats_a, stats_b = verdict_stats(reps_a), verdict_stats(reps_b)
         for metric in PAIRED_METRICS[first.track]:
             with ctx.caller_threads():  # library point estimates: the caller's BLAS threads (one_blas_thread)
                 va = _point_metric(first.track, pa, first.categories, metric)
@@ -107,14 +115,8 @@ def _paired_frame(specs: list[_PairSpec], ctx: _Context) -> pd.DataFrame:
             row: dict[str, Any] = {"a": first.a, "b": first.b, "judge": judge_name, "track": first.pool, "metric": metric,
                                    "n": len(pa), "n_items": int(pa["item_id"].nunique()), "value_a": va, "value_b": vb,
                                    "diff": va - vb}
-            if reps_a is not None and reps_b is not None:
-                if first.track == "ordinal":
-                    tol = float(first.categories[1] - first.categories[0])
-                    da = ordinal_stats(reps_a, first.categories, tol)[metric]
-                    db = ordinal_stats(reps_b, first.categories, tol)[metric]
-                else:
-                    da, db = verdict_stats(reps_a)[metric], verdict_stats(reps_b)[metric]
-                d = da - db
+            if stats_a is not None and stats_b is not None:
+                d = stats_a[metric] - stats_b[metric]
                 lo, hi = percentile_interval(d, ctx.level)
                 row.update(diff_lo=float(lo), diff_hi=float(hi), p=paired_pvalue(d))
             else:
