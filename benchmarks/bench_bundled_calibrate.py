@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_store import LIBRARIES, timed  # noqa: E402
+from bench_store import LIBRARIES, timed
 
 REPO = Path(__file__).resolve().parents[1]
 LABELS = str(REPO / "datasets/yescieval_example/labels.jsonl")
