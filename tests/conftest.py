@@ -19,6 +19,71 @@ from scijudge.testing import OpenAICompatServer
 REPO = Path(__file__).resolve().parents[1]
 
 
+# What a test marked ``@pytest.mark.needs_extra(NAME)`` needs beyond the README's set-up (``.[local,dev]``), and how
+# to get it. Without it the test skips with that reason; .ci/run installs everything and sets
+# SCIJUDGE_REQUIRE_EXTRAS=1 (every name) or a comma list of names, and there a missing one fails the test instead.
+EXTRAS: dict[str, tuple[str, str]] = {
+    "yescieval": ("yescieval", "pip install -e '.[yescieval]'"),
+    "inspect_ai": ("inspect_ai", "pip install -e '.[interop]'"),
+    "mlflow": ("mlflow", "pip install -e '.[interop]'"),
+    "ray": ("ray", "pip install -e '.[ray]'"),
+    "irrCAC": ("irrCAC", "pip install --no-deps irrCAC==0.4.4, as .ci/run does (no extra: it pins an old scipy)"),
+    "chromium": ("", "apt-get install -y chromium"),  # a program, not a module
+}
+
+
+def chromium() -> str | None:
+    """The headless browser the report layout test drives, if one is on PATH."""
+    import shutil
+
+    return next((found for name in ("chromium", "chromium-browser", "google-chrome", "chrome")
+                 if (found := shutil.which(name))), None)
+
+
+def missing_extra(name: str) -> str | None:
+    """Why ``name`` (a key of ``EXTRAS``) is unavailable here, or None when it is available."""
+    import importlib.util
+
+    module, how = EXTRAS[name]
+    present = chromium() is not None if name == "chromium" else importlib.util.find_spec(module) is not None
+    return None if present else f"{name} is not installed ({how})"
+
+
+def required_extras() -> set[str]:
+    """The extras SCIJUDGE_REQUIRE_EXTRAS says must be present ("1": all of them)."""
+    value = os.environ.get("SCIJUDGE_REQUIRE_EXTRAS", "").strip()
+    if value in ("", "0"):
+        return set()
+    if value == "1":
+        return set(EXTRAS)
+    names = {part.strip() for part in value.split(",") if part.strip()}
+    unknown = names - set(EXTRAS)
+    if unknown:
+        raise pytest.UsageError(f"SCIJUDGE_REQUIRE_EXTRAS names unknown extras {sorted(unknown)}; known: {sorted(EXTRAS)}")
+    return names
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "needs_extra(*names): needs these optional packages or programs "
+                                       "(tests/conftest.py EXTRAS); skips without them unless SCIJUDGE_REQUIRE_EXTRAS")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip (or, where CI requires the extra, fail) a ``needs_extra`` test before any of its fixtures run."""
+    required = required_extras()
+    for mark in item.iter_markers("needs_extra"):
+        for name in mark.args:
+            if name not in EXTRAS:
+                pytest.fail(f"needs_extra({name!r}): not a key of tests/conftest.py EXTRAS", pytrace=False)
+            why = missing_extra(name)
+            if why is None:
+                continue
+            if name in required:
+                pytest.fail(f"{why}; SCIJUDGE_REQUIRE_EXTRAS requires it", pytrace=False)
+            pytest.skip(why)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_dspy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Each test starts with no configured LM, no response cache and a chain that has learnt nothing."""
