@@ -36,6 +36,7 @@ def progress_bar(show: bool) -> Iterator[Callable[[Any, Any], None]]:
 def print_summary(summary, run_path: Path) -> None:
     """The run summary table on stdout: counts, tokens, cost, time and abstention reasons."""
     from scijudge.redaction import redact
+    from scijudge.report.text import fmt_cost
 
     table = Table(title=f"run store: {escape(str(run_path))}", show_header=False)
     for label, value in [
@@ -45,7 +46,8 @@ def print_summary(summary, run_path: Path) -> None:
         ("no answer (not stored; re-run to retry)", getattr(summary, "no_answer", 0)),
         ("not applicable (pairwise judge, one answer)", summary.not_applicable),
         ("tokens in/out", f"{summary.tokens_in:,} / {summary.tokens_out:,}"),
-        ("cost (USD, estimated)", f"{summary.cost:.4f}"), ("seconds", f"{summary.seconds:.1f}"),
+        ("cost (USD, estimated)", fmt_cost(summary.cost, summary.cost_known, summary.judged)),
+        ("seconds", f"{summary.seconds:.1f}"),
     ]:
         table.add_row(label, str(value))
     for reason, count in summary.abstention_reasons.items():
