@@ -28,3 +28,63 @@ def test_the_run_summary_says_the_cost_is_unknown(capsys: pytest.CaptureFixture[
         print_summary(summary, Path("run.sqlite"))
     text = captured.get()
     assert "unknown" in text and "0.0000" not in text
+
+
+def _cli(*args: str):
+    from typer.testing import CliRunner
+
+    from scijudge.cli import app
+
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def test_a_misspelt_layout_is_refused_before_the_model_is_looked_at(tmp_path: Path) -> None:
+    # the model path does not exist: the old code got to it (loading weights, 11 s for a real one) first
+    done = _cli("judge", "datasets/yescieval_example/items.jsonl", "-j", "yescieval.qa.correctness", "-m",
+                f"hf:{tmp_path / 'no-such-model'}", "--layout", "itemfirst", "--run", tmp_path / "r.sqlite")
+    assert done.exit_code == 2
+    assert "--layout" in done.output and "itemfirst" in done.output and "item-first" in done.output
+    assert not (tmp_path / "r.sqlite").exists()
+
+
+def test_a_misspelt_judge_in_demo_is_refused_before_the_tiny_model_is_built(tmp_path: Path) -> None:
+    done = _cli("demo", "-j", "yescieval.qa.corectness", "--workdir", tmp_path / "tiny", "--run", tmp_path / "d.sqlite",
+                "--no-progress")
+    assert done.exit_code == 2 and "corectness" in done.output
+    assert not (tmp_path / "tiny").exists() and not (tmp_path / "d.sqlite").exists()
+
+
+def test_a_misspelt_judge_in_optimize_is_refused_before_any_model_is_asked(tmp_path: Path, loopback) -> None:
+    server = loopback(lambda body: '{"rating": 3, "rationale": "ok"}')
+    done = _cli("optimize", "--judge", "yescieval.qa.corectness", "--items", "datasets/yescieval_example/items.jsonl",
+                "--labels", "datasets/yescieval_example/labels.jsonl", "--model", "openai/a", "--model", "openai/b",
+                "--api-base", server.url, "--recipe", "copro", "--out", tmp_path / "exp")
+    assert done.exit_code == 2 and "corectness" in done.output
+    assert server.count == 0  # the old code sent each model a preflight request first
+
+
+@pytest.mark.parametrize("command,option,library", [
+    ("judge", "layout", "scijudge.judges.layout:LAYOUTS"),
+    ("judge", "mode", "scijudge.judges.decision:MODES"),
+    ("judge", "decision_score", "scijudge.judges.decision:SCORE_RULES"),
+    ("judge", "batch_fallback", "scijudge.run.batch.executor:Fallback"),
+    ("drift", "on", "scijudge.metrics.drift:GATES"),
+    ("compliance", "policy", "scijudge.metrics.compliance:Policy"),
+    ("estimate", "human", "scijudge.estimation._units:ESTIMANDS"),
+])
+def test_the_choices_checked_at_parse_time_are_the_librarys(command: str, option: str, library: str) -> None:
+    """Options with fixed values are checked by the parser, before anything loads: the values it accepts are the
+    library's own (a Literal in the command's signature cannot drift from them unnoticed)."""
+    import importlib
+    import typing
+
+    from scijudge.cli import COMMANDS
+
+    module, function, _ = COMMANDS[command]
+    fn = getattr(importlib.import_module(f"scijudge.commands.{module}"), function)
+    hint = typing.get_type_hints(fn, include_extras=True)[option]
+    accepted = set(typing.get_args(typing.get_args(hint)[0]))
+    mod, name = library.split(":")
+    value = getattr(importlib.import_module(mod), name)
+    expected = set(typing.get_args(value)) if typing.get_origin(value) is typing.Literal else set(value)
+    assert accepted == expected

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -147,7 +147,7 @@ def _status(console: Any, text: str) -> Any:
 
 def perturb_cmd(
     items: Annotated[Path, typer.Argument(help="Items in canonical JSONL.")],
-    level: Annotated[str, typer.Option("--level", help="subtle, extreme or both.")],
+    level: Annotated[Literal["subtle", "extreme", "both"], typer.Option("--level", help="subtle, extreme or both.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the variants (JSONL).")],
     seed: Annotated[int, typer.Option(help="Same seed, same variants.")] = 0,
     rubric: Annotated[list[str] | None, typer.Option("--rubric", help="Only these rubrics (cohesion, ..., injection); repeatable.")] = None,

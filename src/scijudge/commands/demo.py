@@ -42,6 +42,8 @@ def demo_cmd(
     from scijudge.spec.judge_spec import resolve_judges
 
     items_path = items or _bundled("datasets/yescieval_example/items.jsonl")
+    loaded, _ = load_items(items_path)  # the judges and items are checked before any model is built or loaded
+    specs = resolve_judges(judge)
     tiny = model is None
     if tiny:
         _quiet_transformers()
@@ -52,8 +54,6 @@ def demo_cmd(
         model = f"hf:{paths['adapter']}"
     assert model is not None
     lm = make_lm(model, api_base=api_base, max_tokens=160 if tiny else None)
-    loaded, _ = load_items(items_path)
-    specs = resolve_judges(judge)
     judges = [build_judge(spec, lm=lm, rating_probs=tiny) for spec in specs]
     store = Run(run)
     store.set_meta(items=str(items_path), judges=[s.name for s in specs], model=model, demo=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 from rich.markup import escape
@@ -58,7 +58,7 @@ def judge_cmd(
         "--batch", help="Send the judgments through the provider's batch API (about half price, results within 24 h).")] = False,
     batch_size: Annotated[int, typer.Option(min=1, max=50000, help="Lines per batch.")] = 5000,
     batch_poll: Annotated[float, typer.Option(min=0.0, help="Seconds between status checks of running batches.")] = 30.0,
-    batch_fallback: Annotated[str, typer.Option(
+    batch_fallback: Annotated[Literal["next-strategy", "direct"], typer.Option(
         help="Where lines that failed in a batch go: next-strategy (a follow-up batch) or direct (direct "
              "calls).")] = "next-strategy",
     ray: Annotated[str | None, typer.Option(
@@ -66,13 +66,13 @@ def judge_cmd(
                                          "or a cluster address (auto, ray://host:10001).")] = None,
     fused: Annotated[bool, typer.Option(
         help="Likert rubrics: judge all the selected rubrics in one call per item (one stored judgment per rubric).")] = False,
-    mode: Annotated[str, typer.Option(
+    mode: Annotated[Literal["generate", "decision"], typer.Option(
         help="generate (default: a typed answer with rationale) or decision (the score is read from the model's "
              "probabilities over the levels or verdict labels at the answer position; no text generated).")] = "generate",
-    decision_score: Annotated[str, typer.Option(
+    decision_score: Annotated[Literal["expected", "mode"], typer.Option(
         help="With --mode decision: expected (the expected value of the level distribution) or mode (the most "
              "likely level).")] = "expected",
-    layout: Annotated[str, typer.Option(
+    layout: Annotated[Literal["rubric-first", "item-first"], typer.Option(
         help="Prompt order: rubric-first (default) or item-first (a local engine then shares each item's prefix across its "
              "rubrics).")] = "rubric-first",
 ) -> None:

@@ -165,7 +165,10 @@ def optimize_cmd(
     from scijudge.optimization._result import INTERRUPTED
     from scijudge.optimization._retry import preflight
 
+    from scijudge.spec.judge_spec import resolve_judges
+
     recipes = [resolve_recipe(r) for r in recipe]  # recipe errors surface before any model is built
+    resolve_judges([judge])  # so does a misspelt judge, before any model is built or asked (preflight)
     items, labels = _inputs(items, tasks, reports, labels)
     robustness = None
     if perturbed is not None:
