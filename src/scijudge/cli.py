@@ -267,6 +267,8 @@ def command(*args, on: typer.Typer | None = None, **kwargs):
                 return fn(*a, **k)
             except ScijudgeError as exc:
                 _fail(_name_option(exc, _option_flags(fn)))
+            except BrokenPipeError:
+                raise  # the reader went away (``scijudge schema | head``): typer ends quietly, exit 1, as click does
             except OSError as exc:
                 _fail(_os_error(exc))
 

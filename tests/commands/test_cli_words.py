@@ -88,3 +88,44 @@ def test_the_choices_checked_at_parse_time_are_the_librarys(command: str, option
     value = getattr(importlib.import_module(mod), name)
     expected = set(typing.get_args(value)) if typing.get_origin(value) is typing.Literal else set(value)
     assert accepted == expected
+
+
+def test_a_closed_pipe_ends_quietly_not_as_a_path_error() -> None:
+    """``scijudge schema | head``: the reader goes away; no "cannot use this path: Broken pipe", exit 1 (click's)."""
+    import typer
+    from typer.testing import CliRunner
+
+    from scijudge.cli import command
+
+    registry = typer.Typer()
+
+    def writes_to_a_closed_pipe() -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    command("pipe", on=registry)(writes_to_a_closed_pipe)
+    registry.command("other")(lambda: None)
+    done = CliRunner().invoke(registry, ["pipe"])
+    assert done.exit_code == 1 and "Broken pipe" not in done.output and "error" not in done.output
+
+
+def test_labels_without_a_source_say_so_in_words() -> None:
+    import pandas as pd
+
+    from scijudge.labels import provenance_note
+
+    text, from_a_model = provenance_note(pd.DataFrame({"label_source": ["unknown"] * 216 + ["expert"] * 4}))
+    assert text == "labels: 216 (label source not recorded), 4 expert" and not from_a_model
+
+
+def test_a_missing_api_key_names_the_variable_and_no_pointless_resume_line(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.chdir(tmp_path)  # no .env file here
+    items = Path(__file__).resolve().parents[2] / "datasets/yescieval_example/items.jsonl"
+    done = _cli("judge", items, "-j", "yescieval.qa.correctness", "-m", "anthropic/claude-3-5-haiku-20241022",
+                "--run", tmp_path / "k.sqlite", "--no-progress", "--no-cache")
+    assert done.exit_code == 3, done.output
+    assert "set ANTHROPIC_API_KEY in the environment" in done.output
+    assert "dspy.LM" not in done.output and "api_key=" not in done.output
+    assert "resume with" not in done.output  # nothing was stored: the same command again, once the key is set
+    assert not (tmp_path / "k.sqlite.lock").exists()
