@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -129,3 +130,78 @@ def test_a_missing_api_key_names_the_variable_and_no_pointless_resume_line(tmp_p
     assert "dspy.LM" not in done.output and "api_key=" not in done.output
     assert "resume with" not in done.output  # nothing was stored: the same command again, once the key is set
     assert not (tmp_path / "k.sqlite.lock").exists()
+
+
+def test_no_progress_quiets_the_local_model_libraries_before_the_model_loads(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from scijudge.commands import _progress
+
+    calls: list[str] = []
+    monkeypatch.setattr(_progress, "quiet_local_models", lambda: calls.append("quiet"))
+    done = _cli("judge", "datasets/yescieval_example/items.jsonl", "-j", "yescieval.qa.correctness", "-m",
+                f"hf:{tmp_path / 'no-such-model'}", "--run", tmp_path / "r.sqlite", "--no-progress")
+    assert done.exit_code != 0 and calls == ["quiet"]  # called before the (missing) model was looked for
+
+
+def test_quiet_local_models_turns_off_the_transformers_bar_and_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
+    import warnings
+
+    hf_logging = pytest.importorskip("transformers.utils.logging")
+    monkeypatch.delenv("HF_HUB_DISABLE_PROGRESS_BARS", raising=False)
+    before = hf_logging.get_verbosity()
+    with warnings.catch_warnings():
+        from scijudge.commands._progress import quiet_local_models
+
+        quiet_local_models()
+        try:
+            assert not hf_logging.is_progress_bar_enabled()
+            assert hf_logging.get_verbosity() == hf_logging.ERROR
+            import os
+
+            assert os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "1"
+            with warnings.catch_warnings(record=True) as seen:
+                warnings.simplefilter("default")
+                quiet_local_models()  # its filter goes first again
+                warnings.warn_explicit("old", FutureWarning, "modeling_utils.py", 1, module="transformers.modeling_utils")
+            assert not seen
+        finally:
+            hf_logging.enable_progress_bar()
+            hf_logging.set_verbosity(before)
+
+
+@pytest.mark.parametrize("args,says,never", [
+    (["perturb", "datasets/yescieval_example/items.jsonl", "--level", "extreme", "--rubric", "cohesionn", "--out",
+      "{tmp}/p.jsonl"], "--rubric: unknown rubric 'cohesionn'", "field 'rubrics'"),
+    (["import-judgments", "--run", "{tmp}/x.sqlite"], "error: give a FILE to import", "field 'FILE'"),
+    (["import-judgments", "datasets/yescieval_example/labels.jsonl", "--from", "bogus", "--run", "{tmp}/x.sqlite"],
+     "unknown --from 'bogus'", "field 'from'"),
+])
+def test_option_errors_name_the_option_as_typed(tmp_path: Path, args: list[str], says: str, never: str) -> None:
+    done = _cli(*[a.format(tmp=tmp_path) for a in args])
+    assert done.exit_code == 2 and says in done.output and never not in done.output, done.output
+
+
+def test_calibrate_says_the_options_not_the_python_keywords(tmp_path: Path) -> None:
+    from scijudge.run.store import Run
+
+    def row(i: int, score: float) -> dict:
+        return {"item_id": f"q{i}", "judge": "yescieval.qa.correctness", "part": "", "family": "likert",
+                "spec_hash": "not-a-known-spec", "model": "m", "endpoint": "", "input_hash": "ih", "decoding": "",
+                "status": "ok", "score": score, "verdict": None, "confidence": None, "probs": None,
+                "result": {"rating": 3, "rationale": "r"}, "rationale": "r", "reason": None, "attempts": [],
+                "tokens_in": 1, "tokens_out": 1, "cost": None, "latency_s": 0.1,
+                "created_at": "2026-12-01T10:00:00+00:00"}
+
+    labels = tmp_path / "l.jsonl"
+    labels.write_text("".join(json.dumps({"item_id": f"q{i}", "judge": "yescieval.qa.correctness", "score": 1 + i % 5,
+                                          "annotator": "a"}) + "\n" for i in range(6)), encoding="utf-8")
+    for name, first in (("bad", 7.0), ("good", 3.0)):
+        with Run(tmp_path / f"{name}.sqlite") as run, run.transaction():
+            run.record_many([row(i, first if i == 0 else float(1 + (i + 1) % 5)) for i in range(6)])
+    bad = _cli("calibrate", "--labels", labels, "--run", tmp_path / "bad.sqlite", "--n-boot", "0")
+    assert bad.exit_code == 2 and "pass the right --scale" in bad.output and "scale=" not in bad.output, bad.output
+    good = _cli("calibrate", "--labels", labels, "--run", tmp_path / "good.sqlite", "--n-boot", "0",
+                "--out", tmp_path / "report")
+    assert good.exit_code == 0, good.output
+    assert "no known spec has its stored spec hash" in good.output  # the note that named scale= and specs=
+    assert "--spec" in good.output and "scale=" not in good.output and "specs=" not in good.output

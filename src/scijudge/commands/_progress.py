@@ -53,3 +53,19 @@ def print_summary(summary, run_path: Path) -> None:
     for reason, count in summary.abstention_reasons.items():
         table.add_row(f"abstained: {escape(redact(str(reason)))}", str(count))
     out.print(table)
+
+
+def quiet_local_models() -> None:
+    """No progress bars and no deprecation chatter from the libraries that load local (hf:) models: transformers'
+    "Loading weights" bar and its FutureWarnings, the hub's download bars. For --no-progress and the demo."""
+    import os
+    import warnings
+
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"(transformers|peft|accelerate|huggingface_hub)\b")
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:  # no local extra: nothing to quiet
+        return
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()

@@ -115,7 +115,7 @@ def calibrate_cmd(
         task_list = load_tasks(tasks)
     from rich.console import Console
 
-    from scijudge.commands._console import console
+    from scijudge.commands._console import console, in_cli_words
 
     n_units = len(label_frame)
     with _status(console, f"calibrating {judgments['judge'].nunique()} judge(s) against {n_units} label(s), "
@@ -123,6 +123,7 @@ def calibrate_cmd(
         result = calibrate(judgments[~is_variant] if is_variant.any() else judgments, label_frame, scale=scales, n_boot=n_boot, seed=seed,
                            allow_extra_labels=allow_extra_labels, specs=specs, tasks=task_list)
         robust = robustness(judgments, n_boot=n_boot, seed=seed) if is_variant.any() else None
+    result.notes[:] = [in_cli_words(note) for note in result.notes]  # the options, not the Python keywords
     if out is not None:  # files first: a closed pipe must not lose them
         with _status(console, "writing the report ..."):
             paths = write_report(result, out, robust)

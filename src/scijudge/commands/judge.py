@@ -108,6 +108,12 @@ def judge_cmd(
         raise InputError("choose --batch (provider batch APIs) or --ray (local hf: models on Ray), not both",
                          field="--batch")
     name = "batch" if batch else "ray" if ray is not None else "processes" if processes > 1 else "threads"
+    from scijudge.lm import is_local_model
+
+    if not progress and is_local_model(model):
+        from scijudge.commands import _progress
+
+        _progress.quiet_local_models()  # no "Loading weights" bar, no transformers FutureWarning
     specs = apply_blocks_and_preset(resolve_judges(judge), blocks=block or [], preset=preset)
     if reports is not None:
         from scijudge.importers.researchrubrics import load_checklist_items
