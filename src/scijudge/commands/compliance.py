@@ -66,7 +66,7 @@ def compliance_cmd(
         if frame.empty:
             raise InputError(f"no judgment in the run is by a judge matching {list(judge)}", field="judge")
     judge = None  # selected above
-    per_report = compliance_by_report(frame, judge=judge, policy=policy)  # type: ignore[arg-type]
+    per_report = compliance_by_report(frame, judge=judge, policy=policy)
     task_list = None
     if tasks is not None:
         from scijudge.importers.researchrubrics import load_tasks
@@ -97,7 +97,7 @@ def compliance_cmd(
                                 "coverage"]], f"Compliance by {facet.replace('_', ' ')} (mean over reports)"))
         result.setdefault("by_facet", {})[facet] = _records(by_facet)
     if axes:
-        per_axis = compliance_by_axis(frame, judge=judge, policy=policy)  # type: ignore[arg-type]
+        per_axis = compliance_by_axis(frame, judge=judge, policy=policy)
         by_axis = axis_summary(per_axis)
         shown.append((by_axis[[*contender, "axis", "compliance", "compliance_lo", "compliance_hi", "coverage",
                                "n_judged", "n_criteria"]], "Compliance per axis (mean over reports)"))
