@@ -318,9 +318,11 @@ def main() -> None:  # pragma: no cover - console script entry point
     files and stores itself."""
     import gc
 
+    from scijudge.commands import _console
     from scijudge.lm._dspy_compat import use_local_cost_map
 
     use_local_cost_map()
+    _console.CONSOLE_SCRIPT = True
     try:
         app()
     finally:

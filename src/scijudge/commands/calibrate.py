@@ -81,9 +81,11 @@ def calibrate_cmd(
     from scijudge.labels import load_labels_frame
     from scijudge.metrics.calibration import calibrate
     from scijudge.perturb import VARIANT_ID, robustness
+    from scijudge.commands._console import settle_after_imports
     from scijudge.report.calibration import print_summary, write_report
     from scijudge.run.store import Run
 
+    settle_after_imports()
     if not run:
         raise InputError("give at least one --run", field="run")
     label_frame = load_labels_frame(labels)  # = labels_to_frame(load_labels(labels)), without an object per row

@@ -372,3 +372,30 @@ def test_corrcoef_steps_give_numpys_bits() -> None:
         if np.ptp(x) == 0:
             continue
         assert cont._corrcoef(x, y) == np.corrcoef(x, y)[0, 1]
+
+
+@pytest.mark.parametrize("repeat", [False, True])
+def test_common_units_equal_the_merges_they_replace(repeat: bool) -> None:
+    from scijudge.metrics.calibration._blocks import _Group
+    from scijudge.metrics.calibration.paired import _on_common_units
+
+    rng = np.random.default_rng(5)
+
+    def group(n: int, name: str) -> _Group:
+        ids = [f"q{i}" for i in rng.choice(40, size=n, replace=False)]
+        pairs = pd.DataFrame({"item_id": pd.array(ids, dtype="string[pyarrow]"), "part": [""] * n,
+                              "score": rng.integers(1, 6, n).astype(float), "h_score": rng.integers(1, 6, n) / 1.0})
+        if repeat:  # a unit judged twice (a pairwise judge's two orders): the merges' cross product
+            pairs = pd.concat([pairs, pairs.iloc[:2]], ignore_index=True)
+        return _Group(contender=name, judge="j", track="ordinal", pool="1..5", model=name, spec_hash="h",
+                      family="likert", categories=np.arange(1, 6.0), pairs=pairs, counts={})
+
+    ga, gb = group(25, "a"), group(30, "b")
+    key = ["item_id", "part"]
+    common = ga.pairs[key].merge(gb.pairs[key], on=key)
+    want_a = ga.pairs.merge(common, on=key).sort_values(key).reset_index(drop=True)
+    want_b = gb.pairs.merge(common, on=key).sort_values(key).reset_index(drop=True)
+    got = _on_common_units(ga, gb, key)
+    assert got is not None and len(common) >= 2
+    pd.testing.assert_frame_equal(got[0], want_a, check_exact=True)
+    pd.testing.assert_frame_equal(got[1], want_b, check_exact=True)
