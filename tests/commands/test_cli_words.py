@@ -205,3 +205,11 @@ def test_calibrate_says_the_options_not_the_python_keywords(tmp_path: Path) -> N
     assert good.exit_code == 0, good.output
     assert "no known spec has its stored spec hash" in good.output  # the note that named scale= and specs=
     assert "--spec" in good.output and "scale=" not in good.output and "specs=" not in good.output
+
+
+def test_calibrate_checks_its_options_before_reading_labels_or_stores(tmp_path: Path) -> None:
+    labels = tmp_path / "missing-labels.jsonl"  # the old code read (and refused) the labels first
+    done = _cli("calibrate", "--labels", labels, "--run", "datasets/jury_example/panel.jsonl", "--scale", "1,five,1")
+    assert done.exit_code == 2 and "five" in done.output and "missing-labels" not in done.output, done.output
+    done = _cli("calibrate", "--labels", labels, "--run", tmp_path / "nope.sqlite")
+    assert done.exit_code == 2 and "nope.sqlite" in done.output and "run store not found" in done.output

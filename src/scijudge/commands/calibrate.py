@@ -88,6 +88,14 @@ def calibrate_cmd(
     settle_after_imports()
     if not run:
         raise InputError("give at least one --run", field="run")
+    from scijudge.spec.judge_spec import load_spec_file
+
+    # every option is checked before a label or a stored judgment is read
+    _scale_mapping(scale, [], {})
+    specs = [load_spec_file(path) for path in spec or []]
+    for path in run:
+        if not Path(path).exists():
+            raise InputError("run store not found", file=path)
     label_frame = load_labels_frame(labels)  # = labels_to_frame(load_labels(labels)), without an object per row
     frames = []
     stored_scales: dict[str, Any] = {}
@@ -107,9 +115,6 @@ def calibrate_cmd(
             raise InputError(f"no judgment in the runs is by a judge matching {list(judge)}", field="judge")
     is_variant = judgments["item_id"].astype(str).str.match(VARIANT_ID.pattern)
     scales = _scale_mapping(scale, sorted(judgments["judge"].unique()), stored_scales)
-    from scijudge.spec.judge_spec import load_spec_file
-
-    specs = [load_spec_file(path) for path in spec or []]
     task_list = None
     if tasks is not None:
         from scijudge.importers.researchrubrics import load_tasks
