@@ -112,6 +112,11 @@ def short(exc: BaseException) -> str:
 _MISSING_KEY = re.compile(r"no API key found for provider '([^']+)'\. Set ([A-Z][A-Z0-9_]*)")
 
 
+def missing_key(exc: BaseException) -> bool:
+    """The provider's key is not configured at all (no request could be sent)."""
+    return _MISSING_KEY.search(str(exc)) is not None
+
+
 def run_reason(exc: BaseException) -> str:
     """Why a run-stopping error stopped the run, in the user's words: a missing API key names the environment
     variable to set (DSPy's own text tells a Python caller to pass ``api_key=`` to ``dspy.LM``), else ``short``."""

@@ -159,7 +159,7 @@ def judge_cmd(
             if partial is not None:
                 print_summary(partial, run_path)
             console.print(f"[bold red]error:[/] {escape(redact(str(exc)))}", highlight=False, soft_wrap=True)
-            if partial is not None and partial.resumable and partial.judged:  # nothing stored: the same command
+            if partial is not None and partial.resumable and getattr(exc, "resume_helps", True):
                 console.print(f"resume with: {escape(resume_command())}", highlight=False, soft_wrap=True)
             exit_run(store, getattr(exc, "exit_code", 3))
     print_summary(summary, run_path)
