@@ -213,3 +213,11 @@ def test_calibrate_checks_its_options_before_reading_labels_or_stores(tmp_path: 
     assert done.exit_code == 2 and "five" in done.output and "missing-labels" not in done.output, done.output
     done = _cli("calibrate", "--labels", labels, "--run", tmp_path / "nope.sqlite")
     assert done.exit_code == 2 and "nope.sqlite" in done.output and "run store not found" in done.output
+
+
+def test_estimate_checks_its_options_before_reading_labels_or_stores(tmp_path: Path) -> None:
+    labels = tmp_path / "missing-labels.jsonl"
+    done = _cli("estimate", "--run", tmp_path / "nope.sqlite", "--labels", labels)
+    assert done.exit_code == 2 and "nope.sqlite" in done.output and "missing-labels" not in done.output, done.output
+    done = _cli("estimate", "--run", "datasets/jury_example/panel.jsonl", "--labels", labels, "--scale", "1,five,1")
+    assert done.exit_code == 2 and "five" in done.output and "missing-labels" not in done.output, done.output

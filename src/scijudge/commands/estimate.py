@@ -110,6 +110,10 @@ def estimate_cmd(
         from scijudge.estimation.select import read_picks
 
         design = read_picks(picks)
+    _scale_mapping(scale, [], {})  # a misspelt --scale, and a missing store, before any label or store is read
+    for path in run:
+        if not Path(path).exists():
+            raise InputError("run store not found", file=path)
     label_frame = labels_to_frame(load_labels(labels))
     judgments, stored = _load_judgments(list(run), judge)
     groups, pairs = _item_maps(items, by, pair_by)
