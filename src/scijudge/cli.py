@@ -224,13 +224,14 @@ def _name_option(exc: ScijudgeError, flags: dict[str, str]) -> ScijudgeError:
     if not isinstance(exc, InputError):
         return exc
     reason = in_cli_words(exc.reason)
-    flag = _flag_of(exc.field, flags) if exc.field and exc.line is None else None
+    # only an error located nowhere else is about an option: a file's field is that file's (a labels file's judge)
+    flag = _flag_of(exc.field, flags) if exc.field and not exc.file and exc.line is None else None
     if flag is None:
         if reason == exc.reason:
             return exc
         renamed = InputError(reason, file=exc.file, line=exc.line, field=exc.field)
     else:
-        renamed = InputError(reason if flag in reason else f"{flag}: {reason}", file=exc.file)
+        renamed = InputError(reason if flag in reason else f"{flag}: {reason}")
     renamed.exit_code = exc.exit_code
     return renamed
 
