@@ -383,7 +383,7 @@ def test_common_units_equal_the_merges_they_replace(repeat: bool) -> None:
 
     def group(n: int, name: str) -> _Group:
         ids = [f"q{i}" for i in rng.choice(40, size=n, replace=False)]
-        pairs = pd.DataFrame({"item_id": pd.array(ids, dtype="string[pyarrow]"), "part": [""] * n,
+        pairs = pd.DataFrame({"item_id": ids, "part": [""] * n,
                               "score": rng.integers(1, 6, n).astype(float), "h_score": rng.integers(1, 6, n) / 1.0})
         if repeat:  # a unit judged twice (a pairwise judge's two orders): the merges' cross product
             pairs = pd.concat([pairs, pairs.iloc[:2]], ignore_index=True)
