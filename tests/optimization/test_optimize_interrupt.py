@@ -74,3 +74,20 @@ def test_the_command_exits_130_and_does_not_call_the_base_judge_optimized(tmp_pa
     assert "optimized judge:" not in run.output
     assert "interrupted (Ctrl-C)" in run.output and "nothing saved" in run.output
     assert not list(out.glob("*.toml"))
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_an_experiment_runs_no_later_recipe_or_model(tmp_path: Path, ctrl_c_optimizer: str) -> None:
+    from scijudge.optimization._experiment import run_experiment
+
+    spec, items, labels, world = toy_setup()
+    first, second = scripted_lm(world.respond), scripted_lm(world.respond)
+    frame = run_experiment([recipe_from_dict({"optimizer": ctrl_c_optimizer, "split": {"seed": 3}}), "copro"],
+                           [first, second], judge=spec, items=items, labels=labels, out=tmp_path, n_boot=0,
+                           check_model=False)
+    runs = frame[frame["recipe"] != "(base judge)"]
+    assert runs["stopped"].iloc[0] == "interrupted by Ctrl-C"
+    later = runs.iloc[1:]
+    assert len(later) == 3 and (later["status"] == "failed").all()
+    assert (later["reason"] == "not run: interrupted by Ctrl-C").all()
+    assert len(frame[frame["recipe"] == "(base judge)"]) == 1  # the second model was not even tested
