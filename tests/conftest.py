@@ -68,20 +68,35 @@ def pytest_configure(config: pytest.Config) -> None:
                                        "(tests/conftest.py EXTRAS); skips without them unless SCIJUDGE_REQUIRE_EXTRAS")
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Skip (or, where CI requires the extra, fail) a ``needs_extra`` test before any of its fixtures run."""
-    required = required_extras()
+def _missing_for(item: pytest.Item) -> list[tuple[str, str]]:
+    """(extra, why it is missing) for each ``needs_extra`` name of ``item`` that is unavailable here."""
+    found = []
     for mark in item.iter_markers("needs_extra"):
         for name in mark.args:
             if name not in EXTRAS:
-                pytest.fail(f"needs_extra({name!r}): not a key of tests/conftest.py EXTRAS", pytrace=False)
+                raise pytest.UsageError(f"{item.nodeid}: needs_extra({name!r}) is not a key of tests/conftest.py EXTRAS")
             why = missing_extra(name)
-            if why is None:
-                continue
-            if name in required:
-                pytest.fail(f"{why}; SCIJUDGE_REQUIRE_EXTRAS requires it", pytrace=False)
-            pytest.skip(why)
+            if why is not None:
+                found.append((name, why))
+    return found
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A ``needs_extra`` test whose extra is missing is skipped, reported at the test with the install command."""
+    required = required_extras()
+    for item in items:
+        for name, why in _missing_for(item):
+            if name not in required:
+                item.add_marker(pytest.mark.skip(reason=why))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Where CI requires an extra (SCIJUDGE_REQUIRE_EXTRAS), its absence fails the test before any fixture runs."""
+    required = required_extras()
+    for name, why in _missing_for(item):
+        if name in required:
+            pytest.fail(f"{why}; SCIJUDGE_REQUIRE_EXTRAS requires it", pytrace=False)
 
 
 @pytest.fixture(autouse=True)
