@@ -19,6 +19,94 @@ from scijudge.testing import OpenAICompatServer
 REPO = Path(__file__).resolve().parents[1]
 
 
+# What a test marked ``@pytest.mark.needs_extra(NAME)`` needs beyond the README's set-up (``.[local,dev]``), and how
+# to get it. Without it the test skips with that reason; .ci/run installs everything and sets
+# SCIJUDGE_REQUIRE_EXTRAS=1 (every name) or a comma list of names, and there a missing one fails the test instead.
+EXTRAS: dict[str, tuple[str, str]] = {
+    "yescieval": ("yescieval", "pip install -e '.[yescieval]'"),
+    "inspect_ai": ("inspect_ai", "pip install -e '.[interop]'"),
+    "mlflow": ("mlflow", "pip install -e '.[interop]'"),
+    "ray": ("ray", "pip install -e '.[ray]'"),
+    "irrCAC": ("irrCAC", "pip install --no-deps irrCAC==0.4.4, as .ci/run does (no extra: it pins an old scipy)"),
+    "chromium": ("", "apt-get install -y chromium"),  # programs, not modules
+    "chromedriver": ("", "apt-get install -y chromium-driver"),
+}
+
+
+def chromium() -> str | None:
+    """The headless browser the report layout test drives, if one is on PATH."""
+    import shutil
+
+    return next((found for name in ("chromium", "chromium-browser", "google-chrome", "chrome")
+                 if (found := shutil.which(name))), None)
+
+
+def missing_extra(name: str) -> str | None:
+    """Why ``name`` (a key of ``EXTRAS``) is unavailable here, or None when it is available."""
+    import importlib.util
+
+    module, how = EXTRAS[name]
+    if name == "chromium":
+        present = chromium() is not None
+    elif name == "chromedriver":
+        import shutil
+
+        present = shutil.which("chromedriver") is not None or Path("/usr/bin/chromedriver").exists()
+    else:
+        present = importlib.util.find_spec(module) is not None
+    return None if present else f"{name} is not installed ({how})"
+
+
+def required_extras() -> set[str]:
+    """The extras SCIJUDGE_REQUIRE_EXTRAS says must be present ("1": all of them)."""
+    value = os.environ.get("SCIJUDGE_REQUIRE_EXTRAS", "").strip()
+    if value in ("", "0"):
+        return set()
+    if value == "1":
+        return set(EXTRAS)
+    names = {part.strip() for part in value.split(",") if part.strip()}
+    unknown = names - set(EXTRAS)
+    if unknown:
+        raise pytest.UsageError(f"SCIJUDGE_REQUIRE_EXTRAS names unknown extras {sorted(unknown)}; known: {sorted(EXTRAS)}")
+    return names
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "needs_extra(*names): needs these optional packages or programs "
+                                       "(tests/conftest.py EXTRAS); skips without them unless SCIJUDGE_REQUIRE_EXTRAS")
+
+
+def _missing_for(item: pytest.Item) -> list[tuple[str, str]]:
+    """(extra, why it is missing) for each ``needs_extra`` name of ``item`` that is unavailable here."""
+    found = []
+    for mark in item.iter_markers("needs_extra"):
+        for name in mark.args:
+            if name not in EXTRAS:
+                raise pytest.UsageError(f"{item.nodeid}: needs_extra({name!r}) is not a key of tests/conftest.py EXTRAS")
+            why = missing_extra(name)
+            if why is not None:
+                found.append((name, why))
+    return found
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A ``needs_extra`` test whose extra is missing is skipped, reported at the test with the install command."""
+    required = required_extras()
+    for item in items:
+        for name, why in _missing_for(item):
+            if name not in required:
+                item.add_marker(pytest.mark.skip(reason=why))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Where CI requires an extra (SCIJUDGE_REQUIRE_EXTRAS), its absence fails the test before any fixture runs."""
+    required = required_extras()
+    for name, why in _missing_for(item):
+        if name in required:
+            pytest.fail(f"{why}; SCIJUDGE_REQUIRE_EXTRAS requires it", pytrace=False)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_dspy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Each test starts with no configured LM, no response cache and a chain that has learnt nothing."""

@@ -200,7 +200,7 @@ def _option_flags(fn) -> dict[str, str]:
     except Exception:
         hints = {}
     for name in inspect.signature(fn).parameters:
-        flag = "--" + name.replace("_", "-")
+        flag = "--" + name.rstrip("_").replace("_", "-")  # from_ (a Python keyword) is --from
         for meta in getattr(hints.get(name), "__metadata__", ()):
             given = (getattr(meta, "default", None), *(getattr(meta, "param_decls", None) or ()))  # typer: 1st = default
             decls = [d for d in given if isinstance(d, str) and d.startswith("--")]
@@ -212,17 +212,33 @@ def _option_flags(fn) -> dict[str, str]:
     return flags
 
 
+def _flag_of(field: str, flags: dict[str, str]) -> str | None:
+    """The option (or argument) a message's field names: as the parameter is spelt (``batch_fallback``), as typed
+    (``batch-fallback``, ``FILE``), a Python keyword's parameter (``from`` -> ``from_``) or a plural (``rubrics``)."""
+    key = field.replace("-", "_")
+    for candidate in (key, key.lower(), key + "_", key.rstrip("s")):
+        if candidate in flags:
+            return flags[candidate]
+    return None
+
+
 def _name_option(exc: ScijudgeError, flags: dict[str, str]) -> ScijudgeError:
     """An input error about a command's own option names the option as typed (``--layout: ...``), not as a
-    field of some model (``field 'layout'``)."""
+    field of some model (``field 'layout'``); a library message says the options, not its keyword arguments."""
+    from scijudge.commands._console import in_cli_words
     from scijudge.errors import InputError
 
-    if not isinstance(exc, InputError) or exc.file or exc.line is not None or not exc.field:
+    if not isinstance(exc, InputError):
         return exc
-    flag = flags.get(exc.field.replace("-", "_"))
+    reason = in_cli_words(exc.reason)
+    # only an error located nowhere else is about an option: a file's field is that file's (a labels file's judge)
+    flag = _flag_of(exc.field, flags) if exc.field and not exc.file and exc.line is None else None
     if flag is None:
-        return exc
-    renamed = InputError(exc.reason if exc.reason.startswith(flag) else f"{flag}: {exc.reason}")
+        if reason == exc.reason:
+            return exc
+        renamed = InputError(reason, file=exc.file, line=exc.line, field=exc.field)
+    else:
+        renamed = InputError(reason if flag in reason else f"{flag}: {reason}")
     renamed.exit_code = exc.exit_code
     return renamed
 
@@ -274,6 +290,8 @@ def command(*args, on: typer.Typer | None = None, **kwargs):
                 return fn(*a, **k)
             except ScijudgeError as exc:
                 _fail(_name_option(exc, _option_flags(fn)))
+            except BrokenPipeError:
+                raise  # the reader went away (``scijudge schema | head``): typer ends quietly, exit 1, as click does
             except OSError as exc:
                 _fail(_os_error(exc))
 
@@ -308,9 +326,11 @@ def main() -> None:  # pragma: no cover - console script entry point
     files and stores itself."""
     import gc
 
+    from scijudge.commands import _console
     from scijudge.lm._dspy_compat import use_local_cost_map
 
     use_local_cost_map()
+    _console.CONSOLE_SCRIPT = True
     try:
         app()
     finally:

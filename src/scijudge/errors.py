@@ -111,6 +111,7 @@ class EndpointError(ModelError):
     too many transport failures in a row): the run stops and nothing is stored for the judgments it hit."""
 
     exit_code = EXIT_STOPPED
+    resume_helps = True  # False where the same command cannot get further until the user fixes something (no key)
 
 
 class FatalModelError(EndpointError):

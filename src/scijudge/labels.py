@@ -429,5 +429,7 @@ def provenance_note(frame: Any) -> tuple[str, bool]:
     if "label_source" not in getattr(frame, "columns", ()):
         return "labels: source not recorded", False
     counts = frame["label_source"].fillna("unknown").value_counts()
-    text = "labels: " + ", ".join(f"{int(n)} {source}" for source, n in counts.items())
+    # "unknown" is the value a label gets when its file says nothing of its source: say so in words
+    text = "labels: " + ", ".join(f"{int(n)} (label source not recorded)" if source == "unknown" else f"{int(n)} {source}"
+                                  for source, n in counts.items())
     return text, bool(counts.get("llm", 0))

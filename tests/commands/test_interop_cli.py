@@ -71,8 +71,10 @@ def test_generic_files_keep_the_generic_path(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.needs_extra("mlflow")
 def test_export_to_mlflow_and_import_back_with_human_labels(tmp_path, monkeypatch):
-    mlflow = pytest.importorskip("mlflow", reason="mlflow is not installed: pip install -e '.[interop]'")
+    import mlflow
+
     from mlflow.entities import AssessmentSource, AssessmentSourceType
 
     from scijudge.labels import load_labels

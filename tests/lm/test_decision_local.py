@@ -140,7 +140,7 @@ def test_level_plans_chain_multi_token_levels() -> None:
         plan_levels([(1,), (1, 0)], end_id=None)
 
 
-@pytest.mark.skipif(find_spec("yescieval") is None, reason="yescieval is not installed (pip install 'scijudge[yescieval]')")
+@pytest.mark.needs_extra("yescieval")
 def test_native_preset_decides_inside_the_native_answer(lm, paths) -> None:
     """With --preset yescieval-native a local model reads YESciEval's own chat and its answer opened as the
     adapters write it, '{"Correctness": {"rating": "', so the next token is the rating."""

@@ -68,10 +68,12 @@ def test_weighted_kappa_uses_the_full_scale() -> None:
 
 @pytest.mark.parametrize("seed,values", [(0, np.arange(1, 6.0)), (1, np.arange(1, 6.0)), (2, np.arange(1, 5.5, 0.5)),
                                          (3, np.arange(0, 1.5, 0.5))])
+@pytest.mark.needs_extra("irrCAC")
 def test_table_statistics_match_libraries(seed: int, values: np.ndarray) -> None:
-    krippendorff = pytest.importorskip("krippendorff")
-    pingouin = pytest.importorskip("pingouin")
-    irr_raw = pytest.importorskip("irrCAC.raw")
+    import irrCAC.raw as irr_raw
+    import krippendorff
+    import pingouin
+
     j, h = _sim(seed, values)
     step = float(values[1] - values[0])
     s = ordinal_stats(ag.confusion(j, h, values).astype(float), values, step)
@@ -135,8 +137,10 @@ def test_krippendorff_alpha_with_missing_matches_package(seed: int) -> None:
             krippendorff.alpha(ratings.T, level_of_measurement=level, value_domain=values))
 
 
+@pytest.mark.needs_extra("irrCAC")
 def test_gwet_ac2_matches_irrcac_and_published_ac1() -> None:
-    irr_raw = pytest.importorskip("irrCAC.raw")
+    import irrCAC.raw as irr_raw
+
     frame = pd.DataFrame(KRIPP_2011.copy())
     values = np.arange(1, 6.0)
     # Gwet (2014) 4-rater example as printed in irrCAC's documentation: AC1 = 0.77544 (unit 12 differs by rater

@@ -59,7 +59,7 @@ def _chromium() -> str | None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(_chromium() is None, reason="no chromium binary (Debian/Ubuntu: apt-get install -y chromium)")
+@pytest.mark.needs_extra("chromium")
 def test_verdict_and_key_table_fit_1200px_in_headless_chromium(tmp_path: Path) -> None:
     judgments, labels = _inputs()
     page = render_html(calibrate(judgments, labels, n_boot=200))

@@ -185,7 +185,8 @@ def test_a_result_download_failing_keeps_the_batch_and_the_rerun_collects_it_wit
 
 
 # --- 2. identity: batch lines carry exactly the direct prompt, or the combination is refused -----------------
-@pytest.mark.parametrize("options", [["--preset", "yescieval-native"], ["--fused"], ["--fused", "--layout", "item-first"]])
+@pytest.mark.parametrize("options", [pytest.param(["--preset", "yescieval-native"], marks=pytest.mark.needs_extra("yescieval")),
+                                     ["--fused"], ["--fused", "--layout", "item-first"]])
 def test_batch_refuses_presets_and_fused_judges_before_sending_anything(batch_server, tmp_path, options):
     server = batch_server(_rating)
     result = _cli("judge", "datasets/yescieval_example/items.jsonl", "-j", "yescieval.qa.correctness", "-j",

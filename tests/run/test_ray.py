@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import sqlite3
 
 import pytest
 
-# .ci/run installs the ray extra and sets SCIJUDGE_REQUIRE_RAY=1: there a missing Ray fails instead of skipping.
-_SKIP_WITHOUT_RAY = importlib.util.find_spec("ray") is None and os.environ.get("SCIJUDGE_REQUIRE_RAY") != "1"
+# .ci/run installs the ray extra and sets SCIJUDGE_REQUIRE_EXTRAS: there a missing Ray fails instead of skipping.
 pytestmark = [pytest.mark.slow,  # starts Ray and a tiny local model: tens of seconds
-              pytest.mark.skipif(_SKIP_WITHOUT_RAY, reason="Ray is not installed (pip install 'scijudge[ray]')")]
+              pytest.mark.needs_extra("ray")]
 
 
 def test_ray_actors_store_the_same_judgments_as_one_process(tmp_path):

@@ -3,12 +3,11 @@ filter, open an item, label three items by keyboard, undo one, read the labels f
 payloads stay text; the store's bytes never change. One server (the real CLI, in a subprocess) and one browser
 for the whole module, so the tests take seconds.
 
-Skipped with a reason without chromium/chromedriver/selenium; ``.ci/run`` sets SCIJUDGE_REQUIRE_BROWSER=1, which
-turns the skip into a failure."""
+Skipped with a reason without chromium and chromedriver (``needs_extra``); ``.ci/run`` sets SCIJUDGE_REQUIRE_EXTRAS=1,
+which turns the skip into a failure. Selenium comes with the dev extra."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
@@ -24,13 +23,8 @@ from _view_world import J1, XSS_ANSWER, make_world, sha256
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver") or ("/usr/bin/chromedriver" if Path("/usr/bin/chromedriver").exists() else None)
-MISSING = [name for name, found in (("chromium", CHROMIUM), ("chromedriver", DRIVER),
-                                    ("selenium", importlib.util.find_spec("selenium"))) if not found]
-if MISSING and os.environ.get("SCIJUDGE_REQUIRE_BROWSER") != "1":
-    pytest.skip(f"browser tests need {', '.join(MISSING)} (Debian: apt-get install -y chromium chromium-driver; "
-                "pip install selenium)", allow_module_level=True)
-
-pytestmark = pytest.mark.slow  # a server process and a browser start (a few seconds), shared by the module
+# a server process and a browser start (a few seconds), shared by the module
+pytestmark = [pytest.mark.slow, pytest.mark.needs_extra("chromium", "chromedriver")]
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 

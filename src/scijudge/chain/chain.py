@@ -432,7 +432,9 @@ class StructuredChain(JSONAdapter):  # DSPy's adapter class, looked up at run ti
         if fault == "run":
             if faults.is_connect_failure(exc):
                 raise EndpointError(f"cannot reach {where}: {faults.short(exc)}") from exc
-            raise EndpointError(f"{where}: {faults.short(exc)}") from exc
+            stop = EndpointError(f"{where}: {faults.run_reason(exc)}")
+            stop.resume_helps = not faults.missing_key(exc)  # the same command fails again until the key is set
+            raise stop from exc
         if fault == "not_found":
             if strategy == "json_schema" and not last_strategy:
                 raise _NextStrategy(f"json_schema answered {getattr(exc, 'status', 404)}: {faults.short(exc)}",

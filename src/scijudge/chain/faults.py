@@ -13,6 +13,7 @@ The classes, by who is at fault:
 
 from __future__ import annotations
 
+import re
 import socket
 from typing import Any, Literal
 
@@ -106,6 +107,24 @@ def retry_after(exc: BaseException) -> float | None:
 def short(exc: BaseException) -> str:
     """The error's message on one line, at most 300 characters, credentials redacted (servers echo them)."""
     return str(redact(" ".join(str(exc).split())))[:300]
+
+
+_MISSING_KEY = re.compile(r"no API key found for provider '([^']+)'\. Set ([A-Z][A-Z0-9_]*)")
+
+
+def missing_key(exc: BaseException) -> bool:
+    """The provider's key is not configured at all (no request could be sent)."""
+    return _MISSING_KEY.search(str(exc)) is not None
+
+
+def run_reason(exc: BaseException) -> str:
+    """Why a run-stopping error stopped the run, in the user's words: a missing API key names the environment
+    variable to set (DSPy's own text tells a Python caller to pass ``api_key=`` to ``dspy.LM``), else ``short``."""
+    found = _MISSING_KEY.search(str(exc))
+    if found:
+        return (f"no API key for provider {found.group(1)!r}: set {found.group(2)} in the environment or in a .env "
+                "file in this folder")
+    return short(exc)
 
 
 def describe_endpoint(lm: Any) -> str:

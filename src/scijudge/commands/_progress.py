@@ -36,6 +36,7 @@ def progress_bar(show: bool) -> Iterator[Callable[[Any, Any], None]]:
 def print_summary(summary, run_path: Path) -> None:
     """The run summary table on stdout: counts, tokens, cost, time and abstention reasons."""
     from scijudge.redaction import redact
+    from scijudge.report.text import fmt_cost
 
     table = Table(title=f"run store: {escape(str(run_path))}", show_header=False)
     for label, value in [
@@ -45,9 +46,26 @@ def print_summary(summary, run_path: Path) -> None:
         ("no answer (not stored; re-run to retry)", getattr(summary, "no_answer", 0)),
         ("not applicable (pairwise judge, one answer)", summary.not_applicable),
         ("tokens in/out", f"{summary.tokens_in:,} / {summary.tokens_out:,}"),
-        ("cost (USD, estimated)", f"{summary.cost:.4f}"), ("seconds", f"{summary.seconds:.1f}"),
+        ("cost (USD, estimated)", fmt_cost(summary.cost, summary.cost_known, summary.judged)),
+        ("seconds", f"{summary.seconds:.1f}"),
     ]:
         table.add_row(label, str(value))
     for reason, count in summary.abstention_reasons.items():
         table.add_row(f"abstained: {escape(redact(str(reason)))}", str(count))
     out.print(table)
+
+
+def quiet_local_models() -> None:
+    """No progress bars and no deprecation chatter from the libraries that load local (hf:) models: transformers'
+    "Loading weights" bar and its FutureWarnings, the hub's download bars. For --no-progress and the demo."""
+    import os
+    import warnings
+
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"(transformers|peft|accelerate|huggingface_hub)\b")
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:  # no local extra: nothing to quiet
+        return
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()

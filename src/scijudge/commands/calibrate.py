@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -119,11 +119,21 @@ def calibrate_cmd(
     from scijudge.labels import load_labels_frame
     from scijudge.metrics.calibration import calibrate
     from scijudge.perturb import VARIANT_ID
+    from scijudge.commands._console import settle_after_imports
     from scijudge.report.calibration import print_summary, write_report
     from scijudge.run.store import Run
 
+    settle_after_imports()
     if not run:
         raise InputError("give at least one --run", field="run")
+    from scijudge.spec.judge_spec import load_spec_file
+
+    # every option is checked before a label or a stored judgment is read
+    _scale_mapping(scale, [], {})
+    specs = [load_spec_file(path) for path in spec or []]
+    for path in run:
+        if not Path(path).exists():
+            raise InputError("run store not found", file=path)
     label_frame = load_labels_frame(labels)  # = labels_to_frame(load_labels(labels)), without an object per row
     frames = []
     stored_scales: dict[str, Any] = {}
@@ -143,9 +153,6 @@ def calibrate_cmd(
             raise InputError(f"no judgment in the runs is by a judge matching {list(judge)}", field="judge")
     is_variant = judgments["item_id"].astype(str).str.match(VARIANT_ID.pattern)
     scales = _scale_mapping(scale, sorted(judgments["judge"].unique()), stored_scales)
-    from scijudge.spec.judge_spec import load_spec_file
-
-    specs = [load_spec_file(path) for path in spec or []]
     task_list = None
     if tasks is not None:
         from scijudge.importers.researchrubrics import load_tasks
@@ -153,7 +160,7 @@ def calibrate_cmd(
         task_list = load_tasks(tasks)
     from rich.console import Console
 
-    from scijudge.commands._console import console
+    from scijudge.commands._console import console, in_cli_words
 
     n_units = len(label_frame)
     with _status(console, f"calibrating {judgments['judge'].nunique()} judge(s) against {n_units} label(s), "
@@ -163,6 +170,7 @@ def calibrate_cmd(
         robust = _robustness(judgments, n_boot, seed)
         _attach_jury_and_provenance(result, judgments[~is_variant] if is_variant.any() else judgments, label_frame,
                                     list(run))
+    result.notes[:] = [in_cli_words(note) for note in result.notes]  # the options, not the Python keywords
     if out is not None:  # files first: a closed pipe must not lose them
         with _status(console, "writing the report ..."):
             paths = write_report(result, out, robust, inputs=[labels, *run, *(spec or []), tasks])
@@ -187,7 +195,7 @@ def _status(console: Any, text: str) -> Any:
 
 def perturb_cmd(
     items: Annotated[Path, typer.Argument(help="Items in canonical JSONL.")],
-    level: Annotated[str, typer.Option("--level", help="subtle, extreme or both.")],
+    level: Annotated[Literal["subtle", "extreme", "both"], typer.Option("--level", help="subtle, extreme or both.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the variants (JSONL).")],
     seed: Annotated[int, typer.Option(help="Same seed, same variants.")] = 0,
     rubric: Annotated[list[str] | None, typer.Option("--rubric", help="Only these rubrics (cohesion, ..., injection); repeatable.")] = None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -23,7 +23,7 @@ def _records(frame: Any) -> list[dict[str, Any]]:
 def compliance_cmd(
     run: Annotated[Path, typer.Argument(help="Run store written by `scijudge judge` with a checklist judge.")],
     judge: Annotated[list[str] | None, typer.Option("--judge", "-j", help="Only these checklist judges: name, prefix or glob; repeatable (default: every one in the run).")] = None,
-    policy: Annotated[str, typer.Option(help="Missing criteria: 'judged-only' (renormalise over judged criteria), 'bounds' (a value only for fully judged reports) or 'zero' (source-compatible: unjudged criteria score 0, as ResearchRubrics does; never the default).")] = "judged-only",
+    policy: Annotated[Literal["judged-only", "bounds", "zero"], typer.Option(help="Missing criteria: 'judged-only' (renormalise over judged criteria), 'bounds' (a value only for fully judged reports) or 'zero' (source-compatible: unjudged criteria score 0, as ResearchRubrics does; never the default).")] = "judged-only",
     axes: Annotated[bool, typer.Option("--axes/--no-axes", help="Also print compliance per axis.")] = True,
     labels: Annotated[Path | None, typer.Option("--labels", "-l", help="Human verdicts JSONL {sample_id, criterion, verdict}: adds agreement (macro-F1, accuracy, kappa).")] = None,
     tasks: Annotated[Path | None, typer.Option(help="Task file: checks that labelled criteria exist, and supplies domain/complexity for runs that lack them.")] = None,
@@ -66,7 +66,7 @@ def compliance_cmd(
         if frame.empty:
             raise InputError(f"no judgment in the run is by a judge matching {list(judge)}", field="judge")
     judge = None  # selected above
-    per_report = compliance_by_report(frame, judge=judge, policy=policy)  # type: ignore[arg-type]
+    per_report = compliance_by_report(frame, judge=judge, policy=policy)
     task_list = None
     if tasks is not None:
         from scijudge.importers.researchrubrics import load_tasks
@@ -97,7 +97,7 @@ def compliance_cmd(
                                 "coverage"]], f"Compliance by {facet.replace('_', ' ')} (mean over reports)"))
         result.setdefault("by_facet", {})[facet] = _records(by_facet)
     if axes:
-        per_axis = compliance_by_axis(frame, judge=judge, policy=policy)  # type: ignore[arg-type]
+        per_axis = compliance_by_axis(frame, judge=judge, policy=policy)
         by_axis = axis_summary(per_axis)
         shown.append((by_axis[[*contender, "axis", "compliance", "compliance_lo", "compliance_hi", "coverage",
                                "n_judged", "n_criteria"]], "Compliance per axis (mean over reports)"))

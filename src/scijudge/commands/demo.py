@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -41,10 +40,15 @@ def demo_cmd(
     from scijudge.run.store import Run
     from scijudge.spec.judge_spec import resolve_judges
 
+    from scijudge.commands._progress import quiet_local_models
+
     items_path = items or _bundled("datasets/yescieval_example/items.jsonl")
+    loaded, _ = load_items(items_path)  # the judges and items are checked before any model is built or loaded
+    specs = resolve_judges(judge)
     tiny = model is None
+    if tiny or not progress:  # the demo's own output is the point (and --no-progress means no bars at all)
+        quiet_local_models()
     if tiny:
-        _quiet_transformers()
         from scijudge.lm.tiny import build_tiny_model
 
         console.print(f"building a tiny random Llama model + LoRA adapter in {workdir} (no download) ...")
@@ -52,8 +56,6 @@ def demo_cmd(
         model = f"hf:{paths['adapter']}"
     assert model is not None
     lm = make_lm(model, api_base=api_base, max_tokens=160 if tiny else None)
-    loaded, _ = load_items(items_path)
-    specs = resolve_judges(judge)
     judges = [build_judge(spec, lm=lm, rating_probs=tiny) for spec in specs]
     store = Run(run)
     store.set_meta(items=str(items_path), judges=[s.name for s in specs], model=model, demo=True)
@@ -73,21 +75,6 @@ def demo_cmd(
         out.print("[bold yellow]These scores come from a tiny model with RANDOM weights: they are meaningless.[/] "
                   "They show that the whole path runs. For real judgments use --model hf:/path/to/adapter "
                   "(e.g. a YESciEval LoRA judge) or an API model such as --model openai/gpt-4o-mini.")
-
-
-def _quiet_transformers() -> None:
-    """The demo's own output is the point: silence transformers' progress bars and deprecation chatter."""
-    import warnings
-
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    warnings.filterwarnings("ignore", category=FutureWarning)
-    try:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.set_verbosity_error()
-        hf_logging.disable_progress_bar()
-    except ImportError:
-        pass
 
 
 def _bundled(relative: str) -> Path:

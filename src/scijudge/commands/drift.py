@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -16,7 +16,7 @@ def drift_cmd(
     old: Annotated[Path, typer.Argument(help="The earlier run store (or the only one: its history vs its current rows).")],
     new: Annotated[Path | None, typer.Argument(help="The later run store.")] = None,
     fail_above: Annotated[float | None, typer.Option("--fail-above", min=0.0, max=1.0, help=_FAIL_HELP)] = None,
-    on: Annotated[str, typer.Option("--on", help=_ON_HELP)] = "exact",
+    on: Annotated[Literal["exact", "beyond1"], typer.Option("--on", help=_ON_HELP)] = "exact",
     any_model: Annotated[bool, typer.Option("--any-model", help=_ANY_HELP)] = False,
     csv: Annotated[bool | None, typer.Option("--csv/--table", help="CSV or a table (default: CSV when stdout is not a "
                                              "terminal).")] = None,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -109,7 +109,7 @@ def estimate_cmd(
     target_width: Annotated[float | None, typer.Option("--target-width", help="Print how many labels give an interval this wide (PPI++ and human only).")] = None,
     judge: Annotated[list[str] | None, typer.Option("--judge", "-j", help="Only these judges: name, prefix or glob; repeatable.")] = None,
     scale: Annotated[list[str] | None, typer.Option(help="Scale 'lo,hi,step' (or 'lo,hi,step,continuous') for every judge, or 'JUDGE=lo,hi,step[,continuous]'; repeatable (default: the run's stored scale, the judge's spec or family).")] = None,
-    human: Annotated[str, typer.Option("--human", help="What the estimate targets: 'mean' (each item's mean over its annotators, averaged: the mean human rating) or 'median' (the median consensus snapped to the scale, as calibrate uses).")] = "mean",
+    human: Annotated[Literal["mean", "median"], typer.Option("--human", help="What the estimate targets: 'mean' (each item's mean over its annotators, averaged: the mean human rating) or 'median' (the median consensus snapped to the scale, as calibrate uses).")] = "mean",
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Folder for estimate.csv, conformal.csv, conformal_coverage.csv, labels_needed.csv, estimate.html.")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the conformal calibration/held-out splits.")] = 0,
     picks: Annotated[Path | None, typer.Option("--picks", help="picks.csv from `scijudge select-labels`: the labels were chosen by that design; estimates weight them by 1/pi (active PPI) or by stratum.")] = None,
@@ -138,6 +138,10 @@ def estimate_cmd(
         from scijudge.estimation.select import read_picks
 
         design = read_picks(picks)
+    _scale_mapping(scale, [], {})  # a misspelt --scale, and a missing store, before any label or store is read
+    for path in run:
+        if not Path(path).exists():
+            raise InputError("run store not found", file=path)
     label_frame = labels_to_frame(load_labels(labels))
     judgments, stored = _load_judgments(list(run), judge)
     groups, pairs = _item_maps(items, by, pair_by)

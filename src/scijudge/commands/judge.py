@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 from rich.markup import escape
@@ -63,7 +63,7 @@ def judge_cmd(
         "--batch", help="Send the judgments through the provider's batch API (about half price, results within 24 h).")] = False,
     batch_size: Annotated[int, typer.Option(min=1, max=50000, help="Lines per batch.")] = 5000,
     batch_poll: Annotated[float, typer.Option(min=0.0, help="Seconds between status checks of running batches.")] = 30.0,
-    batch_fallback: Annotated[str, typer.Option(
+    batch_fallback: Annotated[Literal["next-strategy", "direct"], typer.Option(
         help="Where lines that failed in a batch go: next-strategy (a follow-up batch) or direct (direct "
              "calls).")] = "next-strategy",
     ray: Annotated[str | None, typer.Option(
@@ -71,13 +71,13 @@ def judge_cmd(
                                          "or a cluster address (auto, ray://host:10001).")] = None,
     fused: Annotated[bool, typer.Option(
         help="Likert rubrics: judge all the selected rubrics in one call per item (one stored judgment per rubric).")] = False,
-    mode: Annotated[str, typer.Option(
+    mode: Annotated[Literal["generate", "decision"], typer.Option(
         help="generate (default: a typed answer with rationale) or decision (the score is read from the model's "
              "probabilities over the levels or verdict labels at the answer position; no text generated).")] = "generate",
-    decision_score: Annotated[str, typer.Option(
+    decision_score: Annotated[Literal["expected", "mode"], typer.Option(
         help="With --mode decision: expected (the expected value of the level distribution) or mode (the most "
              "likely level).")] = "expected",
-    layout: Annotated[str, typer.Option(
+    layout: Annotated[Literal["rubric-first", "item-first"], typer.Option(
         help="Prompt order: rubric-first (default) or item-first (a local engine then shares each item's prefix across its "
              "rubrics).")] = "rubric-first",
     cascade: Annotated[Path | None, typer.Option(
@@ -124,6 +124,12 @@ def judge_cmd(
                          "--model, --api-base, --mode, --rating-probs, --fused, --ray and --limit", field="--cascade")
     if cascade is None and model is None:
         raise InputError("give the model to judge with (--model) or a saved cascade (--cascade)", field="--model")
+    from scijudge.lm import is_local_model
+
+    if not progress and model is not None and is_local_model(model):
+        from scijudge.commands import _progress
+
+        _progress.quiet_local_models()  # no "Loading weights" bar, no transformers FutureWarning
     specs = apply_blocks_and_preset(resolve_judges(judge), blocks=block or [], preset=preset)
     if reports is not None:
         from scijudge.importers.researchrubrics import load_checklist_items
@@ -199,7 +205,7 @@ def judge_cmd(
             if partial is not None:
                 print_summary(partial, run_path)
             console.print(f"[bold red]error:[/] {escape(redact(str(exc)))}", highlight=False, soft_wrap=True)
-            if partial is not None and partial.resumable:
+            if partial is not None and partial.resumable and getattr(exc, "resume_helps", True):
                 console.print(f"resume with: {escape(resume_command())}", highlight=False, soft_wrap=True)
             exit_run(store, getattr(exc, "exit_code", 3))
     print_summary(summary, run_path)

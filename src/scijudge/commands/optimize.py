@@ -32,13 +32,25 @@ def _print_result(result: Any, log_path: Path | None) -> None:
             table.add_row(key, fmt(result.before.get(key)), fmt(result.after.get(key)), interval)
     table.add_row("n (test units)", str(result.before.get("n_units")), str(result.after.get("n_units")))
     console.print(table)
+    from scijudge.report.text import fmt_cost
+
     b = result.budget
     console.print(f"LM calls: {b['lm_calls']} ({b['optimization_lm_calls']} optimizing, {b['evaluation_lm_calls']} "
-                  f"testing, {b['cached_calls']} from cache)" + (f"; cost ${b['cost_usd']:.4f}" if b["cost_usd"] else ""),
+                  f"testing, {b['cached_calls']} from cache); cost (USD, estimated) {fmt_cost(b['cost_usd'])}",
                   highlight=False, markup=False, soft_wrap=True)
     for note in result.notes:
         console.print(f"note: {note}", highlight=False, markup=False, soft_wrap=True)
-    if result.spec_path:
+    if result.interrupted and result.unchanged:
+        console.print("interrupted (Ctrl-C) before the search found a candidate: nothing saved (the base judge is "
+                      "unchanged)", highlight=False, markup=False, soft_wrap=True)
+    elif result.spec_path and result.interrupted:
+        console.print(f"interrupted (Ctrl-C): the best candidate so far, tested above, saved as a partial result: "
+                      f"{result.spec_path}  (use it as --judge {result.spec_path})",
+                      highlight=False, markup=False, soft_wrap=True)
+    elif result.spec_path and result.unchanged:
+        console.print(f"the optimizer returned the base judge unchanged (not an optimized judge); its copy with this "
+                      f"run's provenance: {result.spec_path}", highlight=False, markup=False, soft_wrap=True)
+    elif result.spec_path:
         console.print(f"optimized judge: {result.spec_path}  (use it as --judge {result.spec_path})",
                       highlight=False, markup=False, soft_wrap=True)
     if log_path is not None:
@@ -150,9 +162,13 @@ def optimize_cmd(
     from scijudge.optimization._experiment import run_experiment
     from scijudge.optimization._quiet import quiet_to
     from scijudge.optimization._recipes import resolve_recipe
+    from scijudge.optimization._result import INTERRUPTED
     from scijudge.optimization._retry import preflight
 
+    from scijudge.spec.judge_spec import resolve_judges
+
     recipes = [resolve_recipe(r) for r in recipe]  # recipe errors surface before any model is built
+    resolve_judges([judge])  # so does a misspelt judge, before any model is built or asked (preflight)
     items, labels = _inputs(items, tasks, reports, labels)
     robustness = None
     if perturbed is not None:
@@ -170,6 +186,8 @@ def optimize_cmd(
         with _progress(), quiet_to(log_path):
             result = run_plan(plan, lm, prompt_lm=prompt_lm, out=target, track=track, robustness=robustness)
         _print_result(result, log_path)
+        if result.interrupted:
+            raise typer.Exit(130)  # as every command after a Ctrl-C
         return result
     folder = out or DEFAULT_FOLDER / f"experiment-{datetime.now(UTC):%Y%m%d-%H%M%S}"
     log_path = None if verbose else folder / "optimize.log"
@@ -196,4 +214,8 @@ def optimize_cmd(
                       highlight=False, soft_wrap=True)
     sys.stdout.write(f"table: {folder / 'experiment.csv'}  plot: {folder / 'experiment.png'}"
                      + (f"  log: {log_path}" if log_path else "") + "\n")
+    if "stopped" in frame and (frame["stopped"] == INTERRUPTED).any():
+        console.print("interrupted (Ctrl-C): rows marked stopped early hold the best candidate so far (files named "
+                      "*.partial.toml)", highlight=False, soft_wrap=True)
+        raise typer.Exit(130)
     return frame

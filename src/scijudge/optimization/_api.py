@@ -40,7 +40,7 @@ from scijudge.optimization._judge_metrics import VERDICT, JudgeMetric, Ledger, c
 from scijudge.optimization._opt_judge import OptJudge
 from scijudge.optimization._recipes import Recipe, SplitSpec, _line_of, resolve_recipe
 from scijudge.optimization._registry import CompileInputs, entry_for
-from scijudge.optimization._result import OptimizationResult, write_outputs
+from scijudge.optimization._result import INTERRUPTED, OptimizationResult, write_outputs
 from scijudge.optimization._retry import RetryPolicy, preflight
 from scijudge.optimization._spec_io import optimized_spec
 from scijudge.optimization._splits import ItemSplit
@@ -173,7 +173,7 @@ def _compile(plan: Plan, lm: Any, prompt_lm: Any, budget: Budget, reserve: int, 
         return None, stop.reason
     except KeyboardInterrupt:  # Ctrl-C: like a budget stop, the best candidate so far is kept, tested and written
         gate.close(wait=0)
-        return None, "interrupted by Ctrl-C"
+        return None, INTERRUPTED
     except StopRun as stop:
         gate.close(wait=0)
         raise stop.error or ModelError(stop.reason) from None
@@ -353,7 +353,8 @@ def run_plan(plan: Plan, lm: Any, *, prompt_lm: Any = None, out: str | Path | No
         variant_judgments=pd.DataFrame(variant_rows),
         trials=ledger.trials({example_key(e) for e in seen_dev}), budget=budget_info, stopped=stopped, notes=notes,
     )
-    if out is not None:
+    result.unchanged = same
+    if out is not None and not (same and result.interrupted):  # nothing new to keep: the base judge is on disk
         write_outputs(result, Path(out))
     if tracker is not None:
         tracker.log_result(result)

@@ -19,6 +19,7 @@ from scijudge.optimization._api import prepare, run_plan
 from scijudge.optimization._evaluate import judge_baseline, summaries
 from scijudge.optimization._judge_metrics import JudgeMetric
 from scijudge.optimization._recipes import SplitSpec, resolve_recipe
+from scijudge.optimization._result import INTERRUPTED
 from scijudge.optimization._retry import FatalModelError, RetryPolicy, preflight
 
 AGREEMENT_COLUMNS = ("exact", "balanced_accuracy", "score")
@@ -65,7 +66,12 @@ def run_experiment(recipes: list[Any], models: list[Any], *, judge: Any, items: 
     rows: list[dict[str, Any]] = []
     fatal: tuple[str, str] | None = None
     fatal_errors: list[Exception] = []
+    interrupted = False  # Ctrl-C in one run stops the experiment: no later run makes a call
     for model in models:
+        if interrupted:
+            name = model if isinstance(model, str) else model_name(model)
+            rows += [_failed_row(first, plan, name, split, f"not run: {INTERRUPTED}") for plan in plans]
+            continue
         if isinstance(model, str):
             from scijudge.lm import make_lm
 
@@ -82,6 +88,9 @@ def run_experiment(recipes: list[Any], models: list[Any], *, judge: Any, items: 
         rows.append(_baseline_row(first, baseline, name, split, n_boot))
         target = Path(out) / _slug(name) if out is not None else None
         for plan in plans:
+            if interrupted:
+                rows.append(_failed_row(first, plan, name, split, f"not run: {INTERRUPTED}"))
+                continue
             if fatal is not None and fatal[0] == name:  # the model became unusable: the rest of its recipes cannot run
                 rows.append(_failed_row(first, plan, name, split, f"not run: {fatal[1]}"))
                 continue
@@ -94,6 +103,7 @@ def run_experiment(recipes: list[Any], models: list[Any], *, judge: Any, items: 
                     fatal = (name, str(exc))
                     fatal_errors.append(exc)
                 continue
+            interrupted = result.interrupted
             row = result.summary()
             for key in STATS:  # the baseline is its own row: recipe rows hold the optimized judge only
                 row.pop(f"{key}_before", None)

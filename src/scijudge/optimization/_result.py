@@ -14,6 +14,9 @@ from scijudge.optimization._splits import ItemSplit
 from scijudge.spec.judge_spec import JudgeSpec
 
 
+INTERRUPTED = "interrupted by Ctrl-C"  # ``OptimizationResult.stopped`` after a Ctrl-C during the search
+
+
 @dataclass
 class OptimizationResult:
     """What one optimization produced: the optimized spec and program, and the held-out comparison."""
@@ -35,6 +38,12 @@ class OptimizationResult:
     spec_path: Path | None = None
     program_path: Path | None = None
     report_path: Path | None = None
+    unchanged: bool = False  # the optimizer returned the base judge's prompt (instructions and demos) as it was
+
+    @property
+    def interrupted(self) -> bool:
+        """Ctrl-C stopped the search: what was kept is the best candidate so far (partial), not a finished one."""
+        return self.stopped == INTERRUPTED
 
     @property
     def improvement(self) -> float:
@@ -68,11 +77,14 @@ class OptimizationResult:
 
 
 def write_outputs(result: OptimizationResult, out: Path) -> None:
-    """Spec TOML, program JSON and a JSON report (calibration frames, trials, notes)."""
+    """Spec TOML, program JSON and a JSON report (calibration frames, trials, notes). After a Ctrl-C the files'
+    names say ``partial`` (``<name>.partial.toml``): the best candidate so far, not a finished optimization."""
     from scijudge.metrics.calibration import frame_records
 
     name = result.spec.provenance.get("display_name") or f"{result.spec.name}@{result.recipe.name}"
     spec_path = out if out.suffix == ".toml" else out / f"{name}.toml"
+    if result.interrupted:
+        spec_path = spec_path.with_name(spec_path.stem + ".partial.toml")
     spec_path.parent.mkdir(parents=True, exist_ok=True)
     save_spec(result.spec, spec_path)
     program_path = spec_path.with_name(spec_path.stem + ".program.json")

@@ -9,6 +9,16 @@ import numpy as np
 import pandas as pd
 
 
+def fmt_cost(cost: float | None, priced: int | None = None, total: int | None = None) -> str:
+    """An estimated cost in USD that never shows an unknown price as 0: ``cost`` summed over ``priced`` of ``total``
+    paid answers (counts optional). "unknown" when no answer had a known price; the share when only some had."""
+    if cost is None or (isinstance(cost, float) and not math.isfinite(cost)) or (total and not priced):
+        return "unknown (no known price for this model)"
+    if priced is not None and total is not None and priced < total:
+        return f"{cost:.4f} for {priced} of {total} answers (the rest: price unknown)"
+    return f"{cost:.4f}"
+
+
 def fmt_number(value: Any, digits: int = 3) -> str:
     """A number rounded for display, never '-0.000' (a rounded negative zero prints as 0); NaN as '—'."""
     if value is None or value is pd.NA:

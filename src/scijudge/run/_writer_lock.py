@@ -10,34 +10,66 @@ from scijudge.errors import RunBusyError, StoreWriteError
 
 
 class WriterLock:
-    """An exclusive lock file ``<store>.lock`` holding the writer's PID; the OS drops it when that process dies."""
+    """An exclusive lock file ``<store>.lock`` holding the writer's PID; the OS drops it when that process dies.
+
+    ``release`` removes the file while still holding the lock. A process that opened the file just before it was
+    removed may still get the lock, but on a file no longer at that path: after locking, the path must still be
+    the file locked (same device and inode), otherwise it starts over on the path's new file. So one writer at a
+    time holds the lock on the file the path names, and a clean run leaves no lock file behind.
+    """
 
     def __init__(self, store: Path) -> None:
         self.path = store.with_name(store.name + ".lock")
-        try:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:  # a read-only file system or folder: the store cannot be written either
-            raise StoreWriteError(f"cannot write the run store {store} (its lock file {self.path.name}: "
-                                  f"{exc.strerror or exc}); reading it works: export, calibrate") from None
+        self._fd = -1
         try:
             import fcntl
         except ImportError:  # pragma: no cover - Windows: no advisory locks; one writer is not enforced
+            self._fd = _open(self.path, store)
             return
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = os.pread(self._fd, 64, 0).decode(errors="replace").strip() or "unknown"
-            os.close(self._fd)
-            self._fd = -1
-            raise RunBusyError(f"run store {store} is being written by another process (pid {holder}); wait for "
-                               "it to finish or stop it, or use another --run file") from None
+        while True:
+            fd = _open(self.path, store)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+                os.close(fd)
+                raise RunBusyError(f"run store {store} is being written by another process (pid {holder}); wait "
+                                   "for it to finish or stop it, or use another --run file") from None
+            if _same_file(fd, self.path):
+                break
+            os.close(fd)  # locked a file its last writer had just removed: lock the one at the path now
+        self._fd = fd
         os.ftruncate(self._fd, 0)
         os.pwrite(self._fd, str(os.getpid()).encode(), 0)
 
     def release(self) -> None:
         if self._fd >= 0:
             try:
-                os.ftruncate(self._fd, 0)
+                if _same_file(self._fd, self.path):
+                    self.path.unlink()  # still locked: nobody else can hold the lock on this file now
+            except OSError:
+                try:
+                    os.ftruncate(self._fd, 0)  # cannot remove it (read-only folder): leave it empty
+                except OSError:
+                    pass
             finally:
                 os.close(self._fd)  # closing drops the flock
                 self._fd = -1
+
+
+def _open(path: Path, store: Path) -> int:
+    """Open (or create) the lock file; a read-only file system or folder is one line (the store cannot be written)."""
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise StoreWriteError(f"cannot write the run store {store} (its lock file {path.name}: "
+                              f"{exc.strerror or exc}); reading it works: export, calibrate") from None
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether ``path`` still names the open file ``fd`` (not removed, not replaced)."""
+    try:
+        here, there = os.fstat(fd), os.stat(path)
+    except FileNotFoundError:
+        return False
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)

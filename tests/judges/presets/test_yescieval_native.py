@@ -4,7 +4,6 @@ rubrics' task-context block, and papers given as a title -> abstract mapping."""
 from __future__ import annotations
 
 import json
-from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +35,7 @@ EXPECTED_USER = (
     "\n</paper-titles-and-abstracts>\n\n###"
 )
 # The preset reads YESciEval's prompt text from the installed package (the `yescieval` extra).
-needs_yescieval = pytest.mark.skipif(find_spec("yescieval") is None,
-                                     reason="yescieval is not installed (pip install 'scijudge[yescieval]')")
+needs_yescieval = pytest.mark.needs_extra("yescieval")
 
 
 def _native_judge(lm: Any, name: str = "yescieval.qa.correctness") -> Judge:

@@ -4,7 +4,6 @@ the prompt reader against the package's own classes; the install line when the p
 from __future__ import annotations
 
 import importlib.metadata
-from importlib.util import find_spec
 
 import pytest
 
@@ -12,8 +11,7 @@ from scijudge.errors import ModelError
 from scijudge.judges.presets import _yescieval_source as source
 from scijudge.spec.judge_spec import get_spec, list_specs
 
-needs_yescieval = pytest.mark.skipif(find_spec("yescieval") is None,
-                                     reason="yescieval is not installed (pip install 'scijudge[yescieval]')")
+needs_yescieval = pytest.mark.needs_extra("yescieval")
 # What the two projects say differently, on purpose (each checked below rather than ignored):
 NO_NATIVE_PAIRWISE = {"yescieval.qa.correctness", "yescieval.qa.completeness", "yescieval.qa.informativeness",
                       "yescieval.qa.coherence", "yescieval.qa.integration", "yescieval.qa.relevancy",

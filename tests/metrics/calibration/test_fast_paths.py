@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -309,3 +311,91 @@ def test_point_estimates_of_a_large_row_are_the_librarys_own_bits(noise: str) ->
     if noise == "ordinal":
         assert row["kappa_w"] == skm.cohen_kappa_score(h, j, weights="quadratic")
         assert row["kappa_linear"] == skm.cohen_kappa_score(h, j, weights="linear")
+
+
+def _scipy_rank_replicates(counts: np.ndarray, j: np.ndarray, h: np.ndarray) -> dict[str, np.ndarray]:
+    """What rank_replicates computed before its levels-table path: scipy on each resample's pairs."""
+    from scipy import stats
+
+    rho, tau = [], []
+    positions = np.arange(j.size)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for row in counts:
+            idx = np.repeat(positions, row)
+            if idx.size < 2:
+                rho.append(np.nan)
+                tau.append(np.nan)
+                continue
+            rj, rh = stats.rankdata(j[idx]), stats.rankdata(h[idx])
+            rho.append(np.corrcoef(rj, rh)[0, 1] if np.ptp(rj) and np.ptp(rh) else np.nan)
+            tau.append(stats.kendalltau(j[idx], h[idx]).statistic)
+    return {"spearman": np.array(rho, dtype=float), "kendall": np.array(tau, dtype=float)}
+
+
+@pytest.mark.parametrize("case", range(12))
+def test_rank_replicates_are_scipys_bit_for_bit(case: int) -> None:
+    """Spearman and Kendall of every resample from level tables equal scipy's rankdata + corrcoef and kendalltau
+    on the resample's pairs, to the last bit: jury-like thirds, constant sides, empty and one-pair resamples, and
+    raw values with so many levels that the per-resample scipy path is taken."""
+    rng = np.random.default_rng(case)
+    n = int(rng.integers(2, 90))
+    j = rng.integers(1, 6, n) + rng.choice([0.0, 1 / 3, 2 / 3], n)
+    h = rng.integers(1, 10, n) / 2.0
+    if case % 4 == 1:
+        h = np.full(n, 3.0)  # a constant human side: every correlation NaN
+    if case % 4 == 2:
+        j = rng.normal(size=n)  # every value its own level
+    if case == 11:
+        j, h = rng.normal(size=n + 60), rng.normal(size=n + 60)  # > 1,024 cells: the scipy path
+        n = j.size
+    counts = rng.multinomial(n, np.ones(n) / n, size=150)
+    counts[0] = 0  # nothing drawn
+    counts[1] = 0
+    counts[1, 0] = 1  # one pair
+    counts[2] = 0
+    counts[2, 0] = n  # one pair drawn n times
+    got = cont.rank_replicates(counts, j, h)
+    want = _scipy_rank_replicates(counts, j, h)
+    for name in ("spearman", "kendall"):
+        assert got[name].dtype == want[name].dtype and got[name].shape == want[name].shape
+        assert np.array_equal(got[name], want[name], equal_nan=True), name
+        assert np.isnan(got[name][:3]).all()
+    assert np.isfinite(got["kendall"][3:]).any() or case % 4 == 1
+
+
+def test_corrcoef_steps_give_numpys_bits() -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(2000):
+        n = int(rng.integers(2, 300))
+        x, y = rng.integers(1, 40, n) / 2.0, rng.normal(size=n)
+        if np.ptp(x) == 0:
+            continue
+        assert cont._corrcoef(x, y) == np.corrcoef(x, y)[0, 1]
+
+
+@pytest.mark.parametrize("repeat", [False, True])
+def test_common_units_equal_the_merges_they_replace(repeat: bool) -> None:
+    from scijudge.metrics.calibration._blocks import _Group
+    from scijudge.metrics.calibration.paired import _on_common_units
+
+    rng = np.random.default_rng(5)
+
+    def group(n: int, name: str) -> _Group:
+        ids = [f"q{i}" for i in rng.choice(40, size=n, replace=False)]
+        pairs = pd.DataFrame({"item_id": ids, "part": [""] * n,
+                              "score": rng.integers(1, 6, n).astype(float), "h_score": rng.integers(1, 6, n) / 1.0})
+        if repeat:  # a unit judged twice (a pairwise judge's two orders): the merges' cross product
+            pairs = pd.concat([pairs, pairs.iloc[:2]], ignore_index=True)
+        return _Group(contender=name, judge="j", track="ordinal", pool="1..5", model=name, spec_hash="h",
+                      family="likert", categories=np.arange(1, 6.0), pairs=pairs, counts={})
+
+    ga, gb = group(25, "a"), group(30, "b")
+    key = ["item_id", "part"]
+    common = ga.pairs[key].merge(gb.pairs[key], on=key)
+    want_a = ga.pairs.merge(common, on=key).sort_values(key).reset_index(drop=True)
+    want_b = gb.pairs.merge(common, on=key).sort_values(key).reset_index(drop=True)
+    got = _on_common_units(ga, gb, key)
+    assert got is not None and len(common) >= 2
+    pd.testing.assert_frame_equal(got[0], want_a, check_exact=True)
+    pd.testing.assert_frame_equal(got[1], want_b, check_exact=True)
