@@ -46,6 +46,16 @@ def _summary_line(fmt: str, summary: dict[str, Any]) -> str:
     return ""
 
 
+def reimport_note(counts: Any) -> str:
+    """One line on what an import replaced: an earlier import of the same file, or rows under the same key."""
+    if counts.earlier_paths:
+        return (f"re-import of {', '.join(counts.earlier_paths)} (same sha256): {counts.replaced} rows replaced, "
+                f"{counts.retired} rows of the earlier import under older item names are now history")
+    if counts.replaced:
+        return f"{counts.replaced} replaced rows imported before under the same item, judge, model and endpoint"
+    return ""
+
+
 def _write_labels(path: Path, labels: list[Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as handle:
@@ -89,11 +99,12 @@ def import_foreign(
         raise InputError("no judgment could be imported" + (
             f" (skipped deterministic scorers: {imported.skipped}; --all-scorers keeps them)" if imported.skipped
             else ""), file=imported.source)
-    written = 0
+    written, counts = 0, None
     if imported.results:
         try:
             counts = import_records(run, chunks_of(r.model_dump(mode="json") for r in imported.results),
-                                    imported_spec=IMPORTED_SPEC_HASH, meta=imported.meta, supersede=supersede)
+                                    imported_spec=IMPORTED_SPEC_HASH, meta=imported.meta, supersede=supersede,
+                                    sha256=imported.sha256 or None)
         except KeyboardInterrupt:
             err.print(f"interrupted: nothing was written to {escape(str(run))} (an import is one transaction); "
                       "run the same command again")
@@ -108,6 +119,10 @@ def import_foreign(
     out.print(f"{imported.format}: {written} judgments -> {escape(str(run))} ({imported.n_abstained} abstentions); "
               f"{len(imported.errors)} bad rows{skipped}" + (f"; source sha256 {imported.sha256[:12]}"
                                                              if imported.sha256 else ""))
+    if counts is not None:
+        note = reimport_note(counts)
+        if note:
+            out.print(escape(note))
     out.print(escape(_summary_line(imported.format, imported.summary)))
     if imported.labels:
         if labels_out is None:

@@ -79,7 +79,7 @@ def import_judgments_cmd(
 
     try:
         counts = import_records(run, rows(stream), imported_spec=IMPORTED_SPEC_HASH, meta=stream.meta,
-                                supersede=supersede)
+                                supersede=supersede, sha256=stream.sha256)
     except KeyboardInterrupt:
         err.print(f"interrupted: nothing was written to {escape(str(run))} (an import is one transaction, whole or "
                   "not at all); run the same command again to import the file")
@@ -88,9 +88,9 @@ def import_judgments_cmd(
         _print_bad(err, stream)
         raise
     _print_bad(err, stream)
-    notes = ""
-    if counts.replaced:
-        notes += f"; {counts.replaced} replaced rows imported before under the same item, judge, model and endpoint"
+    from scijudge.commands._interop import reimport_note
+
+    notes = f"; {reimport_note(counts)}" if reimport_note(counts) else ""
     if counts.superseded:
         notes += f"; {counts.superseded} judgments made by scijudge are now history (--supersede)"
     Console(highlight=False, soft_wrap=True).print(

@@ -31,6 +31,8 @@ class ForeignRow:
 
     ``score`` None and ``verdict`` None is an abstention (``reason`` says why); ``error`` set makes it a bad row.
     ``llm_judged`` False marks a deterministic metric (string match, exact match), skipped unless asked for.
+    ``answered_by`` names the model (or provider) whose answer was judged: it is part of the judgment's identity,
+    so the item becomes ``<item_id>|<answered_by>`` (two solver models graded by one judge are two judgments).
     """
 
     item_id: Any
@@ -45,7 +47,19 @@ class ForeignRow:
     line: int | None = None
     llm_judged: bool = True
     error: str | None = None
+    answered_by: str | None = None
     provenance: dict[str, Any] = field(default_factory=dict)
+
+
+ANSWER_SEPARATOR = "|"
+"""Between an item and the model that answered it in an imported item id (``q1|openai/gpt-4o``)."""
+
+
+def answered_item(item_id: Any, answered_by: str | None) -> Any:
+    """The item id of a judgment of ``answered_by``'s answer to ``item_id`` (unchanged when no model is known)."""
+    if item_id is None or not answered_by:
+        return item_id
+    return f"{item_id}{ANSWER_SEPARATOR}{answered_by}"
 
 
 @dataclass
@@ -67,12 +81,13 @@ class ForeignImport(ImportedJudgments):
 
 
 def file_bytes(path: str | Path) -> tuple[Path, bytes, str]:
-    """(path, content, sha256) of a file that must exist."""
+    """(absolute path, content, sha256) of a file that must exist: the absolute path is what an import records, so
+    that two spellings of one file's path are one source."""
     path = Path(path)
     if not path.is_file():
         raise InputError("file not found", file=path)
     data = path.read_bytes()
-    return path, data, hashlib.sha256(data).hexdigest()
+    return path.resolve(), data, hashlib.sha256(data).hexdigest()
 
 
 def load_json(data: bytes, path: Path) -> Any:
@@ -159,7 +174,7 @@ def collect(
             continue
         kept.append(row)
     records: list[tuple[int, Mapping[str, Any]]] = [
-        (n, {"item_id": r.item_id, "judge": r.judge, "model": r.model, "score": r.score, "verdict": r.verdict,
+        (n, {"item_id": answered_item(r.item_id, r.answered_by), "judge": r.judge, "model": r.model, "score": r.score, "verdict": r.verdict,
              "rationale": r.rationale, "reason": r.reason, "part": r.part})
         for n, r in enumerate(kept, 1)]
     imported = judgments_from_records(records, source=source, sha256=sha256)
@@ -172,6 +187,8 @@ def collect(
         provenance = dict(result.result or {})
         row = by_number[int(provenance["line"])]
         provenance.update(line=row.line, position=row.position, format=fmt, **row.provenance)
+        if row.answered_by:
+            provenance.update(sample_id=str(row.item_id), answered_by=row.answered_by)
         result.result = provenance
         out.results.append(result)
     scores: dict[str, list[float]] = {}

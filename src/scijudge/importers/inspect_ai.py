@@ -4,7 +4,9 @@ A scorer is model-graded when a model call was recorded inside its span (``span_
 when its score's metadata carries the grader's message (as ``model_graded_qa`` / ``model_graded_fact`` write
 it); deterministic scorers (match, includes, exact) are counted as skipped. The item is the sample's id
 (``<id>#epoch<n>`` when the task ran several epochs), the judge the scorer's name, the model the grader model,
-the rationale the score's explanation. Grades read as inspect's own ``value_to_float`` reads them (C=1, P=0.5,
+the rationale the score's explanation. The solver model (``eval.model``) answered: it is part of the judgment's
+identity, so the item is ``<sample id>|<solver model>`` (two logs of two solvers graded by one judge never
+replace each other). Grades read as inspect's own ``value_to_float`` reads them (C=1, P=0.5,
 I=0, N=0); an unscored sample (NaN) is an abstention; a boolean, list or dict value is a bad row named by its
 position (``samples/q3_epoch_1.json.scores.model_graded_qa``).
 
@@ -136,6 +138,8 @@ def grade_value(value: Any) -> tuple[float | None, str | None]:
 def _rows(log: Any, samples: list[tuple[str, Any]]) -> Iterator[ForeignRow]:
     evaluation = _get(log, "eval")
     epochs = _get(_get(evaluation, "config"), "epochs") or 1
+    solver = _get(evaluation, "model")
+    solver = str(solver) if solver else None
     for position, sample in samples:
         sample_id, epoch = _get(sample, "id"), _get(sample, "epoch") or 1
         item_id = str(sample_id) if epochs == 1 else f"{sample_id}#epoch{epoch}"
@@ -151,7 +155,7 @@ def _rows(log: Any, samples: list[tuple[str, Any]]) -> Iterator[ForeignRow]:
                 item_id=item_id, judge=scorer, model=grader or DETERMINISTIC, llm_judged=grader is not None,
                 score=number, rationale=text(explanation),
                 reason=None if number is not None else f"unscored by {scorer} ({text(explanation) or 'no grade'})",
-                position=f"{position}.scores.{scorer}", error=error,
+                position=f"{position}.scores.{scorer}", error=error, answered_by=solver,
                 provenance={"raw_value": value if isinstance(value, (str, int, float)) else None, "epoch": epoch},
             )
 

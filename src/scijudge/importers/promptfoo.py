@@ -6,7 +6,8 @@ The file is promptfoo's ``OutputFile`` (``{evalId, results: EvaluateSummaryV3|V2
 ``assertion {type, metric, provider}``). Model-graded assertion types (``llm-rubric``, ``g-eval``,
 ``model-graded-closedqa``, ``factuality``, ...) become judgments; deterministic ones (``icontains``, ``equals``...)
 are counted as skipped. The item is ``testCase.metadata.item_id``, ``vars.item_id``, ``vars.id``, the test's
-description or ``test<i>``, suffixed ``|provider|p<prompt>`` when the file has several provider/prompt columns;
+description or ``test<i>`` (suffixed ``|p<n>`` when the file has several prompts: the n-th distinct ``promptId``), then ``|<provider>``: the
+provider that answered is part of the judgment's identity, so two providers graded alike never replace each other;
 the judge is the assertion's ``metric`` (else its type); the model is the assertion's grader provider, else the
 suite's ``defaultTest.options.provider``, else ``promptfoo:default-grader`` (promptfoo does not record its
 built-in default). A grader error is an abstention.
@@ -59,11 +60,19 @@ def _provider(value: Any) -> str | None:
     return None
 
 
+def _prompt_of(cell: dict[str, Any]) -> str:
+    """A cell's prompt: its ``promptId`` (promptfoo's hash of the prompt), else the prompt's raw text."""
+    return str(cell.get("promptId") or obj(cell.get("prompt")).get("raw") or cell.get("promptIdx", 0))
+
+
 def _rows(doc: dict[str, Any], path: Path) -> Iterator[ForeignRow]:
     cells = doc["results"]["results"]
     options = obj(obj(obj(doc.get("config")).get("defaultTest")).get("options"))
     suite_grader = _provider(options.get("provider")) or DEFAULT_GRADER
-    columns = {(_provider(c.get("provider")), c.get("promptIdx")) for c in cells if isinstance(c, dict)}
+    prompts: dict[str, int] = {}  # the distinct prompts (a column is a prompt x provider), in order of appearance
+    for cell in cells:
+        if isinstance(cell, dict):
+            prompts.setdefault(_prompt_of(cell), len(prompts))
     for i, cell in enumerate(cells):
         where = f"results.results[{i}]"
         if not isinstance(cell, dict):
@@ -76,7 +85,7 @@ def _rows(doc: dict[str, Any], path: Path) -> Iterator[ForeignRow]:
         base = (metadata.get("item_id") or variables.get("item_id") or variables.get("id")
                 or test.get("description") or f"test{cell.get('testIdx', i)}")
         answered_by = _provider(cell.get("provider"))
-        item_id = f"{base}|{answered_by}|p{cell.get('promptIdx', 0)}" if len(columns) > 1 else str(base)
+        item_id = f"{base}|p{prompts[_prompt_of(cell)]}" if len(prompts) > 1 else str(base)
         grading = cell.get("gradingResult") or {}
         if not isinstance(grading, dict):
             yield ForeignRow(item_id=item_id, judge=None, model=None, position=f"{where}.gradingResult",
@@ -101,7 +110,7 @@ def _rows(doc: dict[str, Any], path: Path) -> Iterator[ForeignRow]:
                 else f"promptfoo:{kind or 'assertion'}", score=None if grader_error else score,
                 rationale=text(component.get("reason")), llm_judged=graded,
                 reason=f"grader error: {text(component.get('reason')) or 'no reason'}" if grader_error else None,
-                position=position, error=None if grader_error else error,
+                position=position, error=None if grader_error else error, answered_by=answered_by,
                 provenance={"answer_model": answered_by, "assertion_type": kind, "pass": component.get("pass")},
             )
 
