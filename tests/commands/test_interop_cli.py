@@ -34,7 +34,8 @@ def test_promptfoo_file_is_recognised_by_content_and_imported(tmp_path):
         results = run.results()
         meta = run.meta()
     assert sorted((r.item_id, r.judge, r.model, r.score) for r in results) == [
-        ("q0", "correctness", "openai:gpt-4o-mini", 0.75), ("q1", "correctness", "openai:gpt-4o-mini", 1.0)]
+        ("q0|openai:gpt-4o", "correctness", "openai:gpt-4o-mini", 0.75),
+        ("q1|openai:gpt-4o", "correctness", "openai:gpt-4o-mini", 1.0)]  # the item names the model that answered
     (entry,) = meta["imports"]
     assert entry["format"] == "promptfoo" and entry["file"] == str(path) and len(entry["sha256"]) == 64
     assert meta["scales"]["correctness"] == [0.0, 1.0, 0.1, "continuous"]

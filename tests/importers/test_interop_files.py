@@ -222,6 +222,6 @@ def test_unknown_content_is_not_sniffed_and_named_formats_are_checked(tmp_path):
 def test_deeply_nested_json_is_one_clear_error(tmp_path):
     deep = tmp_path / "deep.json"
     deep.write_text('{"results": ' + "[" * 100_000 + "]" * 100_000 + "}", encoding="utf-8")
-    assert sniff_format(deep) is None  # left to the generic importer, which reports it by line
+    assert sniff_format(deep) == "damaged"  # one line for the file, not one bad row per line
     with pytest.raises(InputError, match="nested too deeply"):
         read_foreign(deep, "promptfoo")

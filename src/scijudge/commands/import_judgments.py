@@ -50,10 +50,11 @@ def import_judgments_cmd(
     """
     from scijudge.commands import _interop
 
-    if from_ is not None or file is None or _interop.recognised(file):
+    found = None if from_ is not None or file is None else _interop.recognised(file)
+    if from_ is not None or file is None or found:
         if map_:
             raise InputError("--map renames columns of generic JSONL/CSV files only", field="map")
-        return _interop.import_foreign(file, run, from_, tracking_uri=tracking_uri, experiment=experiment,
+        return _interop.import_foreign(file, run, from_ or (found if found != "damaged" else None), tracking_uri=tracking_uri, experiment=experiment,
                                        labels_out=labels_out, all_scorers=all_scorers, strict=strict,
                                        label_source=label_source, supersede=supersede)
     from rich.console import Console

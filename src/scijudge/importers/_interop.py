@@ -90,8 +90,26 @@ def file_bytes(path: str | Path) -> tuple[Path, bytes, str]:
     return path.resolve(), data, hashlib.sha256(data).hexdigest()
 
 
+_REMEMBERED: list[tuple[tuple[str, int, int], Any]] = []
+"""The last document ``sniff`` parsed, keyed by (path, size, content hash): its reader takes it from here."""
+
+
+def _document_key(path: Path, data: bytes) -> tuple[str, int, int]:
+    return str(Path(path).resolve()), len(data), hash(data)
+
+
+def remember_document(path: Path, data: bytes, doc: Any) -> None:
+    """Keep the document just parsed from ``data`` for the reader that comes next (one document at a time)."""
+    _REMEMBERED[:] = [(_document_key(path, data), doc)]
+
+
 def load_json(data: bytes, path: Path) -> Any:
-    """A whole JSON document (bare NaN allowed, as inspect writes it); an error names the line."""
+    """A whole JSON document (bare NaN allowed, as inspect writes it); an error names the line.
+
+    The document ``sniff`` parsed from the same bytes is taken as is: a large file is parsed once.
+    """
+    if _REMEMBERED and _REMEMBERED[0][0] == _document_key(path, data):
+        return _REMEMBERED.pop()[1]
     try:
         return json.loads(data.decode("utf-8-sig"))
     except UnicodeDecodeError as exc:
