@@ -93,7 +93,7 @@ def test_export_to_mlflow_and_import_back_with_human_labels(tmp_path, monkeypatc
     client = mlflow.MlflowClient(uri)
     experiment_id = client.get_experiment_by_name("sci").experiment_id
     (trace,) = [t for t in client.search_traces(locations=[experiment_id], include_spans=False)
-                if t.info.tags["scijudge.item_id"] == "q1"]
+                if t.info.tags["scijudge.item_id"] == "q1|openai:gpt-4o"]
     previous = mlflow.get_tracking_uri()
     mlflow.set_tracking_uri(uri)
     try:
@@ -112,7 +112,7 @@ def test_export_to_mlflow_and_import_back_with_human_labels(tmp_path, monkeypatc
     assert after == before
     (label,) = load_labels(labels)
     assert (label.item_id, label.judge, label.score, label.annotator, label.source) == (
-        "q1", "correctness", 0.5, "ann1", "human")
+        "q1|openai:gpt-4o", "correctness", 0.5, "ann1", "human")
 
 
 def test_mlflow_source_names_carry_no_credentials():

@@ -33,7 +33,7 @@ def read_foreign(path: str | Path, fmt: str | None = None, *, include_determinis
     sniffed = sniff(path)
     found = fmt or sniffed.format
     if sniffed.format == DAMAGED:
-        raise InputError(sniffed.problem + (f" (expected {EXPECTED[fmt]})" if fmt else ""), file=path)
+        raise InputError((sniffed.problem or "damaged") + (f" (expected {EXPECTED[fmt]})" if fmt else ""), file=path)
     if found == LM_EVAL_RESULTS:
         raise InputError("an lm-eval results file holds aggregates only: import its samples_<task>_<date>.jsonl "
                          "(written with --log_samples)", file=path)

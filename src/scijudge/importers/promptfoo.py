@@ -104,7 +104,8 @@ def _rows(doc: dict[str, Any], path: Path, line_numbers: list[int] | None = None
                              error="gradingResult is not an object")
             continue
         components = grading.get("componentResults") or ([grading] if grading.get("assertion") else [])
-        declared = test.get("assert") if isinstance(test.get("assert"), list) else []
+        given = test.get("assert")
+        declared: list[Any] = given if isinstance(given, list) else []
         # promptfoo <= 0.120 writes a failed grading (a grader reply it cannot parse, a grader HTTP error) with
         # ``assertion: null``: the assertion is then the test's own assert[j] (componentResults follow its order)
         assertions = [obj(obj(c).get("assertion")) or (obj(declared[j]) if len(declared) == len(components) else {})
@@ -189,10 +190,10 @@ def jsonl_results(data: bytes) -> list[tuple[int, Any]] | None:
     except (ValueError, RecursionError):
         return None
     out: list[tuple[int, Any]] = []
-    for number, raw in enumerate(text_.splitlines(), 1):
+    for lineno, raw in enumerate(text_.splitlines(), 1):
         if raw.strip():
             try:
-                out.append((number, json.loads(raw)))
+                out.append((lineno, json.loads(raw)))
             except (ValueError, RecursionError):
-                out.append((number, None))  # a damaged line: a bad row named by its line
+                out.append((lineno, None))  # a damaged line: a bad row named by its line
     return out
