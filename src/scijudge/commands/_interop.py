@@ -80,7 +80,7 @@ def import_foreign(
             raise InputError("--from mlflow needs --tracking-uri URI and --experiment NAME", field="tracking-uri")
         from scijudge.importers.mlflow import read_mlflow
 
-        imported = read_mlflow(tracking_uri, experiment, label_source=label_source)
+        imported = read_mlflow(tracking_uri, experiment, label_source=label_source, include_deterministic=all_scorers)
     else:
         if file is None:
             raise InputError("give a FILE to import (or --from mlflow --tracking-uri URI --experiment NAME)",
@@ -137,6 +137,21 @@ def import_foreign(
     return written
 
 
+def _scales_of(results: list[Any], stored: dict[str, Any]) -> dict[str, Any]:
+    """Each judge's scale as calibrate would take it: the store's recorded scale, else its spec's or family's."""
+    import pandas as pd
+
+    from scijudge.metrics.calibration.scales import _resolve_scales
+
+    rest = sorted({r.judge for r in results} - set(stored))
+    if not rest:
+        return stored
+    frame = pd.DataFrame([{"judge": r.judge, "family": r.family, "spec_hash": r.spec_hash} for r in results
+                          if r.judge in rest])
+    found, continuous, _ = _resolve_scales(frame, rest, None)
+    return {**{j: [*sc, "continuous"] if j in continuous else list(sc) for j, sc in found.items()}, **stored}
+
+
 def export_mlflow(run: Path, tracking_uri: str | None, experiment: str | None) -> int:
     """Log a run store's current judgments to MLflow as assessments; returns how many."""
     from rich.console import Console
@@ -149,11 +164,13 @@ def export_mlflow(run: Path, tracking_uri: str | None, experiment: str | None) -
     store = Run(run, create=False)
     try:
         results = store.results()
+        stored_scales = dict(store.meta().get("scales") or {})
     finally:
         store.close()
     if not results:
         raise InputError("the run store holds no judgments", file=run)
-    done = export_to_mlflow(results, tracking_uri, experiment, run_tag=run_tag_of(run))
+    done = export_to_mlflow(results, tracking_uri, experiment, run_tag=run_tag_of(run),
+                            scales=_scales_of(results, stored_scales))
     Console(highlight=False, soft_wrap=True).print(
         f"logged {done['judgments']} judgments ({done['abstained']} abstentions) as assessments on "
         f"{done['traces']} traces in MLflow experiment {escape(experiment)!r} (id {done['experiment_id']})")

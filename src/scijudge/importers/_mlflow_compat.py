@@ -1,12 +1,15 @@
 """Every use of MLflow classes outside its documented fluent API, version-checked, with the public path beside it.
 
-Writing one trace per item with its assessments takes one store transaction through
+The export writes one trace per item with its assessments through
 ``mlflow.tracing.client.TracingClient.start_trace(TraceInfo(..., assessments=[...]))`` (the SQL store inserts the
-assessments in the same session) plus one root span per trace (``Span.from_dict``, logged in batches), so the
-trace can be opened in the UI. That is about five times faster (``benchmarks/bench_mlflow_export.py``) than the
-documented path (``start_trace`` / ``end_trace`` per item, then ``mlflow.log_assessment`` per judgment, one
-commit each), which also needs the process-wide tracking URI. The fast path is used on MLflow 3.17 up to 4
-(checked on 3.17.2); any other version takes the documented path.
+assessments in the same session) plus one root span per trace (``Span.from_dict``, logged in batches with
+``log_spans``), so the trace can be opened in the UI. Each of those calls would commit on its own: ``_one_transaction``
+hands the SQL store one shared session for the whole export (``SqlAlchemyStore.ManagedSessionMaker``, put back
+afterwards) and looks the experiment up once, so the export is one commit, whole or nothing. That is many times
+faster (``benchmarks/bench_mlflow_export.py``) than the documented path (``start_trace`` / ``end_trace`` per item,
+then ``mlflow.log_assessment`` per judgment, one commit each), which also needs the process-wide tracking URI. The
+fast path is used on MLflow 3.17 up to 4 (checked on 3.17.2) with a SQL tracking store; any other version or store
+(the file store, a tracking server) takes the documented path.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 ITEM_TAG = "scijudge.item_id"
@@ -35,24 +39,70 @@ def _version() -> tuple[int, int]:
         return (0, 0)
 
 
-def fast_path_available() -> bool:
-    """True when this MLflow has the classes the one-transaction writer uses, in a version it was checked on."""
+def fast_path_available(tracking_uri: str | None = None) -> bool:
+    """True when this MLflow has the classes the one-transaction writer uses, in a version it was checked on, and
+    (given a ``tracking_uri``) the store is a SQL store (its file and REST stores take the documented path)."""
     if not FAST_MIN <= _version() < FAST_BELOW:
         return False
     try:
         from mlflow.entities import Span, TraceInfo, TraceLocation, TraceState  # noqa: F401
+        from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
         from mlflow.tracing.client import TracingClient
     except ImportError:
         return False
-    return hasattr(TracingClient, "start_trace") and hasattr(TracingClient, "log_spans")
+    if not (hasattr(TracingClient, "start_trace") and hasattr(TracingClient, "log_spans")):
+        return False
+    if tracking_uri is None:
+        return True
+    store = TracingClient(tracking_uri).store
+    return isinstance(store, SqlAlchemyStore) and hasattr(store, "ManagedSessionMaker") and hasattr(
+        store, "get_experiment")
 
 
-def write_fast(tracking_uri: str, experiment_id: str, by_item: Mapping[str, list[Any]], run_tag: str) -> dict[str, str]:
-    """One trace per item carrying its assessments, one store transaction each; returns item_id -> trace_id."""
-    from mlflow.entities import Span, TraceInfo, TraceLocation, TraceState
+def write_fast(tracking_uri: str, experiment_id: str, by_item: Mapping[str, list[Any]], run_tag: str,
+               traces: dict[str, str] | None = None) -> dict[str, str]:
+    """One trace per item carrying its assessments, all in ONE store transaction (nothing is written if any
+    fails); returns (and fills ``traces`` with) item_id -> trace_id once committed."""
     from mlflow.tracing.client import TracingClient
 
     client = TracingClient(tracking_uri)
+    with _one_transaction(client.store):
+        written = _write_fast(client, experiment_id, by_item, run_tag)
+    if traces is not None:
+        traces.update(written)  # committed: only now are they there
+    return written
+
+
+@contextmanager
+def _one_transaction(store: Any) -> Iterator[None]:
+    """Every write of the store inside one SQL transaction: its session maker hands out one shared session,
+    committed once at the end (rolled back, with nothing written, on any error). ``start_trace`` and
+    ``log_spans`` otherwise commit once each, which is most of an export's time."""
+    maker = store.ManagedSessionMaker
+    with maker(read_only=False) as session:
+
+        @contextmanager
+        def shared(read_only: bool = True) -> Iterator[Any]:
+            yield session
+
+        lookup = store.get_experiment
+        experiments: dict[str, Any] = {}
+
+        def get_experiment(experiment_id: str) -> Any:  # one look-up per experiment, not one per trace
+            if experiment_id not in experiments:
+                experiments[experiment_id] = lookup(experiment_id)
+            return experiments[experiment_id]
+
+        store.ManagedSessionMaker, store.get_experiment = shared, get_experiment
+        try:
+            yield
+        finally:
+            store.ManagedSessionMaker, store.get_experiment = maker, lookup
+
+
+def _write_fast(client: Any, experiment_id: str, by_item: Mapping[str, list[Any]], run_tag: str) -> dict[str, str]:
+    from mlflow.entities import Span, TraceInfo, TraceLocation, TraceState
+
     now = int(time.time() * 1000)
     spans, traces = [], {}
     for item_id, assessments in by_item.items():
@@ -79,8 +129,10 @@ def write_fast(tracking_uri: str, experiment_id: str, by_item: Mapping[str, list
     return traces
 
 
-def write_public(tracking_uri: str, experiment_id: str, by_item: Mapping[str, list[Any]], run_tag: str) -> dict[str, str]:
-    """The documented path: ``start_trace``/``end_trace`` per item, then ``mlflow.log_assessment`` per judgment.
+def write_public(tracking_uri: str, experiment_id: str, by_item: Mapping[str, list[Any]], run_tag: str,
+                 traces: dict[str, str] | None = None) -> dict[str, str]:
+    """The documented path: ``start_trace``/``end_trace`` per item, then ``mlflow.log_assessment`` per judgment;
+    ``traces`` (item_id -> trace_id) is filled as they are written, so a caller can remove them after a failure.
 
     The fluent calls use the process-wide tracking URI: it is set for the call and put back afterwards.
     """
@@ -90,7 +142,7 @@ def write_public(tracking_uri: str, experiment_id: str, by_item: Mapping[str, li
     mlflow.set_tracking_uri(tracking_uri)
     try:
         client = mlflow.MlflowClient(tracking_uri)
-        traces = {}
+        traces = {} if traces is None else traces
         for item_id in by_item:
             root = client.start_trace(name=f"scijudge:{item_id}", inputs={"item_id": item_id},
                                       tags={ITEM_TAG: item_id, RUN_TAG: run_tag}, experiment_id=experiment_id)
