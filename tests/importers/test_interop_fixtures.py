@@ -261,3 +261,37 @@ def test_store_files_stay_untouched_by_reading(tmp_path):
     with Run(store, create=False) as run:
         assert len(run.results()) == 3
     assert store.read_bytes() == data and sqlite3.connect(store).execute("PRAGMA quick_check").fetchone() == ("ok",)
+
+
+# --- issue 35.11: a score off its judge's scale is refused at import, by line ----------------------------------------
+def _jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_a_score_off_the_judges_scale_is_a_bad_row_with_its_line(tmp_path):
+    rows = [{"item_id": "a", "judge": "coh", "model": "m", "score": 3, "family": "likert"},
+            {"item_id": "b", "judge": "coh", "model": "m", "score": 7, "family": "likert"},
+            {"item_id": "c", "judge": "frac", "model": "m", "score": 0.25},
+            {"item_id": "d", "judge": "frac", "model": "m", "score": 0.5}]
+    path, store = _jsonl(tmp_path / "j.jsonl", rows), tmp_path / "r.sqlite"
+    done = CliRunner().invoke(app, ["import-judgments", str(path), "--run", str(store), "--scale", "frac=0,1,0.5"])
+    out = " ".join(done.output.split())
+    assert done.exit_code == 1
+    assert f"{path}:2, field 'score': score 7 is outside the scale 1..5 step 1 of judge 'coh' (family 'likert')" in out
+    assert f"{path}:3, field 'score': score 0.25 is outside the scale 0..1 step 0.5 of judge 'frac'" in out
+    with Run(store, create=False) as run:
+        assert sorted(r.item_id for r in run.results()) == ["a", "d"]
+        assert run.meta()["scales"] == {"frac": [0.0, 1.0, 0.5]}  # recorded: the next import is checked too
+    again = CliRunner().invoke(app, ["import-judgments", str(_jsonl(tmp_path / "k.jsonl", [
+        {"item_id": "e", "judge": "frac", "model": "m", "score": 2}])), "--run", str(store)])
+    assert again.exit_code == 2 and "the run store's recorded scale" in " ".join(again.output.split())
+
+
+def test_a_judge_without_a_declared_scale_gets_a_note_not_a_refusal(tmp_path):
+    path = _jsonl(tmp_path / "j.jsonl", [{"item_id": "a", "judge": "coh", "model": "m", "score": 3},
+                                         {"item_id": "b", "judge": "coh", "model": "m", "score": 7}])
+    done = CliRunner().invoke(app, ["import-judgments", str(path), "--run", str(tmp_path / "r.sqlite")])
+    out = " ".join(done.output.split())
+    assert done.exit_code == 0 and "2 judgments" in out
+    assert "no declared scale for 'coh' (1 scores, first on line 2: 7)" in out and "--scale" in out

@@ -35,7 +35,8 @@ class ImportCounts:
 
 
 def import_records(path: str | Path, chunks: Iterable[Columns], *, imported_spec: str,
-                   meta: Any = None, supersede: bool = False, sha256: str | None = None) -> ImportCounts:
+                   meta: Any = None, supersede: bool = False, sha256: str | None = None,
+                   scales: Any = None) -> ImportCounts:
     """Write record chunks (``Columns``; ``chunks_of`` makes them from dumps) into ``path`` in ONE
     transaction: whole or not at all (a bad file, Ctrl-C).
 
@@ -43,7 +44,8 @@ def import_records(path: str | Path, chunks: Iterable[Columns], *, imported_spec
     refused with its line, unless ``supersede``. ``meta()`` (called after the rows) is appended to the run's
     ``imports`` meta list. With ``sha256`` (the file's), the current rows of an earlier import of the same file
     that this import does not rewrite (written under an older item naming) become history, counted in
-    ``retired``: a re-import never leaves two current copies of one judgment.
+    ``retired``: a re-import never leaves two current copies of one judgment. ``scales`` (judge -> scale, or a
+    callable giving them after the rows) are recorded in the run's ``scales`` meta, in the same transaction.
     """
     from scijudge.run.store import Run
 
@@ -78,6 +80,9 @@ def import_records(path: str | Path, chunks: Iterable[Columns], *, imported_spec
                     record = {**record, "reimport_of": counts.earlier_paths, "replaced": counts.replaced,
                               "retired": counts.retired}
                 run.set_meta(imports=[*(run.meta().get("imports") or []), record])
+            recorded = scales() if callable(scales) else scales
+            if recorded:
+                run.set_meta(scales={**(run.meta().get("scales") or {}), **recorded})
     return counts
 
 

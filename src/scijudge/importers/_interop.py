@@ -31,6 +31,7 @@ class ForeignRow:
 
     ``score`` None and ``verdict`` None is an abstention (``reason`` says why); ``error`` set makes it a bad row.
     ``llm_judged`` False marks a deterministic metric (string match, exact match), skipped unless asked for.
+    ``skip`` set (a kind, e.g. ``corpus-level``) counts the row in ``skipped`` as ``<judge> (<kind>)``, always.
     ``answered_by`` names the model (or provider) whose answer was judged: it is part of the judgment's identity,
     so the item becomes ``<item_id>|<answered_by>`` (two solver models graded by one judge are two judgments).
     """
@@ -48,6 +49,7 @@ class ForeignRow:
     llm_judged: bool = True
     error: str | None = None
     answered_by: str | None = None
+    skip: str | None = None
     provenance: dict[str, Any] = field(default_factory=dict)
 
 
@@ -72,11 +74,15 @@ class ForeignImport(ImportedJudgments):
     labels: list[HumanLabel] = field(default_factory=list)
     label_sources: list[str] = field(default_factory=list)
     scales: dict[str, list[Any]] = field(default_factory=dict)
+    companions: list[dict[str, Any]] = field(default_factory=list)
+    """Other files the import read (lm-eval's results file, where the model name comes from), with their hashes."""
 
     def meta(self) -> dict[str, Any]:
-        """Run-level record of this import: the generic one plus the format and what was skipped."""
+        """Run-level record of this import: the generic one plus the format, what was skipped, other files read."""
         out = super().meta()
         out.update(format=self.format, skipped=dict(self.skipped), labels=len(self.labels))
+        if self.companions:
+            out["companions"] = list(self.companions)
         return out
 
 
@@ -183,6 +189,10 @@ def collect(
     kept: list[ForeignRow] = []
     for row in rows:
         out.n_rows += 1
+        if row.skip is not None:
+            name = f"{row.judge} ({row.skip})"
+            out.skipped[name] = out.skipped.get(name, 0) + 1
+            continue
         if row.error is not None:
             out.errors.append(InputError(row.error, file=source, line=row.line, field=row.position))
             continue
