@@ -295,3 +295,31 @@ def test_a_judge_without_a_declared_scale_gets_a_note_not_a_refusal(tmp_path):
     out = " ".join(done.output.split())
     assert done.exit_code == 0 and "2 judgments" in out
     assert "no declared scale for 'coh' (1 scores, first on line 2: 7)" in out and "--scale" in out
+
+
+# --- 6 and 9. lm-eval corpus-level metrics; the results file is recorded with its hash --------------------------
+LM_EVAL = FIXTURES / "lm_eval"
+
+
+def test_lm_eval_corpus_level_metrics_are_skipped_with_a_count(tmp_path):
+    import hashlib
+
+    (gen,) = LM_EVAL.glob("samples_sci_gen_*.jsonl")
+    (results,) = LM_EVAL.glob("results_*.json")
+    lines = [json.loads(line) for line in gen.read_text(encoding="utf-8").splitlines()]
+    assert all(isinstance(line["bleu"], list) for line in lines)  # lm-eval stores (reference, prediction) pairs
+    store = tmp_path / "r.sqlite"
+    done = _import(gen, "--run", store)
+    assert done.exit_code == 0, done.output
+    assert "'sci_gen/bleu (corpus-level)': 3" in done.output and "bad rows" in done.output
+    model = json.loads(results.read_text(encoding="utf-8"))["model_name"]
+    assert _current(store) == sorted((f"sci_gen:{line['doc_id']}", "sci_gen/exact_match", model,
+                                      float(line["exact_match"]), True) for line in lines)
+    with Run(store, create=False) as run:
+        (entry,) = run.meta()["imports"]
+    assert entry["companions"] == [{"file": str(results.resolve()), "role": "model name",
+                                    "sha256": hashlib.sha256(results.read_bytes()).hexdigest()}]
+    (ppl,) = LM_EVAL.glob("samples_sci_ppl_*.jsonl")
+    only_corpus = _import(ppl, "--run", tmp_path / "p.sqlite")
+    out = " ".join(only_corpus.output.split())
+    assert only_corpus.exit_code == 2 and "'sci_ppl/bits_per_byte (corpus-level)': 3" in out and "not a number" not in out

@@ -46,6 +46,20 @@ def _summary_line(fmt: str, summary: dict[str, Any]) -> str:
     return ""
 
 
+def _skipped_text(skipped: dict[str, int], *, hint: bool) -> str:
+    """`` (skipped deterministic scorers: {...}; --all-scorers keeps them; corpus-level metrics: {...})``."""
+    if not skipped:
+        return ""
+    corpus = {k: v for k, v in skipped.items() if k.endswith(" (corpus-level)")}
+    deterministic = {k: v for k, v in skipped.items() if k not in corpus}
+    parts = []
+    if deterministic:
+        parts.append(f"skipped deterministic scorers: {deterministic}" + ("; --all-scorers keeps them" if hint else ""))
+    if corpus:
+        parts.append(f"skipped corpus-level metrics (no per-sample score): {corpus}")
+    return f" ({'; '.join(parts)})"
+
+
 def reimport_note(counts: Any) -> str:
     """One line on what an import replaced: an earlier import of the same file, or rows under the same key."""
     if counts.earlier_paths:
@@ -96,9 +110,8 @@ def import_foreign(
     if strict and imported.errors:
         raise InputError(f"{len(imported.errors)} bad row(s); nothing written (--strict)", file=imported.source)
     if not imported.results and not imported.labels:
-        raise InputError("no judgment could be imported" + (
-            f" (skipped deterministic scorers: {imported.skipped}; --all-scorers keeps them)" if imported.skipped
-            else ""), file=imported.source)
+        raise InputError("no judgment could be imported" + _skipped_text(imported.skipped, hint=not all_scorers),
+                         file=imported.source)
     written, counts = 0, None
     if imported.results:
         try:
@@ -115,7 +128,8 @@ def import_foreign(
         with Run(run) as store, store.transaction():
             store.set_meta(scales={**(store.meta().get("scales") or {}), **imported.scales})
     out = Console(highlight=False, soft_wrap=True)
-    skipped = f"; skipped (not model-graded): {imported.skipped}" if imported.skipped else ""
+    skipped = _skipped_text(imported.skipped, hint=False).replace(" (", "; ", 1).rstrip(")") if imported.skipped \
+        else ""
     out.print(f"{imported.format}: {written} judgments -> {escape(str(run))} ({imported.n_abstained} abstentions); "
               f"{len(imported.errors)} bad rows{skipped}" + (f"; source sha256 {imported.sha256[:12]}"
                                                              if imported.sha256 else ""))
