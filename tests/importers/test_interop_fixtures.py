@@ -323,3 +323,14 @@ def test_lm_eval_corpus_level_metrics_are_skipped_with_a_count(tmp_path):
     only_corpus = _import(ppl, "--run", tmp_path / "p.sqlite")
     out = " ".join(only_corpus.output.split())
     assert only_corpus.exit_code == 2 and "'sci_ppl/bits_per_byte (corpus-level)': 3" in out and "not a number" not in out
+
+
+def test_an_abstention_reason_names_the_file_line_not_the_ordinal(tmp_path):
+    text = (PROMPTFOO / "promptfoo-0.120.0-two-providers.jsonl").read_text(encoding="utf-8").splitlines()
+    cell = json.loads(text[0])
+    cell["gradingResult"]["componentResults"][0].update(score=None, metadata={})
+    text[0] = json.dumps(cell)
+    path = tmp_path / "pf.jsonl"
+    path.write_text("\n\n" + "\n".join(text) + "\n", encoding="utf-8")  # the first result is on file line 3
+    (abstained,) = [r for r in read_foreign(path).results if r.status == "abstained" and r.result["line"] == 3]
+    assert f"{path} line 3 (line 3.gradingResult.componentResults[0])" in abstained.reason

@@ -109,6 +109,11 @@ def remember_document(path: Path, data: bytes, doc: Any) -> None:
     _REMEMBERED[:] = [(_document_key(path, data), doc)]
 
 
+def forget_document() -> None:
+    """Drop the remembered document (a reader that parses the file its own way)."""
+    _REMEMBERED.clear()
+
+
 def load_json(data: bytes, path: Path) -> Any:
     """A whole JSON document (bare NaN allowed, as inspect writes it); an error names the line.
 
@@ -172,6 +177,12 @@ def scale_of(scores: Iterable[float]) -> list[Any]:
     return [lo, hi, 0.1, "continuous"]
 
 
+def _where(row: ForeignRow, source: str) -> str:
+    """The reason of an abstention that gave none: the row's file line (not its ordinal) and position."""
+    line = f" line {row.line}" if row.line is not None else ""
+    return f"no score or verdict in {source}{line} ({row.position})"
+
+
 def collect(
     rows: Iterable[ForeignRow],
     *,
@@ -203,7 +214,8 @@ def collect(
         kept.append(row)
     records: list[tuple[int, Mapping[str, Any]]] = [
         (n, {"item_id": answered_item(r.item_id, r.answered_by), "judge": r.judge, "model": r.model, "score": r.score, "verdict": r.verdict,
-             "rationale": r.rationale, "reason": r.reason, "part": r.part})
+             "rationale": r.rationale, "part": r.part,
+             "reason": r.reason or _where(r, source) if r.score is None and r.verdict is None else r.reason})
         for n, r in enumerate(kept, 1)]
     imported = judgments_from_records(records, source=source, sha256=sha256)
     by_number = dict(enumerate(kept, 1))

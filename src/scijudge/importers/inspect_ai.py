@@ -33,6 +33,7 @@ from scijudge.importers._interop import (
     collect,
     expect_object,
     file_bytes,
+    forget_document,
     load_json,
     text,
 )
@@ -112,6 +113,7 @@ def _read(path: Path, data: bytes) -> tuple[Any, list[tuple[str, Any]], str]:
     else:
         have_inspect = True
     if have_inspect:
+        forget_document()  # inspect_ai parses the file itself
         try:
             log = read_eval_log(str(path))
         except Exception as exc:  # inspect raises pydantic/zip/json errors of many kinds
