@@ -66,15 +66,15 @@ def write_fast(tracking_uri: str, experiment_id: str, by_item: Mapping[str, list
     from mlflow.tracing.client import TracingClient
 
     client = TracingClient(tracking_uri)
-    with _one_transaction(client.store):
-        written = _write_fast(client, experiment_id, by_item, run_tag)
+    with _one_transaction(client.store) as session:
+        written = _write_fast(client, session, experiment_id, by_item, run_tag)
     if traces is not None:
         traces.update(written)  # committed: only now are they there
     return written
 
 
 @contextmanager
-def _one_transaction(store: Any) -> Iterator[None]:
+def _one_transaction(store: Any) -> Iterator[Any]:
     """Every write of the store inside one SQL transaction: its session maker hands out one shared session,
     committed once at the end (rolled back, with nothing written, on any error). ``start_trace`` and
     ``log_spans`` otherwise commit once each, which is most of an export's time."""
@@ -95,38 +95,61 @@ def _one_transaction(store: Any) -> Iterator[None]:
 
         store.ManagedSessionMaker, store.get_experiment = shared, get_experiment
         try:
-            yield
+            yield session
         finally:
             store.ManagedSessionMaker, store.get_experiment = maker, lookup
 
 
-def _write_fast(client: Any, experiment_id: str, by_item: Mapping[str, list[Any]], run_tag: str) -> dict[str, str]:
-    from mlflow.entities import Span, TraceInfo, TraceLocation, TraceState
+@contextmanager
+def _one_flush(session: Any) -> Iterator[None]:
+    """``session.flush()`` deferred to the end: ``start_trace`` flushes each new trace at once (to catch a trace
+    that ``log_spans`` created first, which a fresh trace id cannot be); one flush inserts all of them together,
+    table by table, instead of a few rows at a time."""
+    flush, autoflush = session.flush, session.autoflush
+    session.flush, session.autoflush = (lambda *args, **kwargs: None), False
+    try:
+        yield
+    finally:
+        session.flush, session.autoflush = flush, autoflush
+    session.flush()
 
+
+def _write_fast(client: Any, session: Any, experiment_id: str, by_item: Mapping[str, list[Any]],
+                run_tag: str) -> dict[str, str]:
     now = int(time.time() * 1000)
-    spans, traces = [], {}
-    for item_id, assessments in by_item.items():
-        hex_id = uuid.uuid4().hex
-        trace_id = "tr-" + hex_id
-        name = f"scijudge:{item_id}"
-        spans.append(Span.from_dict({
-            "trace_id": base64.b64encode(bytes.fromhex(hex_id)).decode(),
-            "span_id": base64.b64encode(os.urandom(8)).decode(), "parent_span_id": None, "name": name,
-            "start_time_unix_nano": now * 1_000_000, "end_time_unix_nano": now * 1_000_000,
-            "events": [], "links": [], "status": {"code": "STATUS_CODE_OK", "message": ""},
-            "attributes": {"mlflow.experimentId": json.dumps(experiment_id), "mlflow.traceRequestId": json.dumps(trace_id),
-                           "mlflow.spanType": json.dumps("EVALUATOR"),
-                           "mlflow.spanInputs": json.dumps({"item_id": item_id})},
-        }))
-        client.start_trace(TraceInfo(
-            trace_id=trace_id, trace_location=TraceLocation.from_experiment_id(experiment_id), request_time=now,
-            state=TraceState.OK, execution_duration=0, client_request_id=item_id, request_preview=item_id,
-            tags={ITEM_TAG: item_id, RUN_TAG: run_tag, "mlflow.traceName": name}, assessments=list(assessments),
-        ))
-        traces[item_id] = trace_id
+    spans: list[Any] = []
+    traces: dict[str, str] = {}
+    with _one_flush(session):
+        for item_id, assessments in by_item.items():
+            traces[item_id] = _start(client, experiment_id, item_id, assessments, run_tag, now, spans)
     for start in range(0, len(spans), _SPAN_BATCH):
         client.log_spans(experiment_id, spans[start:start + _SPAN_BATCH])
     return traces
+
+
+def _start(client: Any, experiment_id: str, item_id: str, assessments: list[Any], run_tag: str, now: int,
+           spans: list[Any]) -> str:
+    """Start one item's trace with its assessments; its root span is added to ``spans``; returns the trace id."""
+    from mlflow.entities import Span, TraceInfo, TraceLocation, TraceState
+
+    hex_id = uuid.uuid4().hex
+    trace_id = "tr-" + hex_id
+    name = f"scijudge:{item_id}"
+    spans.append(Span.from_dict({
+        "trace_id": base64.b64encode(bytes.fromhex(hex_id)).decode(),
+        "span_id": base64.b64encode(os.urandom(8)).decode(), "parent_span_id": None, "name": name,
+        "start_time_unix_nano": now * 1_000_000, "end_time_unix_nano": now * 1_000_000,
+        "events": [], "links": [], "status": {"code": "STATUS_CODE_OK", "message": ""},
+        "attributes": {"mlflow.experimentId": json.dumps(experiment_id), "mlflow.traceRequestId": json.dumps(trace_id),
+                       "mlflow.spanType": json.dumps("EVALUATOR"),
+                       "mlflow.spanInputs": json.dumps({"item_id": item_id})},
+    }))
+    client.start_trace(TraceInfo(
+        trace_id=trace_id, trace_location=TraceLocation.from_experiment_id(experiment_id), request_time=now,
+        state=TraceState.OK, execution_duration=0, client_request_id=item_id, request_preview=item_id,
+        tags={ITEM_TAG: item_id, RUN_TAG: run_tag, "mlflow.traceName": name}, assessments=list(assessments),
+    ))
+    return trace_id
 
 
 def write_public(tracking_uri: str, experiment_id: str, by_item: Mapping[str, list[Any]], run_tag: str,
