@@ -117,16 +117,12 @@ def import_foreign(
         try:
             counts = import_records(run, chunks_of(r.model_dump(mode="json") for r in imported.results),
                                     imported_spec=IMPORTED_SPEC_HASH, meta=imported.meta, supersede=supersede,
-                                    sha256=imported.sha256 or None)
+                                    sha256=imported.sha256 or None, scales=imported.scales)
         except KeyboardInterrupt:
             err.print(f"interrupted: nothing was written to {escape(str(run))} (an import is one transaction); "
                       "run the same command again")
             raise typer.Exit(130) from None
         written = counts.written
-        from scijudge.run.store import Run
-
-        with Run(run) as store, store.transaction():
-            store.set_meta(scales={**(store.meta().get("scales") or {}), **imported.scales})
     out = Console(highlight=False, soft_wrap=True)
     skipped = _skipped_text(imported.skipped, hint=False).replace(" (", "; ", 1).rstrip(")") if imported.skipped \
         else ""
