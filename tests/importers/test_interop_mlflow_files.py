@@ -179,3 +179,17 @@ def test_a_file_store_takes_the_documented_path(tmp_path, monkeypatch):
     assert done["writer"] == "public" and done["traces"] == 3
     back = read_mlflow(uri, "files")
     assert sorted((r.item_id, r.score) for r in back.results) == [(r.item_id, r.score) for r in results]
+
+
+def test_a_judge_without_a_recorded_scale_exports_its_family_scale(uri, tmp_path):
+    store, back = tmp_path / "s.sqlite", tmp_path / "back.sqlite"
+    with Run(store) as run:
+        for i, score in enumerate([1.0, 5.0]):  # only the ends of 1..5 were used: inference would say 0..5
+            run.record(JudgeResult(item_id=f"i{i}", judge="lik", family="likert", spec_hash="unknown-spec",
+                                   model="m", status="ok", score=score))
+    out = CliRunner().invoke(app, ["export", str(store), "--to", "mlflow", "--tracking-uri", uri,
+                                   "--experiment", "family"])
+    assert out.exit_code == 0, out.output
+    assert _import("--tracking-uri", uri, "--experiment", "family", "--run", back).exit_code == 0
+    with Run(back, create=False) as run:
+        assert run.meta()["scales"]["lik"] == [1.0, 5.0, 1.0]

@@ -158,8 +158,14 @@ def _scales_of(results: list[Any], stored: dict[str, Any]) -> dict[str, Any]:
         return stored
     frame = pd.DataFrame([{"judge": r.judge, "family": r.family, "spec_hash": r.spec_hash} for r in results
                           if r.judge in rest])
-    found, continuous, _ = _resolve_scales(frame, rest, None)
-    return {**{j: [*sc, "continuous"] if j in continuous else list(sc) for j, sc in found.items()}, **stored}
+    out: dict[str, Any] = {}
+    for judge in rest:  # one at a time: a judge run with specs of two scales gets none, the others theirs
+        try:
+            found, continuous, _ = _resolve_scales(frame, [judge], None)
+        except InputError:
+            continue
+        out[judge] = [*found[judge], "continuous"] if judge in continuous else list(found[judge])
+    return {**out, **stored}
 
 
 def export_mlflow(run: Path, tracking_uri: str | None, experiment: str | None) -> int:
