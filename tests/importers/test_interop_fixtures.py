@@ -334,3 +334,17 @@ def test_an_abstention_reason_names_the_file_line_not_the_ordinal(tmp_path):
     path.write_text("\n\n" + "\n".join(text) + "\n", encoding="utf-8")  # the first result is on file line 3
     (abstained,) = [r for r in read_foreign(path).results if r.status == "abstained" and r.result["line"] == 3]
     assert f"{path} line 3 (line 3.gradingResult.componentResults[0])" in abstained.reason
+
+
+@pytest.mark.slow  # a fresh interpreter imports inspect_ai (seconds)
+def test_a_current_eval_log_imports_in_a_fresh_process(tmp_path):
+    """The .eval members of inspect_ai 0.3.285 are zstd-compressed, which the standard zipfile opens only after
+    inspect_ai is imported: in a fresh process (the CLI) the version check must not need it."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("inspect_ai")
+    done = subprocess.run([sys.executable, "-m", "scijudge", "import-judgments",
+                           str(INSPECT / "inspect-0.3.285-solver-a.eval"), "--run", str(tmp_path / "r.sqlite")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "inspect: 3 judgments" in done.stdout, done.stderr[-2000:]

@@ -46,7 +46,8 @@ def read_foreign(path: str | Path, fmt: str | None = None, *, include_determinis
     except InputError as exc:
         if fmt is None or sniffed.format == fmt:
             raise
-        raise InputError(f"--from {fmt} expects {EXPECTED[fmt]}, found {sniffed.found} ({exc.reason})",
+        why = "" if sniffed.found.startswith(("JSON Lines", "text")) else f" ({exc.reason})"
+        raise InputError(f"--from {fmt} expects {EXPECTED[fmt]}, found {sniffed.found}{why}",
                          file=path, field="from") from None
 
 

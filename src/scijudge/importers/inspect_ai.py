@@ -78,8 +78,8 @@ def _zip_version(path: Path) -> Any:
             if member in archive.namelist():
                 try:
                     return json.loads(archive.read(member)).get("version")
-                except (ValueError, AttributeError, zipfile.BadZipFile, OSError):
-                    return None
+                except (ValueError, AttributeError, zipfile.BadZipFile, OSError, NotImplementedError):
+                    return None  # NotImplementedError: zstd members, which only inspect_ai's reader opens
     return None
 
 
@@ -119,6 +119,7 @@ def _read(path: Path, data: bytes) -> tuple[Any, list[tuple[str, Any]], str]:
         except Exception as exc:  # inspect raises pydantic/zip/json errors of many kinds
             first = (str(exc).splitlines() or [type(exc).__name__])[0]
             raise InputError(f"cannot be read as an inspect_ai log: {first}", file=path) from None
+        _check_version(_get(log, "version"), path)
         samples = list(log.samples or [])
         if zipped:
             return log, [(f"samples/{s.id}_epoch_{s.epoch}.json", s) for s in samples], "inspect_ai"
