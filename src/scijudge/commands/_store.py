@@ -47,6 +47,7 @@ def import_records(path: str | Path, chunks: Iterable[Columns], *, imported_spec
     ``retired``: a re-import never leaves two current copies of one judgment. ``scales`` (judge -> scale, or a
     callable giving them after the rows) are recorded in the run's ``scales`` meta, in the same transaction.
     """
+    from scijudge.run import reimport
     from scijudge.run.store import Run
 
     counts = ImportCounts()
@@ -57,7 +58,7 @@ def import_records(path: str | Path, chunks: Iterable[Columns], *, imported_spec
     with Run(path) as run:
         run.claim_writer()  # not while a judging run (or another import) writes this store
         judged = run.model_endpoints(spec_hash_not=imported_spec)
-        earlier = run.imported_from(imported_spec, sha256) if sha256 else {}
+        earlier = reimport.imported_from(run, imported_spec, sha256) if sha256 else {}
         counts.earlier_paths = sorted(set(earlier.values()))
         before = len(run)
         written_keys: set[str] = set()
@@ -73,7 +74,7 @@ def import_records(path: str | Path, chunks: Iterable[Columns], *, imported_spec
         with run.transaction():
             counts.written = run.record_columns(checked())
             counts.replaced = counts.written - (len(run) - before)
-            counts.retired = run.make_history(k for k in earlier if k not in written_keys)
+            counts.retired = reimport.make_history(run, (k for k in earlier if k not in written_keys))
             if meta is not None:
                 record = meta() if callable(meta) else meta
                 if counts.earlier_paths:  # a re-import: say what it replaced

@@ -360,35 +360,7 @@ class Run:
             self._db.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
                                  [(k, json.dumps(redact_data(v))) for k, v in values.items()])
 
-    def make_history(self, keys: Iterable[str]) -> int:
-        """Make these judgments history (``current`` 0): kept and shown under ``--history``, no longer current."""
-        keyed = [(k,) for k in keys]
-        if not keyed or not self._columns:
-            return 0
-        with self._writing():
-            before = self._db.total_changes
-            self._db.executemany(f"UPDATE judgments SET {self._columns['current']} = 0 WHERE "
-                                 f"{self._columns['key']} = ? AND {self._current_is()}", keyed)
-            return self._db.total_changes - before
-
     # --- reading -----------------------------------------------------------------------------
-    def imported_from(self, spec_hash: str, sha256: str) -> dict[str, str]:
-        """Key -> recorded path of the current judgments imported (``spec_hash``) from a file with this SHA-256."""
-        if not self._columns or not sha256:
-            return {}
-        fetched = self._query(
-            f"SELECT {self._select(['key', 'result'])} FROM judgments WHERE {self._current_is()} AND "
-            f"{self._columns['spec_hash']} = ? AND {self._columns['result']} LIKE ?", (spec_hash, f"%{sha256}%"))
-        out = {}
-        for key, result in fetched:
-            try:
-                provenance = json.loads(result) if isinstance(result, str) else None
-            except ValueError:
-                continue
-            if isinstance(provenance, dict) and provenance.get("sha256") == sha256:
-                out[key] = str(provenance.get("imported_from", ""))
-        return out
-
     def _select(self, names: Sequence[str]) -> str:
         return ", ".join(self._columns[c] if self._columns[c] == c else f"{self._columns[c]} AS {c}" for c in names)
 
