@@ -6,12 +6,13 @@ per judgment: ``name`` = judge, ``value`` = score (or verdict text), ``rationale
 with the model as its ``source_id``, metadata ``scijudge.model`` / ``scijudge.judge`` / ``scijudge.part``. An
 abstention is a feedback without value, with an ``AssessmentError`` (code ``ABSTAINED``, the reason as message).
 
-Reading any experiment: ``LLM_JUDGE`` and ``CODE`` feedback are judgments; ``HUMAN`` feedback and numeric
-expectations are labels (label ``source`` ``unknown`` unless told ``expert`` or ``crowd``; MLflow's ``human`` is
-kept beside it); other expectations (expected answers, facts) are counted in ``skipped`` as
-``expectation:<name>``. The item is the trace's ``scijudge.item_id`` tag, else its
-``client_request_id``, else its trace id. Overridden assessments (``valid`` False) are left out. MLflow is
-imported only when one of these functions runs (the ``interop`` extra).
+Reading any experiment: ``LLM_JUDGE`` feedback is a judgment, ``CODE`` feedback a deterministic one (kept with
+``include_deterministic`` / ``--all-scorers``); a boolean value is a 0/1 score. ``HUMAN`` feedback and numeric
+expectations are labels (label ``source`` ``human`` unless told ``expert`` or ``crowd``; one per person, item and
+judge: an override wins); other expectations (expected answers, facts) are counted in ``skipped`` as
+``expectation:<name>``. The item is the trace's ``scijudge.item_id`` tag, else its ``client_request_id``, else its
+trace id. Overridden assessments (``valid`` False) are left out. The ``scijudge.scale`` metadata written by the
+export is each judge's scale. MLflow is imported only when one of these functions runs (the ``interop`` extra).
 """
 
 from __future__ import annotations
