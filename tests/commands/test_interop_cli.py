@@ -34,7 +34,8 @@ def test_promptfoo_file_is_recognised_by_content_and_imported(tmp_path):
         results = run.results()
         meta = run.meta()
     assert sorted((r.item_id, r.judge, r.model, r.score) for r in results) == [
-        ("q0", "correctness", "openai:gpt-4o-mini", 0.75), ("q1", "correctness", "openai:gpt-4o-mini", 1.0)]
+        ("q0|openai:gpt-4o", "correctness", "openai:gpt-4o-mini", 0.75),
+        ("q1|openai:gpt-4o", "correctness", "openai:gpt-4o-mini", 1.0)]  # the item names the model that answered
     (entry,) = meta["imports"]
     assert entry["format"] == "promptfoo" and entry["file"] == str(path) and len(entry["sha256"]) == 64
     assert meta["scales"]["correctness"] == [0.0, 1.0, 0.1, "continuous"]
@@ -94,7 +95,7 @@ def test_export_to_mlflow_and_import_back_with_human_labels(tmp_path, monkeypatc
     client = mlflow.MlflowClient(uri)
     experiment_id = client.get_experiment_by_name("sci").experiment_id
     (trace,) = [t for t in client.search_traces(locations=[experiment_id], include_spans=False)
-                if t.info.tags["scijudge.item_id"] == "q1"]
+                if t.info.tags["scijudge.item_id"] == "q1|openai:gpt-4o"]
     previous = mlflow.get_tracking_uri()
     mlflow.set_tracking_uri(uri)
     try:
@@ -113,7 +114,7 @@ def test_export_to_mlflow_and_import_back_with_human_labels(tmp_path, monkeypatc
     assert after == before
     (label,) = load_labels(labels)
     assert (label.item_id, label.judge, label.score, label.annotator, label.source) == (
-        "q1", "correctness", 0.5, "ann1", "human")
+        "q1|openai:gpt-4o", "correctness", 0.5, "ann1", "human")
 
 
 def test_mlflow_source_names_carry_no_credentials():

@@ -112,7 +112,8 @@ def test_counts_and_means_equal_the_logs_own_results(inspect_logs, fmt):
         scored = [r.score for r in mine if r.status == "ok"]
         assert (len(scored), len(mine) - len(scored)) == (own["scored"], own["unscored"])
         assert math.isclose(statistics.fmean(scored), own["metrics"]["accuracy"])
-    qa = {r.item_id: r for r in imported.results if r.judge == "model_graded_qa"}
+    assert {r.item_id.split("|")[1] for r in imported.results} == {"mockllm/model"}  # the solver answered
+    qa = {r.result["sample_id"]: r for r in imported.results if r.judge == "model_graded_qa"}
     assert {i: r.score for i, r in qa.items() if r.score is not None} == {
         i: QA_SCORE[g] for i, *_, g in SAMPLES if g in QA_SCORE}
     assert qa["q5"].status == "abstained" and "Grade not found" in qa["q5"].reason
@@ -132,7 +133,7 @@ def test_imported_log_is_calibrated_against_labels(inspect_logs, tmp_path):
     from scijudge.run.store import Run
 
     store, labels_path = tmp_path / "inspect.sqlite", tmp_path / "labels.jsonl"
-    labels_path.write_text("".join(json.dumps({"item_id": i, "judge": "model_graded_qa", "score": s,
+    labels_path.write_text("".join(json.dumps({"item_id": f"{i}|mockllm/model", "judge": "model_graded_qa", "score": s,
                                                "annotator": "a1"}) + "\n" for i, s in HUMAN.items()), encoding="utf-8")
     done = CliRunner().invoke(app, ["import-judgments", str(inspect_logs["eval"]), "--run", str(store)])
     assert done.exit_code == 0, done.output

@@ -89,7 +89,7 @@ def test_human_assessments_arrive_as_labels_and_foreign_traces_are_read(tracking
         mlflow.log_feedback(trace_id=traces["i0"], name="yescieval.qa.correctness", value=4, source=human,
                             rationale="solid")
         mlflow.log_feedback(trace_id=traces["i1"], name="yescieval.qa.correctness", value=2, source=human)
-        mlflow.log_feedback(trace_id=traces["i2"], name="yescieval.qa.correctness", value=True, source=judge)
+        mlflow.log_feedback(trace_id=traces["i2"], name="is_correct", value=True, source=judge)  # @scorer -> bool
         mlflow.log_expectation(trace_id=traces["i0"], name="yescieval.qa.coherence", value=3, source=human)
         mlflow.log_expectation(trace_id=traces["i1"], name="expected_response", value="Na", source=human)
         foreign = client.start_trace(name="app", inputs={"q": "?"}, experiment_id=experiment_id)
@@ -108,11 +108,12 @@ def test_human_assessments_arrive_as_labels_and_foreign_traces_are_read(tracking
     assert {lab.source for lab in read_mlflow(tracking_uri, experiment).labels} == {"human"}
     with pytest.raises(InputError, match="not a human one"):
         read_mlflow(tracking_uri, experiment, label_source="llm")
-    (error,) = back.errors  # the boolean feedback, named by trace and assessment
-    assert traces["i2"] in error.field and "boolean" in str(error)
+    assert not back.errors
+    boolean = next(r for r in back.results if r.judge == "is_correct")  # a verdict on a 0/1 scale
+    assert (boolean.item_id, boolean.score, back.scales["is_correct"]) == ("i2", 1.0, [0.0, 1.0, 1.0])
     relevance = next(r for r in back.results if r.judge == "relevance")
     assert (relevance.item_id, relevance.model, relevance.score) == (foreign.trace_id, "openai/gpt-4o", 0.75)
-    assert len(back.results) == 4  # three exported judgments and the foreign one
+    assert len(back.results) == 5  # three exported judgments, the boolean one and the foreign one
 
 
 def test_missing_experiment_is_one_clear_error(tracking_uri):

@@ -46,6 +46,30 @@ def _summary_line(fmt: str, summary: dict[str, Any]) -> str:
     return ""
 
 
+def _skipped_text(skipped: dict[str, int], *, hint: bool) -> str:
+    """`` (skipped deterministic scorers: {...}; --all-scorers keeps them; corpus-level metrics: {...})``."""
+    if not skipped:
+        return ""
+    corpus = {k: v for k, v in skipped.items() if k.endswith(" (corpus-level)")}
+    deterministic = {k: v for k, v in skipped.items() if k not in corpus}
+    parts = []
+    if deterministic:
+        parts.append(f"skipped deterministic scorers: {deterministic}" + ("; --all-scorers keeps them" if hint else ""))
+    if corpus:
+        parts.append(f"skipped corpus-level metrics (no per-sample score): {corpus}")
+    return f" ({'; '.join(parts)})"
+
+
+def reimport_note(counts: Any) -> str:
+    """One line on what an import replaced: an earlier import of the same file, or rows under the same key."""
+    if counts.earlier_paths:
+        return (f"re-import of {', '.join(counts.earlier_paths)} (same sha256): {counts.replaced} rows replaced, "
+                f"{counts.retired} rows of the earlier import under older item names are now history")
+    if counts.replaced:
+        return f"{counts.replaced} replaced rows imported before under the same item, judge, model and endpoint"
+    return ""
+
+
 def _write_labels(path: Path, labels: list[Any]) -> None:
     from scijudge._files import atomic_output
 
@@ -71,7 +95,7 @@ def import_foreign(
             raise InputError("--from mlflow needs --tracking-uri URI and --experiment NAME", field="tracking-uri")
         from scijudge.importers.mlflow import read_mlflow
 
-        imported = read_mlflow(tracking_uri, experiment, label_source=label_source)
+        imported = read_mlflow(tracking_uri, experiment, label_source=label_source, include_deterministic=all_scorers)
     else:
         if file is None:
             raise InputError("give a FILE to import (or --from mlflow --tracking-uri URI --experiment NAME)",
@@ -87,28 +111,29 @@ def import_foreign(
     if strict and imported.errors:
         raise InputError(f"{len(imported.errors)} bad row(s); nothing written (--strict)", file=imported.source)
     if not imported.results and not imported.labels:
-        raise InputError("no judgment could be imported" + (
-            f" (skipped deterministic scorers: {imported.skipped}; --all-scorers keeps them)" if imported.skipped
-            else ""), file=imported.source)
-    written = 0
+        raise InputError("no judgment could be imported" + _skipped_text(imported.skipped, hint=not all_scorers),
+                         file=imported.source)
+    written, counts = 0, None
     if imported.results:
         try:
             counts = import_records(run, chunks_of(r.model_dump(mode="json") for r in imported.results),
-                                    imported_spec=IMPORTED_SPEC_HASH, meta=imported.meta, supersede=supersede)
+                                    imported_spec=IMPORTED_SPEC_HASH, meta=imported.meta, supersede=supersede,
+                                    sha256=imported.sha256 or None, scales=imported.scales)
         except KeyboardInterrupt:
             err.print(f"interrupted: nothing was written to {escape(str(run))} (an import is one transaction); "
                       "run the same command again")
             raise typer.Exit(130) from None
         written = counts.written
-        from scijudge.run.store import Run
-
-        with Run(run) as store, store.transaction():
-            store.set_meta(scales={**(store.meta().get("scales") or {}), **imported.scales})
     out = Console(highlight=False, soft_wrap=True)
-    skipped = f"; skipped (not model-graded): {imported.skipped}" if imported.skipped else ""
+    skipped = _skipped_text(imported.skipped, hint=False).replace(" (", "; ", 1).rstrip(")") if imported.skipped \
+        else ""
     out.print(f"{imported.format}: {written} judgments -> {escape(str(run))} ({imported.n_abstained} abstentions); "
               f"{len(imported.errors)} bad rows{skipped}" + (f"; source sha256 {imported.sha256[:12]}"
                                                              if imported.sha256 else ""))
+    if counts is not None:
+        note = reimport_note(counts)
+        if note:
+            out.print(escape(note))
     out.print(escape(_summary_line(imported.format, imported.summary)))
     if imported.labels:
         if labels_out is None:
@@ -123,6 +148,27 @@ def import_foreign(
     return written
 
 
+def _scales_of(results: list[Any], stored: dict[str, Any]) -> dict[str, Any]:
+    """Each judge's scale as calibrate would take it: the store's recorded scale, else its spec's or family's."""
+    import pandas as pd
+
+    from scijudge.metrics.calibration.scales import _resolve_scales
+
+    rest = sorted({r.judge for r in results} - set(stored))
+    if not rest:
+        return stored
+    frame = pd.DataFrame([{"judge": r.judge, "family": r.family, "spec_hash": r.spec_hash} for r in results
+                          if r.judge in rest])
+    out: dict[str, Any] = {}
+    for judge in rest:  # one at a time: a judge run with specs of two scales gets none, the others theirs
+        try:
+            found, continuous, _ = _resolve_scales(frame, [judge], None)
+        except InputError:
+            continue
+        out[judge] = [*found[judge], "continuous"] if judge in continuous else list(found[judge])
+    return {**out, **stored}
+
+
 def export_mlflow(run: Path, tracking_uri: str | None, experiment: str | None) -> int:
     """Log a run store's current judgments to MLflow as assessments; returns how many."""
     from rich.console import Console
@@ -135,11 +181,13 @@ def export_mlflow(run: Path, tracking_uri: str | None, experiment: str | None) -
     store = Run(run, create=False)
     try:
         results = store.results()
+        stored_scales = dict(store.meta().get("scales") or {})
     finally:
         store.close()
     if not results:
         raise InputError("the run store holds no judgments", file=run)
-    done = export_to_mlflow(results, tracking_uri, experiment, run_tag=run_tag_of(run))
+    done = export_to_mlflow(results, tracking_uri, experiment, run_tag=run_tag_of(run),
+                            scales=_scales_of(results, stored_scales))
     Console(highlight=False, soft_wrap=True).print(
         f"logged {done['judgments']} judgments ({done['abstained']} abstentions) as assessments on "
         f"{done['traces']} traces in MLflow experiment {escape(experiment)!r} (id {done['experiment_id']})")

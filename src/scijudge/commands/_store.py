@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scijudge.records import CURRENT_GROUP, Columns, JudgeResult
+from scijudge.records import CURRENT_GROUP, Columns, JudgeResult, judgment_keys
 
 
 def write_records(path: str | Path, results: Iterable[JudgeResult], imports: dict[str, Any] | None = None) -> int:
@@ -30,17 +30,24 @@ class ImportCounts:
     written: int = 0
     replaced: int = 0  # rows that replaced an earlier import's row under the same key
     superseded: int = 0  # judgments made by scijudge that an imported row made history (only with supersede)
+    retired: int = 0  # rows of an earlier import of the same file (same SHA-256) this import did not rewrite
+    earlier_paths: list[str] = field(default_factory=list)  # where that earlier import read the file
 
 
 def import_records(path: str | Path, chunks: Iterable[Columns], *, imported_spec: str,
-                   meta: Any = None, supersede: bool = False) -> ImportCounts:
+                   meta: Any = None, supersede: bool = False, sha256: str | None = None,
+                   scales: Any = None) -> ImportCounts:
     """Write record chunks (``Columns``; ``chunks_of`` makes them from dumps) into ``path`` in ONE
     transaction: whole or not at all (a bad file, Ctrl-C).
 
     A row that would make a judgment scijudge made (any spec hash other than ``imported_spec``) history is
     refused with its line, unless ``supersede``. ``meta()`` (called after the rows) is appended to the run's
-    ``imports`` meta list.
+    ``imports`` meta list. With ``sha256`` (the file's), the current rows of an earlier import of the same file
+    that this import does not rewrite (written under an older item naming) become history, counted in
+    ``retired``: a re-import never leaves two current copies of one judgment. ``scales`` (judge -> scale, or a
+    callable giving them after the rows) are recorded in the run's ``scales`` meta, in the same transaction.
     """
+    from scijudge.run import reimport
     from scijudge.run.store import Run
 
     counts = ImportCounts()
@@ -51,20 +58,32 @@ def import_records(path: str | Path, chunks: Iterable[Columns], *, imported_spec
     with Run(path) as run:
         run.claim_writer()  # not while a judging run (or another import) writes this store
         judged = run.model_endpoints(spec_hash_not=imported_spec)
+        earlier = reimport.imported_from(run, imported_spec, sha256) if sha256 else {}
+        counts.earlier_paths = sorted(set(earlier.values()))
         before = len(run)
+        written_keys: set[str] = set()
 
         def checked() -> Iterator[Columns]:
             for chunk in itertools.chain([first], pending):
                 if judged:
                     _check_supersede(run, chunk, judged, imported_spec, supersede, counts)
+                if earlier:
+                    written_keys.update(judgment_keys(*(chunk.column(c) for c in _KEY_FIELDS)))
                 yield chunk
 
         with run.transaction():
             counts.written = run.record_columns(checked())
             counts.replaced = counts.written - (len(run) - before)
+            counts.retired = reimport.make_history(run, (k for k in earlier if k not in written_keys))
             if meta is not None:
                 record = meta() if callable(meta) else meta
+                if counts.earlier_paths:  # a re-import: say what it replaced
+                    record = {**record, "reimport_of": counts.earlier_paths, "replaced": counts.replaced,
+                              "retired": counts.retired}
                 run.set_meta(imports=[*(run.meta().get("imports") or []), record])
+            recorded = scales() if callable(scales) else scales
+            if recorded:
+                run.set_meta(scales={**(run.meta().get("scales") or {}), **recorded})
     return counts
 
 
@@ -97,3 +116,5 @@ def chunks_of(dumps: Iterable[dict[str, Any]], size: int = 5000) -> Iterator[Col
 
 
 _MODEL, _ENDPOINT = CURRENT_GROUP.index("model"), CURRENT_GROUP.index("endpoint")
+_KEY_FIELDS = ("item_id", "judge", "part", "spec_hash", "model", "endpoint", "input_hash", "decoding")
+"""``judgment_key``'s fields, in its order."""

@@ -19,6 +19,9 @@ _MAP_HELP = "Rename a source column: SOURCE=FIELD (e.g. rating=score); repeatabl
 _STRICT_HELP = "Write nothing if any row is bad (default: write the good rows, list the bad)."
 _FROM_HELP = ("Another tool's results: inspect, mlflow, promptfoo, deepeval or lm-eval (default: recognised from "
               "the file's content, else generic JSONL/CSV).")
+_SCALE_HELP = ("A judge's scale, JUDGE=LO,HI,STEP[,continuous] (or LO,HI,STEP for every judge); repeatable. Scores "
+               "off a judge's scale (this, the store's recorded one, or the row's family) are bad rows; it is "
+               "recorded for calibrate and estimate.")
 _SUPERSEDE_HELP = ("Let imported rows become the current judgment where scijudge judged the same item, judge, model "
                    "and endpoint in this store (those stay as history); refused by default.")
 
@@ -36,6 +39,7 @@ def import_judgments_cmd(
     label_source: Annotated[str, typer.Option(
         help="Source of MLflow's human assessments as labels: human (default), expert or crowd when you know.")] = "human",
     supersede: Annotated[bool, typer.Option(help=_SUPERSEDE_HELP)] = False,
+    scale: Annotated[list[str] | None, typer.Option("--scale", help=_SCALE_HELP)] = None,
 ) -> int:
     """Import judgments made by any tool (released rating files, logs) so they can be calibrated and stress-tested.
 
@@ -46,6 +50,8 @@ def import_judgments_cmd(
     inspect_ai logs, promptfoo, DeepEval and lm-eval files are recognised by their content (or named with --from);
     MLflow assessments are read with --from mlflow --tracking-uri URI --experiment NAME (human ones as labels).
 
+    A score off its judge's scale (--scale, the store's recorded scale, or the row's family) is a bad row.
+
     Example: scijudge import-judgments ratings.csv --run runs/released.sqlite --map rating=score --map llm=model
     """
     from scijudge._files import refuse_overwrite
@@ -54,10 +60,14 @@ def import_judgments_cmd(
     refuse_overwrite(run, [file], field="run")  # never the imported file as the store it is written into
     if labels_out is not None:
         refuse_overwrite(labels_out, [file], stores=[run], field="labels_out")
-    if from_ is not None or file is None or _interop.recognised(file):
+    found = None if from_ is not None or file is None else _interop.recognised(file)
+    if from_ is not None or file is None or found:
         if map_:
             raise InputError("--map renames columns of generic JSONL/CSV files only", field="map")
-        return _interop.import_foreign(file, run, from_, tracking_uri=tracking_uri, experiment=experiment,
+        if scale:
+            raise InputError("--scale applies to generic JSONL/CSV files (other tools' scales are read from their "
+                             "files)", field="scale")
+        return _interop.import_foreign(file, run, from_ or (found if found != "damaged" else None), tracking_uri=tracking_uri, experiment=experiment,
                                        labels_out=labels_out, all_scorers=all_scorers, strict=strict,
                                        label_source=label_source, supersede=supersede)
     from rich.console import Console
@@ -65,14 +75,19 @@ def import_judgments_cmd(
 
     from scijudge.commands._store import import_records
     from scijudge.importers.judgments import IMPORTED_SPEC_HASH, JudgmentStream, parse_mapping, read_judgments
+    from scijudge.importers.scales import ScaleCheck, parse_scales
     from scijudge.records import Columns
+    from scijudge.vocab import DEFAULT_SCALE
 
+    given = parse_scales(scale)
     stream = read_judgments(file, mapping=parse_mapping(map_))
+    check = ScaleCheck(given, _stored_scales(run), stream.source)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
 
     def rows(source: JudgmentStream) -> Iterator[Columns]:  # --strict: after a bad row, nothing is written
         for chunk in source.chunks():
-            if not (strict and source.errors):
+            chunk = check.check(chunk, source.errors)
+            if chunk.n and not (strict and source.errors):
                 yield chunk
         source.finish()
         if strict and source.errors:
@@ -83,7 +98,7 @@ def import_judgments_cmd(
 
     try:
         counts = import_records(run, rows(stream), imported_spec=IMPORTED_SPEC_HASH, meta=stream.meta,
-                                supersede=supersede)
+                                supersede=supersede, sha256=stream.sha256, scales=check.recorded)
     except KeyboardInterrupt:
         err.print(f"interrupted: nothing was written to {escape(str(run))} (an import is one transaction, whole or "
                   "not at all); run the same command again to import the file")
@@ -92,9 +107,14 @@ def import_judgments_cmd(
         _print_bad(err, stream)
         raise
     _print_bad(err, stream)
-    notes = ""
-    if counts.replaced:
-        notes += f"; {counts.replaced} replaced rows imported before under the same item, judge, model and endpoint"
+    if not counts.written:
+        raise InputError("no judgment could be imported", file=file)
+    note = check.undeclared.note(list(DEFAULT_SCALE))
+    if note:
+        err.print(f"[yellow]note:[/] {escape(note)}")
+    from scijudge.commands._interop import reimport_note
+
+    notes = f"; {reimport_note(counts)}" if reimport_note(counts) else ""
     if counts.superseded:
         notes += f"; {counts.superseded} judgments made by scijudge are now history (--supersede)"
     Console(highlight=False, soft_wrap=True).print(
@@ -103,6 +123,16 @@ def import_judgments_cmd(
     if stream.errors:
         raise typer.Exit(1)
     return counts.written
+
+
+def _stored_scales(run: Path) -> dict[str, Any]:
+    """The scales the run store records (none when it does not exist yet)."""
+    if not run.is_file():
+        return {}
+    from scijudge.run.store import Run
+
+    with Run(run, create=False) as store:
+        return dict(store.meta().get("scales") or {})
 
 
 def _print_bad(err: Any, stream: Any) -> None:

@@ -31,6 +31,9 @@ class ForeignRow:
 
     ``score`` None and ``verdict`` None is an abstention (``reason`` says why); ``error`` set makes it a bad row.
     ``llm_judged`` False marks a deterministic metric (string match, exact match), skipped unless asked for.
+    ``skip`` set (a kind, e.g. ``corpus-level``) counts the row in ``skipped`` as ``<judge> (<kind>)``, always.
+    ``answered_by`` names the model (or provider) whose answer was judged: it is part of the judgment's identity,
+    so the item becomes ``<item_id>|<answered_by>`` (two solver models graded by one judge are two judgments).
     """
 
     item_id: Any
@@ -45,7 +48,20 @@ class ForeignRow:
     line: int | None = None
     llm_judged: bool = True
     error: str | None = None
+    answered_by: str | None = None
+    skip: str | None = None
     provenance: dict[str, Any] = field(default_factory=dict)
+
+
+ANSWER_SEPARATOR = "|"
+"""Between an item and the model that answered it in an imported item id (``q1|openai/gpt-4o``)."""
+
+
+def answered_item(item_id: Any, answered_by: str | None) -> Any:
+    """The item id of a judgment of ``answered_by``'s answer to ``item_id`` (unchanged when no model is known)."""
+    if item_id is None or not answered_by:
+        return item_id
+    return f"{item_id}{ANSWER_SEPARATOR}{answered_by}"
 
 
 @dataclass
@@ -58,25 +74,53 @@ class ForeignImport(ImportedJudgments):
     labels: list[HumanLabel] = field(default_factory=list)
     label_sources: list[str] = field(default_factory=list)
     scales: dict[str, list[Any]] = field(default_factory=dict)
+    companions: list[dict[str, Any]] = field(default_factory=list)
+    """Other files the import read (lm-eval's results file, where the model name comes from), with their hashes."""
 
     def meta(self) -> dict[str, Any]:
-        """Run-level record of this import: the generic one plus the format and what was skipped."""
+        """Run-level record of this import: the generic one plus the format, what was skipped, other files read."""
         out = super().meta()
         out.update(format=self.format, skipped=dict(self.skipped), labels=len(self.labels))
+        if self.companions:
+            out["companions"] = list(self.companions)
         return out
 
 
 def file_bytes(path: str | Path) -> tuple[Path, bytes, str]:
-    """(path, content, sha256) of a file that must exist."""
+    """(absolute path, content, sha256) of a file that must exist: the absolute path is what an import records, so
+    that two spellings of one file's path are one source."""
     path = Path(path)
     if not path.is_file():
         raise InputError("file not found", file=path)
     data = path.read_bytes()
-    return path, data, hashlib.sha256(data).hexdigest()
+    return path.resolve(), data, hashlib.sha256(data).hexdigest()
+
+
+_REMEMBERED: list[tuple[tuple[str, int, int], Any]] = []
+"""The last document ``sniff`` parsed, keyed by (path, size, content hash): its reader takes it from here."""
+
+
+def _document_key(path: Path, data: bytes) -> tuple[str, int, int]:
+    return str(Path(path).resolve()), len(data), hash(data)
+
+
+def remember_document(path: Path, data: bytes, doc: Any) -> None:
+    """Keep the document just parsed from ``data`` for the reader that comes next (one document at a time)."""
+    _REMEMBERED[:] = [(_document_key(path, data), doc)]
+
+
+def forget_document() -> None:
+    """Drop the remembered document (a reader that parses the file its own way)."""
+    _REMEMBERED.clear()
 
 
 def load_json(data: bytes, path: Path) -> Any:
-    """A whole JSON document (bare NaN allowed, as inspect writes it); an error names the line."""
+    """A whole JSON document (bare NaN allowed, as inspect writes it); an error names the line.
+
+    The document ``sniff`` parsed from the same bytes is taken as is: a large file is parsed once.
+    """
+    if _REMEMBERED and _REMEMBERED[0][0] == _document_key(path, data):
+        return _REMEMBERED.pop()[1]
     try:
         return json.loads(data.decode("utf-8-sig"))
     except UnicodeDecodeError as exc:
@@ -133,6 +177,12 @@ def scale_of(scores: Iterable[float]) -> list[Any]:
     return [lo, hi, 0.1, "continuous"]
 
 
+def _where(row: ForeignRow, source: str) -> str:
+    """The reason of an abstention that gave none: the row's file line (not its ordinal) and position."""
+    line = f" line {row.line}" if row.line is not None else ""
+    return f"no score or verdict in {source}{line} ({row.position})"
+
+
 def collect(
     rows: Iterable[ForeignRow],
     *,
@@ -150,6 +200,10 @@ def collect(
     kept: list[ForeignRow] = []
     for row in rows:
         out.n_rows += 1
+        if row.skip is not None:
+            name = f"{row.judge} ({row.skip})"
+            out.skipped[name] = out.skipped.get(name, 0) + 1
+            continue
         if row.error is not None:
             out.errors.append(InputError(row.error, file=source, line=row.line, field=row.position))
             continue
@@ -159,8 +213,9 @@ def collect(
             continue
         kept.append(row)
     records: list[tuple[int, Mapping[str, Any]]] = [
-        (n, {"item_id": r.item_id, "judge": r.judge, "model": r.model, "score": r.score, "verdict": r.verdict,
-             "rationale": r.rationale, "reason": r.reason, "part": r.part})
+        (n, {"item_id": answered_item(r.item_id, r.answered_by), "judge": r.judge, "model": r.model, "score": r.score, "verdict": r.verdict,
+             "rationale": r.rationale, "part": r.part,
+             "reason": r.reason or _where(r, source) if r.score is None and r.verdict is None else r.reason})
         for n, r in enumerate(kept, 1)]
     imported = judgments_from_records(records, source=source, sha256=sha256)
     by_number = dict(enumerate(kept, 1))
@@ -172,6 +227,8 @@ def collect(
         provenance = dict(result.result or {})
         row = by_number[int(provenance["line"])]
         provenance.update(line=row.line, position=row.position, format=fmt, **row.provenance)
+        if row.answered_by:
+            provenance.update(sample_id=str(row.item_id), answered_by=row.answered_by)
         result.result = provenance
         out.results.append(result)
     scores: dict[str, list[float]] = {}

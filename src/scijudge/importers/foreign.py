@@ -6,26 +6,52 @@ from pathlib import Path
 
 from scijudge.errors import InputError
 from scijudge.importers._interop import ForeignImport
-from scijudge.importers.sniff import FORMATS, LM_EVAL_RESULTS, sniff_format
+from scijudge.importers.sniff import DAMAGED, FORMATS, LM_EVAL_RESULTS, sniff
 
 FILE_FORMATS = tuple(f for f in FORMATS if f != "mlflow")
+EXPECTED = {"inspect": "an inspect_ai log (.eval zip or .json document)",
+            "promptfoo": "a promptfoo output file (promptfoo eval -o out.json or out.jsonl)",
+            "deepeval": "a DeepEval test run (.deepeval/.latest_test_run.json or test_run_*.json)",
+            "lm-eval": "an lm-eval samples file (samples_<task>_<date>.jsonl, written with --log_samples)"}
+"""What ``--from NAME`` expects, in words (for the message when the file is something else)."""
 
 
 def read_foreign(path: str | Path, fmt: str | None = None, *, include_deterministic: bool = False) -> ForeignImport:
-    """Judgments of an inspect_ai, promptfoo, DeepEval or lm-eval file; ``fmt`` None recognises it by content."""
+    """Judgments of an inspect_ai, promptfoo, DeepEval or lm-eval file; ``fmt`` None recognises it by content.
+
+    With ``fmt`` given and the file's content recognisably something else (or damaged), the error names the
+    format expected and what was found, in one line.
+    """
     path = Path(path)
     if not path.is_file():
         raise InputError("file not found", file=path)
-    found = fmt or sniff_format(path)
+    if fmt is not None and fmt not in FORMATS:
+        raise InputError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}", file=path, field="from")
+    if fmt == "mlflow":
+        raise InputError("MLflow is read from a tracking store: --from mlflow --tracking-uri URI --experiment NAME",
+                         file=path, field="from")
+    sniffed = sniff(path)
+    found = fmt or sniffed.format
+    if sniffed.format == DAMAGED:
+        raise InputError((sniffed.problem or "damaged") + (f" (expected {EXPECTED[fmt]})" if fmt else ""), file=path)
     if found == LM_EVAL_RESULTS:
         raise InputError("an lm-eval results file holds aggregates only: import its samples_<task>_<date>.jsonl "
                          "(written with --log_samples)", file=path)
-    if found == "mlflow":
-        raise InputError("MLflow is read from a tracking store: --from mlflow --tracking-uri URI --experiment NAME",
-                         file=path, field="from")
     if found not in FILE_FORMATS:
-        raise InputError(f"not a file of {', '.join(FILE_FORMATS)}" if fmt is None else
-                         f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}", file=path, field="from")
+        raise InputError(f"not a file of {', '.join(FILE_FORMATS)}: found {sniffed.found}", file=path, field="from")
+    if fmt is not None and sniffed.format not in (None, fmt) and sniffed.format != LM_EVAL_RESULTS:
+        raise InputError(f"--from {fmt} expects {EXPECTED[fmt]}, found {sniffed.found}", file=path, field="from")
+    try:
+        return _read(path, found, include_deterministic)
+    except InputError as exc:
+        if fmt is None or sniffed.format == fmt:
+            raise
+        why = "" if sniffed.found.startswith(("JSON Lines", "text")) else f" ({exc.reason})"
+        raise InputError(f"--from {fmt} expects {EXPECTED[fmt]}, found {sniffed.found}{why}",
+                         file=path, field="from") from None
+
+
+def _read(path: Path, found: str, include_deterministic: bool) -> ForeignImport:
     if found == "inspect":
         from scijudge.importers.inspect_ai import read_inspect
 

@@ -6,7 +6,10 @@ and one key per metric) beside ``results_<date>.json`` (``results[task]["<metric
 ``model_name``, ``config``). The item is ``<task>:<doc_id>``, the judge ``<task>/<metric>`` (``,<filter>`` added
 for a filter other than ``none``), the model the results file's ``model_name`` (or ``config.model_args``). The
 task comes from the file name, else ``task``. Harness metrics are computed by the harness: they are imported so
-that they can be compared with human labels like any judge.
+that they can be compared with human labels like any judge. Corpus-level metrics (``bleu``, ``chrf``, ``ter``,
+``word_perplexity``, ``byte_perplexity``, ``bits_per_byte``, ``f1``...) store a per-sample tuple that only the
+corpus aggregation turns into a score (``lm_eval/api/metrics.py``): they are skipped, counted as
+``<task>/<metric> (corpus-level)``. The results file that names the model is recorded with its SHA-256.
 """
 
 from __future__ import annotations
@@ -71,11 +74,17 @@ def _rows(text_: str, path: Path, task: str, model: str, per_filter: dict[str, i
                              error="metrics is not a list of names")
             continue
         for metric in metrics:
-            score, error = number(sample.get(metric))
+            value = sample.get(metric)
+            judge = f"{task}/{metric}" + ("" if flt == "none" else f",{flt}")
+            if isinstance(value, (list, tuple)):  # bleu, chrf, ter, perplexities, f1...: scored on the corpus
+                yield ForeignRow(item_id=None, judge=judge, model=model, position=f"line {line}.{metric}", line=line,
+                                 skip="corpus-level")
+                continue
+            score, error = number(value)
             if score is None and error is None:
                 error = f"no value for metric {metric!r}"
             yield ForeignRow(
-                item_id=f"{task}:{sample.get('doc_id')}", judge=f"{task}/{metric}" + ("" if flt == "none" else f",{flt}"),
+                item_id=f"{task}:{sample.get('doc_id')}", judge=judge,
                 model=model, score=score, position=f"line {line}.{metric}", line=line, error=error,
                 provenance={"doc_hash": sample.get("doc_hash"), "filter": flt},
             )
@@ -100,8 +109,9 @@ def read_lm_eval(path: str | Path, *, results: str | Path | None = None, task: s
                          file=path)
     results_path = Path(results) if results is not None else _results_beside(path)
     doc: dict[str, Any] = {}
+    results_sha = None
     if results_path is not None:
-        _, results_data, _ = file_bytes(results_path)
+        results_path, results_data, results_sha = file_bytes(results_path)
         loaded = load_json(results_data, results_path)
         if not is_results_file(loaded):
             raise InputError("not an lm-eval results file (no 'results', 'n-samples', 'versions')", file=results_path)
@@ -112,7 +122,11 @@ def read_lm_eval(path: str | Path, *, results: str | Path | None = None, task: s
     rows = list(_rows(content, path, task, model, per_filter))
     aggregated = obj(obj(doc.get("results")).get(task))
     summary = {"task": task, "model": model, "results_file": str(results_path) if results_path else None,
+               "results_sha256": results_sha,
                "n_samples": obj(doc.get("n-samples")).get(task), "lines_per_filter": per_filter,
                "aggregated": {k: v for k, v in aggregated.items() if "," in k and "_stderr" not in k}}
-    return collect(rows, source=str(path), sha256=sha, fmt=FORMAT, summary=summary,
-                   include_deterministic=include_deterministic)
+    out = collect(rows, source=str(path), sha256=sha, fmt=FORMAT, summary=summary,
+                  include_deterministic=include_deterministic)
+    if results_path is not None:  # where the model name came from: recorded with each import, hashed
+        out.companions = [{"file": str(results_path), "sha256": results_sha, "role": "model name"}]
+    return out
