@@ -57,19 +57,19 @@ def demo_cmd(
     assert model is not None
     lm = make_lm(model, api_base=api_base, max_tokens=160 if tiny else None)
     judges = [build_judge(spec, lm=lm, rating_probs=tiny) for spec in specs]
-    store = Run(run)
-    store.set_meta(items=str(items_path), judges=[s.name for s in specs], model=model, demo=True)
-    from scijudge.run.api import judge_items
+    with Run(run) as store:  # closed: SQLite folds its -wal into the store, which is then one whole file
+        store.set_meta(items=str(items_path), judges=[s.name for s in specs], model=model, demo=True)
+        from scijudge.run.api import judge_items
 
-    with progress_bar(progress) as on_result:
-        summary = judge_items(loaded, judges, store, concurrency=concurrency, on_result=on_result)
-    print_summary(summary, run)
-    frame = store.to_pandas()
-    table = Table("judge", "judged", "ok", "abstained", "mean score", title="per judge (this run store)")
-    for name, group in frame.groupby("judge"):
-        ok = group[group.status == "ok"]
-        table.add_row(name, str(len(group)), str(len(ok)), str(len(group) - len(ok)),
-                      f"{ok.score.mean():.2f}" if len(ok) else "-")
+        with progress_bar(progress) as on_result:
+            summary = judge_items(loaded, judges, store, concurrency=concurrency, on_result=on_result)
+        print_summary(summary, run)
+        frame = store.to_pandas()
+        table = Table("judge", "judged", "ok", "abstained", "mean score", title="per judge (this run store)")
+        for name, group in frame.groupby("judge"):
+            ok = group[group.status == "ok"]
+            table.add_row(name, str(len(group)), str(len(ok)), str(len(group) - len(ok)),
+                          f"{ok.score.mean():.2f}" if len(ok) else "-")
     out.print(table)
     if tiny:
         out.print("[bold yellow]These scores come from a tiny model with RANDOM weights: they are meaningless.[/] "
