@@ -98,6 +98,8 @@ def test_demo_judges_offline_and_stores_rating_probabilities(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert "meaningless" in done.stdout
+    # the store is closed at the end: one whole file, nothing left in a -wal beside it, no lock file
+    assert sorted(p.name for p in tmp_path.glob("demo.sqlite*")) == ["demo.sqlite"]
     frame = Run(tmp_path / "demo.sqlite").to_pandas()
     assert len(frame) == 12 and (frame.status == "ok").all()
     for probs, result, score in zip(frame.probs, frame.result, frame.score):
