@@ -1,4 +1,5 @@
-"""Shared test setup: no network, no cross-test caching, fresh DSPy settings, a loopback server factory."""
+"""Shared test setup: no network, no cross-test caching, fresh DSPy settings, a loopback server factory, and the
+source files parsed once per test run."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "true"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+import ast
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -17,6 +19,7 @@ import pytest
 from scijudge.testing import OpenAICompatServer
 
 REPO = Path(__file__).resolve().parents[1]
+SRC = REPO / "src" / "scijudge"
 
 
 @pytest.fixture(autouse=True)
@@ -49,3 +52,50 @@ def loopback() -> Iterator[Callable[..., OpenAICompatServer]]:
 @pytest.fixture
 def repo() -> Path:
     return REPO
+
+
+class SourceTrees:
+    """The ``*.py`` files under ``root``, each read, parsed and walked at most once.
+
+    Several tests look at the syntax of every scijudge module (import layers, DSPy internals, error classes);
+    parsing the ~200 files costs about a second each time, so one test run does it once. The trees are shared:
+    a test must not modify them.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.paths = sorted(root.rglob("*.py"))
+        self._text: dict[Path, str] = {}
+        self._tree: dict[Path, ast.Module] = {}
+        self._nodes: dict[Path, tuple[ast.AST, ...]] = {}
+
+    def text(self, path: Path) -> str:
+        if path not in self._text:
+            self._text[path] = path.read_text(encoding="utf-8")
+        return self._text[path]
+
+    def tree(self, path: Path) -> ast.Module:
+        if path not in self._tree:
+            self._tree[path] = ast.parse(self.text(path))
+        return self._tree[path]
+
+    def nodes(self, path: Path) -> tuple[ast.AST, ...]:
+        """Every node of the file's tree, in ``ast.walk`` order."""
+        if path not in self._nodes:
+            self._nodes[path] = tuple(ast.walk(self.tree(path)))
+        return self._nodes[path]
+
+
+@pytest.fixture(scope="session")
+def source_trees() -> Callable[..., SourceTrees]:
+    """``source_trees()``: scijudge's own source files, parsed once per test run; ``source_trees(folder)``: the
+    files under another folder (a package a test writes), parsed once too."""
+    made: dict[Path, SourceTrees] = {}
+
+    def get(root: Path = SRC) -> SourceTrees:
+        root = Path(root)
+        if root not in made:
+            made[root] = SourceTrees(root)
+        return made[root]
+
+    return get
