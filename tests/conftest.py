@@ -1,4 +1,5 @@
-"""Shared test setup: no network, no cross-test caching, fresh DSPy settings, a loopback server factory."""
+"""Shared test setup: no network, no cross-test caching, fresh DSPy settings, a loopback server factory, the
+source files parsed once per test run, and no import of a test module that ``-m`` leaves no test of."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "true"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+import ast
+import itertools
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -17,6 +20,78 @@ import pytest
 from scijudge.testing import OpenAICompatServer
 
 REPO = Path(__file__).resolve().parents[1]
+SRC = REPO / "src" / "scijudge"
+
+
+def module_marks(path: Path) -> set[str]:
+    """The marks a test module puts on every test in it (``pytestmark = pytest.mark.X`` or a list of them)."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return set()
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets):
+            values = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
+            for value in values:
+                value = value.func if isinstance(value, ast.Call) else value
+                if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Attribute) and value.value.attr == "mark":
+                    names.add(value.attr)
+    return names
+
+
+class _Unsure(Exception):
+    pass
+
+
+def selects_none(markexpr: str, marks: set[str]) -> bool:
+    """Whether ``-m markexpr`` deselects every test that carries all of ``marks``, whatever other marks it has.
+
+    Every assignment of the expression's other names is tried (pytest's own expression parser); anything
+    unusual (mark arguments, more than 10 other names, a parse error) answers False: the module is collected.
+    """
+    from _pytest.mark.expression import Expression
+
+    try:
+        expression = Expression.compile(markexpr)
+    except Exception:
+        return False
+    others: list[str] = []
+
+    def selected(true: set[str]) -> bool:
+        def matcher(name: str, /, **kwargs: object) -> bool:
+            if kwargs:
+                raise _Unsure
+            if name in marks:
+                return True
+            if name not in others:
+                others.append(name)
+            return name in true
+
+        return bool(expression.evaluate(matcher))
+
+    try:
+        while True:  # names hidden behind a short-circuit are found and then tried both ways
+            known = list(others)
+            if len(known) > 10:
+                return False
+            for bits in itertools.product((False, True), repeat=len(known)):
+                if selected({name for name, bit in zip(known, bits) if bit}):
+                    return False
+            if others == known:
+                return True
+    except _Unsure:
+        return False
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """With ``-m "not slow"`` a module whose every test is slow is not imported at all: collecting such modules
+    imported transformers, peft, inspect_ai, MLflow and Ray for no test (seconds of the fast subset)."""
+    markexpr = config.getoption("markexpr", "")
+    if not markexpr or collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
+        return None
+    marks = module_marks(collection_path)
+    return True if marks and selects_none(markexpr, marks) else None
 
 
 # What a test marked ``@pytest.mark.needs_extra(NAME)`` needs beyond the README's set-up (``.[local,dev]``), and how
@@ -137,3 +212,50 @@ def loopback() -> Iterator[Callable[..., OpenAICompatServer]]:
 @pytest.fixture
 def repo() -> Path:
     return REPO
+
+
+class SourceTrees:
+    """The ``*.py`` files under ``root``, each read, parsed and walked at most once.
+
+    Several tests look at the syntax of every scijudge module (import layers, DSPy internals, error classes);
+    parsing the ~200 files costs about a second each time, so one test run does it once. The trees are shared:
+    a test must not modify them.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.paths = sorted(root.rglob("*.py"))
+        self._text: dict[Path, str] = {}
+        self._tree: dict[Path, ast.Module] = {}
+        self._nodes: dict[Path, tuple[ast.AST, ...]] = {}
+
+    def text(self, path: Path) -> str:
+        if path not in self._text:
+            self._text[path] = path.read_text(encoding="utf-8")
+        return self._text[path]
+
+    def tree(self, path: Path) -> ast.Module:
+        if path not in self._tree:
+            self._tree[path] = ast.parse(self.text(path))
+        return self._tree[path]
+
+    def nodes(self, path: Path) -> tuple[ast.AST, ...]:
+        """Every node of the file's tree, in ``ast.walk`` order."""
+        if path not in self._nodes:
+            self._nodes[path] = tuple(ast.walk(self.tree(path)))
+        return self._nodes[path]
+
+
+@pytest.fixture(scope="session")
+def source_trees() -> Callable[..., SourceTrees]:
+    """``source_trees()``: scijudge's own source files, parsed once per test run; ``source_trees(folder)``: the
+    files under another folder (a package a test writes), parsed once too."""
+    made: dict[Path, SourceTrees] = {}
+
+    def get(root: Path = SRC) -> SourceTrees:
+        root = Path(root)
+        if root not in made:
+            made[root] = SourceTrees(root)
+        return made[root]
+
+    return get

@@ -24,12 +24,12 @@ def test_importing_loads_no_heavy_dependency(module):
     assert json.loads(out.stdout) == []
 
 
-def module_graph(package: Path) -> dict[str, set[str]]:
+def module_graph(package: Path, sources) -> dict[str, set[str]]:
     """Module -> package modules it imports at module level (not inside functions or ``if TYPE_CHECKING``).
 
     ``from pkg import sub`` points at the submodule ``pkg.sub``; importing ``a.b.c`` also runs the packages
     ``a.b`` and ``a`` first, so those count too, except the packages the importing module itself lives in
-    (Python has started them already).
+    (Python has started them already). ``sources`` is the ``source_trees`` fixture's view of ``package``.
     """
     root = package.name
 
@@ -37,7 +37,7 @@ def module_graph(package: Path) -> dict[str, set[str]]:
         parts = list(path.relative_to(package.parent).with_suffix("").parts)
         return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
-    modules = {name_of(p): p for p in package.rglob("*.py")}
+    modules = {name_of(p): p for p in sources.paths}
 
     def imported(body: list[ast.stmt]) -> list[str]:
         found: list[str] = []
@@ -64,7 +64,7 @@ def module_graph(package: Path) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for module, path in modules.items():
         deps: set[str] = set()
-        for name in imported(ast.parse(path.read_text(encoding="utf-8")).body):
+        for name in imported(sources.tree(path).body):
             if name.split(".")[0] != root:
                 continue
             while name and name not in modules:
@@ -100,13 +100,13 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def test_no_import_cycle_between_scijudge_modules():
-    graph = module_graph(SRC)
+def test_no_import_cycle_between_scijudge_modules(source_trees):
+    graph = module_graph(SRC, source_trees(SRC))
     assert len(graph) > 50 and "scijudge.lm._backends" in graph["scijudge.lm"]
     assert find_cycle(graph) is None
 
 
-def test_the_cycle_check_finds_a_cycle_and_ignores_function_level_imports(tmp_path):
+def test_the_cycle_check_finds_a_cycle_and_ignores_function_level_imports(tmp_path, source_trees):
     package = tmp_path / "pkg"
     (package / "sub").mkdir(parents=True)
     files = {
@@ -120,7 +120,7 @@ def test_the_cycle_check_finds_a_cycle_and_ignores_function_level_imports(tmp_pa
     }
     for name, text in files.items():
         (package / name).write_text(textwrap.dedent(text))
-    graph = module_graph(package)
+    graph = module_graph(package, source_trees(package))
     assert graph["pkg.b"] == set() and graph["pkg.a"] == {"pkg.b"}
     assert find_cycle({k: v for k, v in graph.items() if not k.startswith(("pkg.c", "pkg.sub"))}) is None
     assert graph["pkg.c"] == {"pkg.sub.leaf", "pkg.sub"}  # importing pkg.sub.leaf runs pkg/sub/__init__ first
@@ -128,35 +128,37 @@ def test_the_cycle_check_finds_a_cycle_and_ignores_function_level_imports(tmp_pa
     assert cycle is not None and cycle[0] == cycle[-1] and {"pkg.c", "pkg.sub.leaf"} <= set(cycle)
 
 
-def test_no_source_file_is_over_600_lines():
-    sizes = {str(p.relative_to(SRC)): len(p.read_text(encoding="utf-8").splitlines()) for p in SRC.rglob("*.py")}
+def test_no_source_file_is_over_600_lines(source_trees):
+    sources = source_trees(SRC)
+    sizes = {str(p.relative_to(SRC)): len(sources.text(p).splitlines()) for p in sources.paths}
     assert {path: n for path, n in sizes.items() if n > MAX_LINES} == {}
 
 
-def unit_graph(package: Path) -> dict[str, set[str]]:
+def unit_graph(package: Path, sources) -> dict[str, set[str]]:
     """Top-level unit -> units it imports, counting imports anywhere in a module (inside functions too), but not
     under ``if TYPE_CHECKING``. A unit is a subpackage (``scijudge.run``) or a top-level module
-    (``scijudge.records``); the package's own ``__init__`` (the lazy user verbs) is not a unit."""
+    (``scijudge.records``); the package's own ``__init__`` (the lazy user verbs) is not a unit. ``sources`` is the
+    ``source_trees`` fixture's view of ``package``."""
     root = package.name
     graph: dict[str, set[str]] = {}
 
     def unit(name: str) -> str:
         return ".".join(name.split(".")[:2])
 
-    for path in package.rglob("*.py"):
+    for path in sources.paths:
         parts = list(path.relative_to(package.parent).with_suffix("").parts)
         module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         if module == root:
             continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        nodes = sources.nodes(path)
         hidden: set[int] = set()
-        for node in ast.walk(tree):
+        for node in nodes:
             if isinstance(node, ast.If):
                 test = node.test
                 if getattr(test, "id", None) == "TYPE_CHECKING" or getattr(test, "attr", None) == "TYPE_CHECKING":
                     hidden.update(id(sub) for stmt in node.body for sub in ast.walk(stmt))
         deps = graph.setdefault(unit(module), set())
-        for node in ast.walk(tree):
+        for node in nodes:
             if id(node) in hidden:
                 continue
             names: list[str] = []
@@ -170,14 +172,14 @@ def unit_graph(package: Path) -> dict[str, set[str]]:
     return graph
 
 
-def test_no_import_cycle_between_top_level_units_counting_imports_inside_functions():
-    graph = unit_graph(SRC)
+def test_no_import_cycle_between_top_level_units_counting_imports_inside_functions(source_trees):
+    graph = unit_graph(SRC, source_trees(SRC))
     assert {"scijudge.spec", "scijudge.chain", "scijudge.judges", "scijudge.run"} <= set(graph)
     assert "scijudge.spec" in graph["scijudge.judges"]
     assert find_cycle(graph) is None, find_cycle(graph)
 
 
-def test_the_unit_check_counts_imports_inside_functions(tmp_path):
+def test_the_unit_check_counts_imports_inside_functions(tmp_path, source_trees):
     package = tmp_path / "pkg"
     (package / "low").mkdir(parents=True)
     (package / "high").mkdir()
@@ -190,7 +192,7 @@ def test_the_unit_check_counts_imports_inside_functions(tmp_path):
     }
     for name, text in files.items():
         (package / name).write_text(text)
-    graph = unit_graph(package)
+    graph = unit_graph(package, source_trees(package))
     assert graph["pkg.low"] == {"pkg.high"} and graph["pkg.high"] == {"pkg.low"} and graph["pkg.c"] == set()
     assert find_cycle(graph) is not None
 

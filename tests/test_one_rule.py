@@ -287,7 +287,7 @@ def test_calibration_scales_are_the_vocab_scale():
     assert isinstance(FAMILY_SCALES["pairwise"], ScaleTuple) and FAMILY_SCALES["pairwise"] == (-4.0, 4.0, 1.0)
 
 
-def test_every_scijudge_error_class_is_defined_in_errors_py():
+def test_every_scijudge_error_class_is_defined_in_errors_py(source_trees):
     import ast
     from pathlib import Path
 
@@ -295,12 +295,13 @@ def test_every_scijudge_error_class_is_defined_in_errors_py():
     from scijudge import errors
 
     src = Path(scijudge.__file__).parent
+    sources = source_trees(src)
     public = set(dir(errors))
     outside = []
-    for path in src.rglob("*.py"):
+    for path in sources.paths:
         if path.name == "errors.py" and path.parent == src:
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in sources.nodes(path):
             if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
                 bases = {getattr(b, "id", getattr(b, "attr", "")) for b in node.bases}
                 if bases & public and any(isinstance(getattr(errors, b, None), type)

@@ -29,7 +29,8 @@ ITEMS = [Item(id=f"q{i}", question=f"How does doping change conductivity in samp
 @pytest.fixture(scope="module")
 def lm(tmp_path_factory: pytest.TempPathFactory):
     paths = build_tiny_model(tmp_path_factory.mktemp("tiny_layout"), seed=1)
-    model = make_lm(f"hf:{paths['adapter']}", cache=False, max_batch_size=9, max_wait_ms=50, max_tokens=48)
+    # 96: the fused judgment of three rubrics needs ~74 tokens; at 48 every fused call was cut and run again
+    model = make_lm(f"hf:{paths['adapter']}", cache=False, max_batch_size=9, max_wait_ms=50, max_tokens=96)
     yield model
     model.engine.close()
 

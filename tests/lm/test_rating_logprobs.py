@@ -85,18 +85,22 @@ def test_wrapper_dict_and_lm15_objects_are_read_the_same() -> None:
 
 
 @pytest.mark.slow
-def test_demo_judges_offline_and_stores_rating_probabilities(tmp_path):
-    """The README's main job end to end: tiny random model, full chain, run store with P(rating)."""
+def test_demo_judges_offline_and_stores_rating_probabilities(tmp_path, monkeypatch):
+    """The README's main job end to end: tiny random model, full chain, run store with P(rating).
+
+    In this process, through the CLI app: torch and transformers are imported once per test run, not once more
+    in a fresh interpreter (the subprocess tests of tests/run and tests/commands run ``python -m scijudge``)."""
     import math
-    import subprocess
-    import sys
+
+    from typer.testing import CliRunner
 
     from scijudge import Run
+    from scijudge.cli import app
 
-    done = subprocess.run([sys.executable, "-m", "scijudge", "demo", "--workdir", str(tmp_path / "tiny"), "--run",
-                           str(tmp_path / "demo.sqlite"), "--no-progress", "-j", "yescieval.qa.correctness"],
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
+    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # the demo sets it; restored after this test
+    done = CliRunner().invoke(app, ["demo", "--workdir", str(tmp_path / "tiny"), "--run", str(tmp_path / "demo.sqlite"),
+                                    "--no-progress", "-j", "yescieval.qa.correctness"], env={"COLUMNS": "200"})
+    assert done.exit_code == 0, done.output
     assert "meaningless" in done.stdout
     # the store is closed at the end: one whole file, nothing left in a -wal beside it, no lock file
     assert sorted(p.name for p in tmp_path.glob("demo.sqlite*")) == ["demo.sqlite"]
