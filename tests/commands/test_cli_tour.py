@@ -46,3 +46,61 @@ def test_view_refuses_a_file_that_is_not_a_store_before_serving(tmp_path, monkey
     result = CliRunner().invoke(app, ["view", name, "--no-browser", "--export", "site"])
     _one_line_error(result, name, "not a scijudge run store", needle)
     assert _digest(tmp_path) == before and not (tmp_path / "site").exists()
+
+
+def _store(path: Path) -> Path:
+    from scijudge.records import JudgeResult
+    from scijudge.run.store import Run
+
+    with Run(path) as run:
+        run.record_many([JudgeResult(item_id="q1", judge="yescieval.qa.correctness", family="likert", spec_hash="h",
+                                     model="m", status="ok", score=3.0).model_dump(mode="json")])
+    return path
+
+
+@pytest.mark.parametrize(("picks", "needle"), [("missing.csv", "missing.csv: picks file not found"),
+                                               ("picks.csv", "--picks orders the items to label at /label")])
+def test_view_never_ignores_its_picks(tmp_path, monkeypatch, picks, needle):
+    pytest.importorskip("starlette")
+    monkeypatch.chdir(tmp_path)
+    _store(tmp_path / "S.sqlite")
+    (tmp_path / "picks.csv").write_text("item_id,judge,pi,picked\nq1,yescieval.qa.correctness,1.0,1\n")
+    before = _digest(tmp_path)
+    result = CliRunner().invoke(app, ["view", "S.sqlite", "--picks", picks, "--export", "site"])
+    _one_line_error(result, needle)
+    assert _digest(tmp_path) == before and not (tmp_path / "site").exists()
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_figure_metric_refuses_a_binary_file_in_one_line(tmp_path, monkeypatch, which):
+    monkeypatch.chdir(tmp_path)
+    _store(tmp_path / "S.sqlite")
+    (tmp_path / "fig.json").write_text('{"series": [{"name": "a", "x": [1, 2], "y": [1, 2]}]}')
+    args = ["S.sqlite", "fig.json"] if which == 0 else ["fig.json", "S.sqlite"]
+    before = _digest(tmp_path)
+    result = CliRunner().invoke(app, ["figure-metric", *args])
+    _one_line_error(result, "S.sqlite", "not a UTF-8 text file")
+    assert _digest(tmp_path) == before
+
+
+def test_import_lematerial_refuses_a_folder_without_annotations_and_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "labels.jsonl").write_text('{"item_id": "q1", "judge": "j", "score": 3}\n')
+    before = _digest(tmp_path)
+    result = CliRunner().invoke(app, ["import-lematerial", "empty", "--run", "lemat.sqlite", "--labels",
+                                      "labels.jsonl"])
+    _one_line_error(result, "empty: no LeMaterial annotations in this folder", "nothing was written")
+    assert _digest(tmp_path) == before and not (tmp_path / "lemat.sqlite").exists()
+
+
+def test_import_lematerial_never_writes_labels_over_a_file_it_reads(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    paper = tmp_path / "annotations" / "paper1"
+    paper.mkdir(parents=True)
+    (paper / "result_human.json").write_text("[]")
+    before = _digest(paper)
+    result = CliRunner().invoke(app, ["import-lematerial", "annotations", "--run", "lemat.sqlite", "--labels",
+                                      "annotations/paper1/result_human.json"])
+    _one_line_error(result, "--labels: the output annotations/paper1/result_human.json is the input")
+    assert _digest(paper) == before and not (tmp_path / "lemat.sqlite").exists()
