@@ -219,7 +219,7 @@ def _name_option(exc: ScijudgeError, flags: dict[str, str]) -> ScijudgeError:
 
     if not isinstance(exc, InputError) or exc.file or exc.line is not None or not exc.field:
         return exc
-    flag = flags.get(exc.field.replace("-", "_"))
+    flag = flags.get(exc.field.lstrip("-").replace("-", "_"))  # 'labels', 'label-out' or '--judge' as typed
     if flag is None:
         return exc
     renamed = InputError(exc.reason if exc.reason.startswith(flag) else f"{flag}: {exc.reason}")

@@ -104,3 +104,21 @@ def test_import_lematerial_never_writes_labels_over_a_file_it_reads(tmp_path, mo
                                       "annotations/paper1/result_human.json"])
     _one_line_error(result, "--labels: the output annotations/paper1/result_human.json is the input")
     assert _digest(paper) == before and not (tmp_path / "lemat.sqlite").exists()
+
+
+def test_robustness_out_that_is_a_file_is_refused_before_reading(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _store(tmp_path / "S.sqlite")
+    before = _digest(tmp_path)
+    result = CliRunner().invoke(app, ["robustness", "S.sqlite", "--out", "S.sqlite"])
+    _one_line_error(result, "--out: is a folder for robustness.csv and robustness.html, but S.sqlite is a file")
+    assert _digest(tmp_path) == before
+
+
+def test_an_error_about_an_option_written_with_dashes_names_it_as_typed(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _store(tmp_path / "S.sqlite")
+    result = CliRunner().invoke(app, ["select-labels", "--run", "S.sqlite", "-j", "nope", "--budget", "1", "--out",
+                                      "p.csv"])
+    _one_line_error(result, "error: --judge: no judgments of judge 'nope'")
+    assert "field '" not in result.output and not (tmp_path / "p.csv").exists()

@@ -35,6 +35,8 @@ def robustness_cmd(
 
     if not runs:
         raise InputError("give at least one run store", field="runs")
+    if out is not None and out.exists() and not out.is_dir():  # before reading anything
+        raise InputError(f"is a folder for robustness.csv and robustness.html, but {out} is a file", field="out")
     frames = []
     for path, name in zip(runs, _source_names(list(runs))):
         if not Path(path).exists():
