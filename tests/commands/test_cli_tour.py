@@ -122,3 +122,18 @@ def test_an_error_about_an_option_written_with_dashes_names_it_as_typed(tmp_path
                                       "p.csv"])
     _one_line_error(result, "error: --judge: no judgments of judge 'nope'")
     assert "field '" not in result.output and not (tmp_path / "p.csv").exists()
+
+
+def test_an_output_folder_that_is_a_file_is_named_in_one_line(tmp_path, monkeypatch):
+    """calibrate --out report/ (and estimate, robustness ...) where report is a file: it names the file, not
+    'report/report.html: cannot write the output (File exists)'."""
+    from scijudge._files import write_text
+    from scijudge.errors import InputError
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "items.jsonl").write_text("{}\n")
+    with pytest.raises(InputError) as caught:
+        write_text(tmp_path / "items.jsonl" / "sub" / "report.html", "x")
+    assert str(caught.value) == (f"{tmp_path / 'items.jsonl'}: cannot write report.html into {tmp_path / 'items.jsonl'}"
+                                 ": it is a file, not a folder; choose another output folder")
+    assert (tmp_path / "items.jsonl").read_text() == "{}\n" and [p.name for p in tmp_path.iterdir()] == ["items.jsonl"]
