@@ -137,3 +137,23 @@ def test_an_output_folder_that_is_a_file_is_named_in_one_line(tmp_path, monkeypa
     assert str(caught.value) == (f"{tmp_path / 'items.jsonl'}: cannot write report.html into {tmp_path / 'items.jsonl'}"
                                  ": it is a file, not a folder; choose another output folder")
     assert (tmp_path / "items.jsonl").read_text() == "{}\n" and [p.name for p in tmp_path.iterdir()] == ["items.jsonl"]
+
+
+def test_view_names_the_damaged_store(tmp_path, monkeypatch):
+    pytest.importorskip("starlette")
+    monkeypatch.chdir(tmp_path)
+    from scijudge.records import JudgeResult
+    from scijudge.run.store import Run
+
+    with Run(tmp_path / "S.sqlite") as run:
+        run.record_many([JudgeResult(item_id=f"q{k:03d}", judge="yescieval.qa.correctness", family="likert",
+                                     spec_hash="h", model="m", status="ok", score=3.0,
+                                     rationale="r" * 200).model_dump(mode="json") for k in range(200)])
+    _store(tmp_path / "A.sqlite")
+    data = bytearray((tmp_path / "S.sqlite").read_bytes())
+    data[len(data) // 2:len(data) // 2 + 300] = b"\xff" * 300
+    (tmp_path / "S.sqlite").write_bytes(bytes(data))
+    before = _digest(tmp_path)
+    result = CliRunner().invoke(app, ["view", "A.sqlite", "S.sqlite", "--export", "site"])
+    _one_line_error(result, "S.sqlite: corrupt run store (")
+    assert _digest(tmp_path) == before and not (tmp_path / "site").exists()

@@ -231,7 +231,21 @@ class StoreView:
             try:
                 yield self._db
             except sqlite3.DatabaseError as exc:
+                damaged = self._damaged()
+                if damaged is not None:  # name the store, as every other reader does
+                    raise InputError(f"corrupt run store ({exc})", file=damaged) from None
                 raise InputError(f"cannot read the run stores ({exc})") from None
+
+    def _damaged(self) -> Path | None:
+        """The first attached store SQLite's quick_check finds damaged (run only after a read failed)."""
+        for at, path in enumerate(self.paths):
+            try:
+                found = self._db.execute(f"PRAGMA s{at}.quick_check(1)").fetchall()
+            except sqlite3.DatabaseError:
+                return path
+            if found != [("ok",)]:
+                return path
+        return None
 
     def _all(self, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
         with self._reading() as db:
