@@ -157,3 +157,11 @@ def test_view_names_the_damaged_store(tmp_path, monkeypatch):
     result = CliRunner().invoke(app, ["view", "A.sqlite", "S.sqlite", "--export", "site"])
     _one_line_error(result, "S.sqlite: corrupt run store (")
     assert _digest(tmp_path) == before and not (tmp_path / "site").exists()
+
+
+def test_robustness_without_variants_is_one_line_in_the_users_words(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _store(tmp_path / "S.sqlite")
+    result = CliRunner().invoke(app, ["robustness", "S.sqlite"])
+    _one_line_error(result, "error: no perturbed answers in these judgments")
+    assert "field '" not in result.output

@@ -71,7 +71,7 @@ def figure_metric_command(
 ) -> None:
     """Compare extracted plot series with ground truth and print the per-series RMSE/MAE table.
 
-    Example: scijudge figure-metric extracted_fig3.json truth_fig3.json
+    Example: scijudge figure-metric datasets/lematerial_example/figure_extracted.json datasets/lematerial_example/figure_truth.json
     """
     from scijudge.metrics.figures import figure_metric
 

@@ -23,7 +23,7 @@ def robustness_cmd(
 
     Needs no human labels: variants come from `scijudge perturb` ids or from imported `variant_of`/`level`.
 
-    Example: scijudge robustness runs/released.sqlite --out robustness/
+    Example: scijudge robustness runs/released.sqlite --out robustness/   (runs/released.sqlite from: scijudge perturb datasets/yescieval_example/items.jsonl --level extreme --out perturbed.jsonl; scijudge judge perturbed.jsonl -j yescieval.qa.correctness -m openai/gpt-4o-mini --run runs/released.sqlite)
     """
     import pandas as pd
 
