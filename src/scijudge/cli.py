@@ -276,6 +276,11 @@ def command(*args, on: typer.Typer | None = None, **kwargs):
                 _fail(_name_option(exc, _option_flags(fn)))
             except OSError as exc:
                 _fail(_os_error(exc))
+            except KeyboardInterrupt:  # a command without its own Ctrl-C handling: one line, exit 130
+                from scijudge.commands._console import console
+
+                console.print(f"interrupted: scijudge {name} stopped before it finished", highlight=False)
+                raise typer.Exit(130) from None
 
         if trust_option:
             _with_trust_option(fn, wrapper)

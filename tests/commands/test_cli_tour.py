@@ -165,3 +165,18 @@ def test_robustness_without_variants_is_one_line_in_the_users_words(tmp_path, mo
     result = CliRunner().invoke(app, ["robustness", "S.sqlite"])
     _one_line_error(result, "error: no perturbed answers in these judgments")
     assert "field '" not in result.output
+
+
+def test_ctrl_c_in_a_command_without_its_own_handling_is_one_line_and_exit_130(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _store(tmp_path / "S.sqlite")
+    before = _digest(tmp_path)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("scijudge.metrics.robustness.robustness_table", interrupted)
+    result = CliRunner().invoke(app, ["robustness", "S.sqlite", "--out", "rob"])
+    assert result.exit_code == 130, result.output
+    assert result.output.strip() == "interrupted: scijudge robustness stopped before it finished"
+    assert _digest(tmp_path) == before and not (tmp_path / "rob").exists()
