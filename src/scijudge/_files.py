@@ -96,6 +96,10 @@ def atomic_output(path: str | Path, mode: str = "w", *, encoding: str | None = "
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
     except OSError as exc:
+        above = next((p for p in target.parents if p.exists()), None)
+        if above is not None and not above.is_dir():  # `--out report/` given an existing file: say which
+            raise InputError(f"cannot write {target.name} into {above}: it is a file, not a folder; choose another "
+                             "output folder", file=above) from None
         raise InputError(f"cannot write the output ({exc.strerror or exc})", file=target) from None
     try:
         try:

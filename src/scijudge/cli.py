@@ -215,7 +215,7 @@ def _option_flags(fn) -> dict[str, str]:
 def _flag_of(field: str, flags: dict[str, str]) -> str | None:
     """The option (or argument) a message's field names: as the parameter is spelt (``batch_fallback``), as typed
     (``batch-fallback``, ``FILE``), a Python keyword's parameter (``from`` -> ``from_``) or a plural (``rubrics``)."""
-    key = field.replace("-", "_")
+    key = field.lstrip("-").replace("-", "_")  # 'labels', 'label-out' or '--judge' as typed
     for candidate in (key, key.lower(), key + "_", key.rstrip("s")):
         if candidate in flags:
             return flags[candidate]
@@ -294,6 +294,11 @@ def command(*args, on: typer.Typer | None = None, **kwargs):
                 raise  # the reader went away (``scijudge schema | head``): typer ends quietly, exit 1, as click does
             except OSError as exc:
                 _fail(_os_error(exc))
+            except KeyboardInterrupt:  # a command without its own Ctrl-C handling: one line, exit 130
+                from scijudge.commands._console import console
+
+                console.print(f"interrupted: scijudge {name} stopped before it finished", highlight=False)
+                raise typer.Exit(130) from None
 
         if trust_option:
             _with_trust_option(fn, wrapper)

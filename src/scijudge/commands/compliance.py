@@ -37,7 +37,7 @@ def compliance_cmd(
     Compliance = sum(weight x score) / sum(positive weights); abstained criteria are never scored 0: coverage
     shows how many were judged and lo-hi is the range the missing ones could produce.
 
-    Example: scijudge compliance runs/rr.sqlite --labels datasets/researchrubrics_example/human_verdicts.jsonl
+    Example: scijudge compliance runs/rr.sqlite --labels datasets/researchrubrics_example/human_verdicts.jsonl   (runs/rr.sqlite from: scijudge judge datasets/researchrubrics_example/tasks.jsonl --reports datasets/researchrubrics_example/reports -j researchrubrics.checklist -m openai/gpt-4o-mini --run runs/rr.sqlite)
     """
     import pandas as pd
 

@@ -58,6 +58,8 @@ def _read_file(path: str | Path) -> str:
         return Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(f"cannot read file ({exc.strerror})", file=path) from exc
+    except UnicodeDecodeError as exc:  # a binary file (a run store, an image): not the JSON this command reads
+        raise InputError(f"not a UTF-8 text file (byte {exc.start}); expected the figure's JSON", file=path) from None
 
 
 def figure_metric_command(
@@ -69,7 +71,7 @@ def figure_metric_command(
 ) -> None:
     """Compare extracted plot series with ground truth and print the per-series RMSE/MAE table.
 
-    Example: scijudge figure-metric extracted_fig3.json truth_fig3.json
+    Example: scijudge figure-metric datasets/lematerial_example/figure_extracted.json datasets/lematerial_example/figure_truth.json
     """
     from scijudge.metrics.figures import figure_metric
 

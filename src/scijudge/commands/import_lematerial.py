@@ -9,6 +9,7 @@ import typer
 from rich.markup import escape
 
 from scijudge.commands._console import out
+from scijudge.errors import InputError
 
 
 def import_lematerial_cmd(
@@ -19,7 +20,7 @@ def import_lematerial_cmd(
 ) -> None:
     """Import LeMaterial's LLM-judge and human evaluations as a run store plus human labels.
 
-    Example: scijudge import-lematerial annotations/ --run runs/lemat.sqlite --labels lemat_labels.jsonl
+    Example: scijudge import-lematerial annotations/ --run runs/lemat.sqlite --labels lemat_labels.jsonl   (annotations/: a LeMaterial llm-synthesis annotations folder, <paper>/result.json and result_human.json; none is bundled)
     """
     from scijudge._files import atomic_output, refuse_overwrite
     from scijudge.commands._store import write_records
@@ -27,7 +28,12 @@ def import_lematerial_cmd(
 
     refuse_overwrite(labels, stores=[run], field="labels")  # the labels file is never the store written beside it
 
+    # nor one of the files it reads (a result_human.json in the folder)
+    refuse_overwrite(labels, inputs=sorted(folder.rglob("*.json")) if folder.is_dir() else (), field="labels")
     imported = load_lematerial_annotations(folder, match_threshold=threshold)
+    if not imported.papers:  # a wrong folder is not an empty import: nothing is written
+        raise InputError("no LeMaterial annotations in this folder (expected <paper>/result.json or "
+                         "result_human.json files); nothing was written", file=folder)
     written = write_records(run, imported.results, imports={
         "file": str(folder), "kind": "lematerial", "rows": len(imported.results), "labels": len(imported.labels),
         "dropped_human_scores": imported.drop_counts()})

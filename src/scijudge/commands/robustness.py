@@ -23,7 +23,7 @@ def robustness_cmd(
 
     Needs no human labels: variants come from `scijudge perturb` ids or from imported `variant_of`/`level`.
 
-    Example: scijudge robustness runs/released.sqlite --out robustness/
+    Example: scijudge robustness runs/released.sqlite --out robustness/   (runs/released.sqlite from: scijudge perturb datasets/yescieval_example/items.jsonl --level extreme --out perturbed.jsonl; scijudge judge perturbed.jsonl -j yescieval.qa.correctness -m openai/gpt-4o-mini --run runs/released.sqlite)
     """
     import pandas as pd
 
@@ -35,6 +35,8 @@ def robustness_cmd(
 
     if not runs:
         raise InputError("give at least one run store", field="runs")
+    if out is not None and out.exists() and not out.is_dir():  # before reading anything
+        raise InputError(f"is a folder for robustness.csv and robustness.html, but {out} is a file", field="out")
     frames = []
     for path, name in zip(runs, _source_names(list(runs))):
         if not Path(path).exists():

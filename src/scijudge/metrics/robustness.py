@@ -130,7 +130,7 @@ def robustness_table(
     df = label_variants(judgments)
     if not (df["level"] != "").any():
         raise InputError("no perturbed answers in these judgments: judge `scijudge perturb` output (ids "
-                         "'<id>::<rubric>::<level>') or import judgments with variant_of and level", field="item_id")
+                         "'<id>::<rubric>::<level>') or import judgments with variant_of and level")
     df = df[df["family"] != "pairwise"]  # a pairwise score is a difference of two answers, not a rating
     excluded: dict[str, int] = {}
     pairs = _pairs(df, excluded)

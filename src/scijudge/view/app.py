@@ -381,6 +381,11 @@ def make_viewer(runs: Sequence[Path], *, labels: Sequence[Path] = (), picks: Seq
     for path in labels:
         if not Path(path).is_file():
             raise InputError("labels file not found", file=path)
+    for path in picks:
+        if not Path(path).is_file():
+            raise InputError("picks file not found", file=path)
+    if picks and label_out is None:  # the picks order the /label queue only: never ignored in silence
+        raise InputError("--picks orders the items to label at /label: add --label-out FILE", field="picks")
     if label_out is not None and any(Path(label_out).resolve() == Path(p).resolve() for p in [*runs, *labels, *picks]):
         raise InputError("--label-out must be a new file, not one of the inputs", file=label_out)
     site = Site(view=view, items=ItemIndex(list(items) if items is not None else recorded_items(view)),

@@ -26,6 +26,7 @@ from typing import Any
 
 from scijudge.errors import InputError
 from scijudge.records import JSON_COLUMNS, RUN_COLUMNS
+from scijudge.run._open import check_header, check_tables
 
 MAX_STORES = 10
 """SQLite attaches at most 10 databases to one connection (its compile-time default)."""
@@ -194,14 +195,17 @@ class StoreView:
         if not path.is_file():
             raise InputError("run store not found" if not path.exists() else "expected a run store file",
                              file=path)
+        check_header(path)  # an empty, JSONL or text file is not a store (as every other reader says)
         wal = path.with_name(path.name + "-wal").exists()
         query = "mode=ro" if wal else "mode=ro&immutable=1"
         self._immutable[at] = not wal
         try:
             self._db.execute(f"ATTACH DATABASE ? AS s{at}", (f"{path.resolve().as_uri()}?{query}",))
             existing = [r[1] for r in self._db.execute(f"PRAGMA s{at}.table_info(judgments)")]
+            tables = {r[0] for r in self._db.execute(f"SELECT name FROM s{at}.sqlite_master WHERE type = 'table'")}
         except sqlite3.DatabaseError as exc:
             raise InputError(f"not a scijudge run store ({exc})", file=path) from None
+        check_tables(tables, path, allow_none=False)  # another program's SQLite file is not an empty store
         if not existing:
             return None
         missing = [c for c in RUN_COLUMNS if c not in existing and c not in _LEGACY and c != "current"]
@@ -227,7 +231,21 @@ class StoreView:
             try:
                 yield self._db
             except sqlite3.DatabaseError as exc:
+                damaged = self._damaged()
+                if damaged is not None:  # name the store, as every other reader does
+                    raise InputError(f"corrupt run store ({exc})", file=damaged) from None
                 raise InputError(f"cannot read the run stores ({exc})") from None
+
+    def _damaged(self) -> Path | None:
+        """The first attached store SQLite's quick_check finds damaged (run only after a read failed)."""
+        for at, path in enumerate(self.paths):
+            try:
+                found = self._db.execute(f"PRAGMA s{at}.quick_check(1)").fetchall()
+            except sqlite3.DatabaseError:
+                return path
+            if found != [("ok",)]:
+                return path
+        return None
 
     def _all(self, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
         with self._reading() as db:
