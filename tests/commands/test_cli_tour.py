@@ -180,3 +180,27 @@ def test_ctrl_c_in_a_command_without_its_own_handling_is_one_line_and_exit_130(t
     assert result.exit_code == 130, result.output
     assert result.output.strip() == "interrupted: scijudge robustness stopped before it finished"
     assert _digest(tmp_path) == before and not (tmp_path / "rob").exists()
+
+
+def test_import_judgments_of_a_run_store_is_one_line_not_a_bad_row_per_line(tmp_path, monkeypatch):
+    """A run store given to import-judgments (it reads JSONL/CSV judgments) is one line; nothing is created."""
+    monkeypatch.chdir(tmp_path)
+    store = tmp_path / "panel.sqlite"
+    db = sqlite3.connect(store)
+    db.execute("CREATE TABLE judgments (key TEXT)")
+    db.executemany("INSERT INTO judgments VALUES (?)", [(f"k{i}" * 300,) for i in range(200)])
+    db.commit()
+    db.close()
+    before = _digest(tmp_path)
+    result = CliRunner().invoke(app, ["import-judgments", str(store), "--run", str(tmp_path / "ij.sqlite")])
+    _one_line_error(result, "panel.sqlite", "an SQLite file", "scijudge export")
+    assert _digest(tmp_path) == before
+
+
+def test_demo_refuses_a_run_that_is_not_a_store_before_building_anything(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "items.jsonl").write_text('{"id": "q1", "inputs": {}}\n')
+    before = _digest(tmp_path)
+    result = CliRunner().invoke(app, ["demo", "--run", "items.jsonl", "--workdir", str(tmp_path / "tiny")])
+    _one_line_error(result, "items.jsonl", "not a scijudge run store")
+    assert not (tmp_path / "tiny").exists() and _digest(tmp_path) == before

@@ -45,6 +45,10 @@ def demo_cmd(
     items_path = items or _bundled("datasets/yescieval_example/items.jsonl")
     loaded, _ = load_items(items_path)  # the judges and items are checked before any model is built or loaded
     specs = resolve_judges(judge)
+    if run.exists():  # a file that is not a run store is refused before any model is built
+        from scijudge.run._open import check_header
+
+        check_header(run, allow_empty=True)
     tiny = model is None
     if tiny or not progress:  # the demo's own output is the point (and --no-progress means no bars at all)
         quiet_local_models()

@@ -433,6 +433,10 @@ def read_judgments(path: str | Path, *, mapping: Mapping[str, str] | None = None
     path = Path(path)
     if not path.is_file():
         raise InputError("file not found", file=path)
+    with path.open("rb") as handle:
+        if handle.read(16) == b"SQLite format 3\x00":  # one line, not one "not UTF-8" bad row per line
+            raise InputError("an SQLite file (a run store?), not JSONL or CSV judgments: `scijudge export` writes a "
+                             "store's judgments as JSONL", file=path)
     sha = _file_sha256(path)
     if path.suffix.lower() in (".csv", ".tsv"):
         from scijudge.importers.judgment_csv import csv_stream
