@@ -179,6 +179,13 @@ def test_no_import_cycle_between_top_level_units_counting_imports_inside_functio
     assert find_cycle(graph) is None, find_cycle(graph)
 
 
+def test_items_and_their_variants_sit_in_the_data_layer_below_spec(source_trees):
+    """``scijudge.data`` (items, ``data.variants``) needs only the shared vocabulary, never a spec or DSPy."""
+    graph = unit_graph(SRC, source_trees(SRC))
+    assert graph["scijudge.data"] <= {"scijudge.errors", "scijudge.vocab", "scijudge._resources"}, graph["scijudge.data"]
+    assert not (SRC / "perturb.py").exists() and (SRC / "data" / "variants.py").exists()
+
+
 def test_the_unit_check_counts_imports_inside_functions(tmp_path, source_trees):
     package = tmp_path / "pkg"
     (package / "low").mkdir(parents=True)

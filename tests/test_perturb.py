@@ -8,9 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from scijudge.data.variants import INJECTION, RUBRICS, Pools, perturb_items, split_sentences
 from scijudge.errors import InputError
 from scijudge.metrics.robustness import robustness_table
-from scijudge.perturb import INJECTION, RUBRICS, Pools, perturb_items, split_sentences
 
 ANSWER = ("Perovskite solar cells have improved rapidly [1]. However, their stability remains a concern, e.g. under "
           "humidity. Moreover, lead toxicity is debated (Smith et al. 2020). Tin-based cells are explored; therefore, "

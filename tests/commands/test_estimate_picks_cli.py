@@ -63,7 +63,9 @@ def test_estimate_with_picks_equals_active_ppi_on_the_picked_labels(tmp_path):
     picked = design.picked.to_numpy(bool)
     y = np.array([truth[i] for i in design.item_id[picked]])
     expected = active.active_ppi_mean(f, picked, y, design.pi.to_numpy(), alpha=0.05)
-    half = student_t.ppf(0.975, picked.sum() - 1) * expected.se  # the small-sample rule: t with labels - 1 df
+    # the small-sample rule: se * sqrt(n / (n - 1)) and t with Kish's effective labels - 1 df
+    n, w = picked.sum(), np.where(picked, 1 / design.pi.to_numpy(), 0.0)
+    half = student_t.ppf(0.975, w.sum() ** 2 / np.sum(w**2) - 1) * expected.se * np.sqrt(n / (n - 1))
     assert abs(row.estimate - expected.estimate) < 1e-9 and abs(row.lo - (expected.estimate - half)) < 1e-9
     assert row.n_labeled == picked.sum()
 

@@ -118,7 +118,7 @@ def calibrate_cmd(
 
     from scijudge.labels import load_labels_frame
     from scijudge.metrics.calibration import calibrate
-    from scijudge.perturb import VARIANT_ID
+    from scijudge.vocab import VARIANT_ID
     from scijudge.commands._console import settle_after_imports
     from scijudge.report.calibration import print_summary, write_report
     from scijudge.run.store import Run
@@ -208,7 +208,7 @@ def perturb_cmd(
     """
     from scijudge._files import atomic_output, refuse_overwrite
     from scijudge.data import load_items
-    from scijudge.perturb import perturb_items
+    from scijudge.data.variants import perturb_items
 
     refuse_overwrite(out, [items, pools])
     loaded = load_items(items)

@@ -15,7 +15,7 @@ def _load_judgments(runs: list[Path], judge: list[str] | None) -> tuple[Any, dic
     import pandas as pd
 
     from scijudge.commands.calibrate import _matches, _source_names
-    from scijudge.perturb import VARIANT_ID
+    from scijudge.vocab import VARIANT_ID
     from scijudge.run.store import Run
 
     frames = []

@@ -15,7 +15,7 @@ def select_labels_cmd(
     judge: Annotated[str, typer.Option("--judge", "-j", help="The judge whose judgments drive the design.")],
     budget: Annotated[int | None, typer.Option(min=1, help="Labels to collect (expected count; stratified: exact); not needed with --plan.")] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="CSV to write: item_id, pi, picked, ... (one row per item); with --plan, the plan table.")] = None,
-    strategy: Annotated[str, typer.Option(help="auto (the design the planner expects to be narrowest, from --labels; uniform without them), uniform, uncertainty (label where the judge is unsure; checked on --labels, uniform when the check fails) or stratified.")] = "auto",
+    strategy: Annotated[str, typer.Option(help="auto (the design the planner expects to be narrowest, from --labels, when at least 10% narrower than uniform; uniform otherwise), uniform, uncertainty (label where the judge is unsure; checked on --labels, uniform when the check fails) or stratified.")] = "auto",
     seed: Annotated[int, typer.Option(help="Seed of the draw (the same seed draws the same items).")] = 0,
     strata: Annotated[Path | None, typer.Option(help="CSV item_id,stratum for --strategy stratified (e.g. domain or system).")] = None,
     labels: Annotated[Path | None, typer.Option(help="Labels collected so far: fit a residual model for the uncertainty.")] = None,

@@ -27,6 +27,18 @@ Evaluation"): PPI++ within every stratum h (labels a simple random sample of the
 theta = sum_h W_h theta_h with se^2 = sum_h W_h^2 se_h^2 (+ sum_h W_h (theta_h - theta)^2 / N when the shares W_h
 are estimated by N_h/N from the judged items, i.e. when the target is the superpopulation mean).
 
+Small-sample intervals (``quantile="t"``, what ``estimate --picks`` uses). With 50 labels the normal interval of
+either estimator under-covers; measured on the recorded-like study (``scijudge.testing.studies``, 2,000 label sets
+per cell, 3 judges x 2 studies, 90%): Student's t with labels - 1 df gave 0.885-0.921 for the uncertainty design
+and 0.872-0.896 for the stratified one. The corrections, each measured there, and each at most ~1.5% of width:
+
+* active PPI: the variance times n / (n - 1) (the HC1 correction: the linearised z's variance is a mean of n
+  squared residuals from a fitted centre), and Student's t with Kish's effective number of labels minus one,
+  ``n_eff = (sum w)^2 / sum w^2`` over the picked items (n for uniform weights, smaller when 1/pi varies);
+* stratified PPI++: per-stratum variances with ddof 2 (``small_sample``) and Student's t with the
+  Welch-Satterthwaite degrees of freedom of ``sum_h W_h^2 se_h^2`` (each stratum n_h - 2 df), which falls towards
+  the smallest stratum's df when one stratum dominates the variance.
+
 All core functions work along the last axis, so a simulation can pass (repetitions, N) arrays.
 """
 
@@ -38,6 +50,7 @@ from typing import Any
 
 import numpy as np
 from scipy.stats import norm
+from scipy.stats import t as student_t
 
 from scijudge.estimation.ppi import Estimate as PlainEstimate
 
@@ -160,27 +173,48 @@ def ppi_core(f: np.ndarray, lab: np.ndarray, unlab: np.ndarray, y: np.ndarray,
     return np.where(bad, np.nan, theta), np.where(bad, np.nan, se), lam_arr, n
 
 
+def kish_df(w: np.ndarray) -> np.ndarray:
+    """Kish's effective number of labels minus one, ``(sum w)^2 / sum w^2 - 1``, along the last axis (``w`` = 0 on
+    unpicked items): the t degrees of freedom of a weighted mean."""
+    w = np.asarray(w, float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return w.sum(-1) ** 2 / (w**2).sum(-1) - 1.0
+
+
+def welch_df(components: np.ndarray, dfs: np.ndarray) -> np.ndarray:
+    """Welch-Satterthwaite degrees of freedom of a sum of variance components (last axis) each with its own df:
+    ``(sum a_h)^2 / sum(a_h^2 / df_h)``; components of zero count for nothing."""
+    a = np.asarray(components, float)
+    d = np.asarray(dfs, float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(a > 0, a**2 / np.where(d > 0, d, np.nan), 0.0)
+        return a.sum(-1) ** 2 / share.sum(-1)
+
+
 def stratified_core(f: np.ndarray, xi: np.ndarray, y: np.ndarray, codes: np.ndarray, *,
                     weights: np.ndarray | None = None, lam: float | None = None, small_sample: bool = True,
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                    with_df: bool = False) -> tuple[np.ndarray, ...]:
     """(theta, se, per-stratum lam) of stratified PPI++ along the last axis; ``codes`` (..., N) in 0..H-1.
 
     ``weights`` (H,): known population shares of the strata (se without the share term); ``None``: W_h = N_h / N
-    from the judged items plus the between-strata term sum_h W_h (theta_h - theta)^2 / N.
+    from the judged items plus the between-strata term sum_h W_h (theta_h - theta)^2 / N. ``with_df`` adds a
+    fourth array: the Welch-Satterthwaite df of the within-strata variance (n_h - 2 per stratum when ``lam`` is
+    tuned with ``small_sample``, n_h - 1 otherwise).
     """
     f = np.asarray(f, float)
     xi = np.asarray(xi, bool)
     codes = np.broadcast_to(np.asarray(codes), f.shape)
     n_strata = int(codes.max()) + 1
     big_n = f.shape[-1]
-    thetas, ses, lams, shares = [], [], [], []
+    thetas, ses, lams, shares, counts = [], [], [], [], []
     for h in range(n_strata):
         member = codes == h
-        t, s, lm, _ = ppi_core(f, xi & member, ~xi & member, y, lam, small_sample)
+        t, s, lm, n_h = ppi_core(f, xi & member, ~xi & member, y, lam, small_sample)
         thetas.append(t)
         ses.append(s)
         lams.append(lm)
         shares.append(member.sum(-1) / big_n)
+        counts.append(n_h)
     th = np.stack(thetas, -1)
     se = np.stack(ses, -1)
     share = np.stack(shares, -1)
@@ -189,7 +223,11 @@ def stratified_core(f: np.ndarray, xi: np.ndarray, y: np.ndarray, codes: np.ndar
     var = (wts**2 * se**2).sum(-1)
     if weights is None:
         var = var + (wts * (th - theta[..., None]) ** 2).sum(-1) / big_n
-    return theta, np.sqrt(var), np.stack(lams, -1)
+    if not with_df:
+        return theta, np.sqrt(var), np.stack(lams, -1)
+    lost = (2.0 if lam is None else 1.0) if small_sample else 1.0
+    df = welch_df(wts**2 * se**2, np.stack(counts, -1) - lost)
+    return theta, np.sqrt(var), np.stack(lams, -1), df
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -215,16 +253,28 @@ def _full_y(y: np.ndarray, picked: np.ndarray) -> np.ndarray:
 
 
 def _interval(theta: float, se: float, alpha: float, n: int, big_n: int, lam: float, method: str, design: str,
-              extra: dict[str, Any] | None = None) -> Estimate:
-    half = z_value(alpha) * se
+              extra: dict[str, Any] | None = None, df: float | None = None) -> Estimate:
+    """The normal interval, or Student's t with ``df`` degrees of freedom (at least 1) when ``df`` is given."""
+    if df is None:
+        half = z_value(alpha) * se
+    else:
+        z_value(alpha)  # checks alpha
+        half = float(student_t.ppf(1.0 - alpha / 2.0, max(float(df), 1.0) if math.isfinite(df) else max(n - 1, 1)))
+        half *= se
     return Estimate(float(theta), float(theta - half), float(theta + half), float(se), n, big_n - n, float(lam),
                     method, design, extra or {})
 
 
 def active_ppi_mean(f: np.ndarray, picked: np.ndarray, y: np.ndarray, pi: np.ndarray, *, alpha: float = 0.1,
-                    lam: float | None = None, weighting: str = "hajek", design: str = "") -> Estimate:
+                    lam: float | None = None, weighting: str = "hajek", design: str = "",
+                    quantile: str = "normal") -> Estimate:
     """Active (IPW) PPI estimate of the mean human score from judge scores ``f`` on all N items, the picks, the
-    human scores of the picked items and the design's inclusion probabilities; ``lam=None`` tunes it."""
+    human scores of the picked items and the design's inclusion probabilities; ``lam=None`` tunes it.
+
+    ``quantile="t"``: the small-sample interval (the module's docstring): se times sqrt(n / (n - 1)) and
+    Student's t with Kish's effective labels - 1 df (``extra["df"]``)."""
+    if quantile not in ("normal", "t"):
+        raise ValueError(f"quantile must be 'normal' or 't', got {quantile!r}")
     (f, pi) = _vec(f, pi)
     picked = np.asarray(picked, bool).ravel()
     if not (f.size == pi.size == picked.size):
@@ -235,17 +285,23 @@ def active_ppi_mean(f: np.ndarray, picked: np.ndarray, y: np.ndarray, pi: np.nda
         raise ValueError("inclusion probabilities must be in (0, 1]")
     yy = _full_y(y, picked)
     theta, se, lm = active_core(f, picked, yy, pi, lam, weighting)
-    return _interval(float(theta), float(se), alpha, int(picked.sum()), f.size, float(lm),
-                     f"active-ppi-{weighting}" if lam != 0 else f"ipw-human-only-{weighting}", design,
-                     {"expected_labels": float(pi.sum())})
+    n = int(picked.sum())
+    extra: dict[str, Any] = {"expected_labels": float(pi.sum())}
+    df = None
+    if quantile == "t":
+        se = se * math.sqrt(n / (n - 1)) if n > 1 else se
+        df = float(kish_df(np.where(picked, 1.0 / pi, 0.0)))
+        extra["df"] = df
+    return _interval(float(theta), float(se), alpha, n, f.size, float(lm),
+                     f"active-ppi-{weighting}" if lam != 0 else f"ipw-human-only-{weighting}", design, extra, df)
 
 
 def ipw_human_mean(picked: np.ndarray, y: np.ndarray, pi: np.ndarray, *, alpha: float = 0.1,
-                   weighting: str = "hajek", design: str = "") -> Estimate:
+                   weighting: str = "hajek", design: str = "", quantile: str = "normal") -> Estimate:
     """Human-only estimate under the design (lam = 0): the Hájek / HT weighted mean of the labels."""
     pi = np.asarray(pi, float).ravel()
     return active_ppi_mean(np.zeros_like(pi), picked, y, pi, alpha=alpha, lam=0.0, weighting=weighting,
-                           design=design)
+                           design=design, quantile=quantile)
 
 
 def active_ppi_paired(f_a: np.ndarray, f_b: np.ndarray, picked: np.ndarray, y_a: np.ndarray, y_b: np.ndarray,
@@ -272,16 +328,25 @@ def ppi_mean(y: np.ndarray, yhat: np.ndarray, yhat_unlabeled: np.ndarray, *, alp
 
 def stratified_ppi_mean(f: np.ndarray, picked: np.ndarray, y: np.ndarray, strata: Any, *, alpha: float = 0.1,
                         weights: dict[Any, float] | None = None, lam: float | None = None,
-                        small_sample: bool = True, design: str = "stratified") -> Estimate:
+                        small_sample: bool = True, design: str = "stratified", quantile: str = "normal") -> Estimate:
     """Stratified PPI++ from judge scores on all items, the picks (an SRS within every stratum), the human scores
-    and the item strata; ``weights`` (stratum -> population share) when the shares are known, else N_h / N."""
+    and the item strata; ``weights`` (stratum -> population share) when the shares are known, else N_h / N.
+    ``quantile="t"``: Student's t with the Welch-Satterthwaite df across strata (``extra["df"]``)."""
+    if quantile not in ("normal", "t"):
+        raise ValueError(f"quantile must be 'normal' or 't', got {quantile!r}")
     f = np.asarray(f, float).ravel()
     picked = np.asarray(picked, bool).ravel()
     yy = _full_y(y, picked)
     labels, codes = np.unique(np.asarray(strata, dtype=object).astype(str), return_inverse=True)
     w = None if weights is None else np.array([float(weights[k]) for k in labels])
-    theta, se, lams = stratified_core(f, picked, yy, codes, weights=w, lam=lam, small_sample=small_sample)
+    theta, se, lams, df_arr = stratified_core(f, picked, yy, codes, weights=w, lam=lam, small_sample=small_sample,
+                                              with_df=True)
     per = {str(k): {"lam": float(lams[i]), "n_labeled": int((picked & (codes == i)).sum()),
                     "n_items": int((codes == i).sum())} for i, k in enumerate(labels)}
+    extra: dict[str, Any] = {"strata": per}
+    df = None
+    if quantile == "t":
+        df = float(df_arr)
+        extra["df"] = df
     return _interval(float(theta), float(se), alpha, int(picked.sum()), f.size, math.nan, "stratified-ppi++",
-                     design, {"strata": per})
+                     design, extra, df)

@@ -17,6 +17,15 @@ powered inference"):
 
 Predictions are clipped to the range of the labels (isotonic regression never leaves it), so an unlabelled
 score beyond every labelled one is predicted by the nearest fitted level.
+Against ppi-aipw 0.2.2 (measured, 1,000 label sets of 50, 90%; widths relative to PPI++'s normal interval):
+on the recorded-like study (``scijudge.testing.studies``, 3 judges x 2 studies, judges near-linear on 5 levels)
+ppi-cal is 1.06-1.08 (coverage 0.905-0.927) and ppi-aipw 0.95-0.96 (coverage 0.879-0.908); 5, 20 or 50 folds
+change ppi-cal by under 1%, normal quantiles instead of t make it 1.04-1.06, and an in-sample isotonic fit with
+the residual variance on n - (fitted levels) df (Meyer & Woodroofe 2000) 1.02-1.03 (coverage 0.896-0.919). That
+in-sample fit's raw variance is ppi-aipw's interval: its advantage is the missing small-sample correction. On a
+stretched continuous judge (the simulation in the tests) ppi-cal is 0.45 (coverage 0.886), ppi-aipw 0.42
+(0.878) and the in-sample fit 0.36 but covers 0.817. So ppi-cal stays cross-fitted with t intervals: no variant
+measured was as narrow as ppi-aipw without giving up coverage.
 """
 
 from __future__ import annotations

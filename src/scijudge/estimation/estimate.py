@@ -96,21 +96,18 @@ def _designed_three(sub: pd.DataFrame, picks: pd.DataFrame, alpha: float,
     pi = merged["pi"].to_numpy(float)
     design = str(picks["design"].iloc[0]) if "design" in picks and len(picks) else "picks"
     if design == "stratified" and "stratum" in merged:
-        ppi = active.stratified_ppi_mean(f, use, y[use], merged["stratum"].astype(str).to_numpy(), alpha=alpha)
-        human = active.stratified_ppi_mean(f, use, y[use], merged["stratum"].astype(str).to_numpy(), alpha=alpha,
-                                           lam=0.0)
+        strata = merged["stratum"].astype(str).to_numpy()
+        ppi = active.stratified_ppi_mean(f, use, y[use], strata, alpha=alpha, quantile="t")
+        human = active.stratified_ppi_mean(f, use, y[use], strata, alpha=alpha, lam=0.0, quantile="t")
         label = "stratified picks, stratified PPI++, t interval"
     else:
-        ppi = active.active_ppi_mean(f, use, y[use], pi, alpha=alpha)
-        human = active.ipw_human_mean(use, y[use], pi, alpha=alpha)
+        ppi = active.active_ppi_mean(f, use, y[use], pi, alpha=alpha, quantile="t")
+        human = active.ipw_human_mean(use, y[use], pi, alpha=alpha, quantile="t")
         label = f"{design} picks, active PPI (Hajek weights 1/pi), t interval"
     judge_only = classical_mean(f, alpha, n_labeled=0, n_unlabeled=int(f.size))
 
-    def plain(e: Any) -> Estimate:  # Student's t with (labels - 1) degrees of freedom: the small-sample rule
-        from scipy.stats import t as student_t
-
-        half = float(student_t.ppf(1.0 - alpha / 2.0, max(e.n_labeled - 1, 1))) * e.se
-        return Estimate(e.estimate, e.estimate - half, e.estimate + half, e.se, e.n_labeled, e.n_unlabeled, e.lam)
+    def plain(e: Any) -> Estimate:  # the small-sample t interval (Kish / Welch-Satterthwaite df: see active.py)
+        return Estimate(e.estimate, e.lo, e.hi, e.se, e.n_labeled, e.n_unlabeled, e.lam)
 
     return {"ppi": plain(ppi), "human-only": plain(human), "judge-only": judge_only}, label, counts
 

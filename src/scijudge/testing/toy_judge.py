@@ -271,7 +271,7 @@ def toy_setup(n_items: int = 30, *, seed: int = 1, judge: str = "yescieval.qa.co
 
 def toy_variants(items: list[Item], *, seed: int = 0) -> list[Item]:
     """Extreme ``correctness`` perturbations of the toy items (``scijudge perturb``), as Items."""
-    from scijudge.perturb import perturb_items
+    from scijudge.data.variants import perturb_items
 
     raw = perturb_items([i.model_dump(mode="json") for i in items], "extreme", seed, ["correctness"])
     return [Item.model_validate(r) for r in raw]

@@ -22,7 +22,7 @@ def judgments_frame(runs: Sequence[Path]) -> tuple[Any, dict[str, Any]]:
     stored scales; each run's name in ``source`` (its file stem, the whole path when stems collide)."""
     import pandas as pd
 
-    from scijudge.perturb import VARIANT_ID
+    from scijudge.vocab import VARIANT_ID
     from scijudge.run.store import Run
 
     stems = [p.stem for p in runs]

@@ -1,5 +1,7 @@
-"""Adversarial answer variants (YESciEval's per-rubric recipe, plus a prompt-injection probe) and the
-robustness metrics computed from judging them.
+"""Adversarial answer variants (YESciEval's per-rubric recipe, plus a prompt-injection probe): items made from
+items, so they live in the data layer beside the item loader (``scijudge perturb`` writes them; the robustness
+metrics computed from judging them are ``scijudge.metrics.robustness``'s, the variant id pattern is
+``scijudge.vocab.VARIANT_ID``).
 
 A robust judge rates a perturbed answer below the original on the perturbed rubric, and does not raise
 its rating when the answer contains an instruction addressed to it. Variants are deterministic under a
@@ -16,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from scijudge.errors import InputError
-from scijudge.vocab import INJECTION, VARIANT_ID  # VARIANT_ID: the variant id pattern, re-exported for callers
+from scijudge.vocab import INJECTION
 
-__all__ = ["INJECTION", "LEVELS", "RECIPE", "RUBRICS", "VARIANT_ID", "Pools", "perturb_items", "split_sentences"]
+__all__ = ["INJECTION", "LEVELS", "RECIPE", "RUBRICS", "Pools", "perturb_items", "split_sentences"]
 
 LEVELS: tuple[str, ...] = ("subtle", "extreme")
 RUBRICS: tuple[str, ...] = (
