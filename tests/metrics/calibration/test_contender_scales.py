@@ -139,3 +139,23 @@ def test_report_names_each_contenders_scale(tmp_path, stores):
     mae = float(np.mean(np.abs(rows.loc[common, "score"].to_numpy(float) - median.loc[common].to_numpy(float))))
     pooled = [r for r in _records(both, "leaderboard", "jury:panel") if r["judge"] == POOLED][0]
     assert math.isclose(pooled["mae"], mae, rel_tol=1e-12)
+
+
+def test_runs_recording_different_grids_for_one_judge_are_refused():
+    from scijudge.errors import InputError
+
+    a = _judgments("a", [3.0, 4.0, 2.0], "ra")
+    b = _judgments("b", [3.0, 4.0, 2.0], "rb")
+    with pytest.raises(InputError, match="different scales in the runs: 1..5 step 1 .*1..5 step 0.5"):
+        calibrate(pd.concat([a, b], ignore_index=True), LABELS, n_boot=0,
+                  run_scales={"ra": {JUDGE: "1,5,1"}, "rb": {JUDGE: "1,5,0.5,continuous"}})
+
+
+def test_a_run_with_no_recorded_scale_and_no_known_spec_takes_the_recorded_grid():
+    a = _judgments("a", [3.0, 4.5, 2.0], "ra")  # 4.5: on the recorded 0.5 grid, not on the family's 1..5 step 1
+    b = _judgments("b", [3.0, 4.0, 2.0], "rb")
+    result = calibrate(pd.concat([a, b], ignore_index=True), LABELS, n_boot=0, run_scales={"ra": {JUDGE: "1,5,0.5"}})
+    board = result.leaderboard.set_index("contender")
+    assert set(board["scale"]) == {"1..5 step 0.5"}
+    # on the 0.5 grid the consensus keeps the medians 2.5, 4.5, 1: b's MAE is (0.5 + 0.5 + 1) / 3
+    assert math.isclose(board.loc["b", "mae"], 2 / 3)

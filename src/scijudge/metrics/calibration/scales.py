@@ -93,7 +93,8 @@ def _resolve_contender_scales(
       continuous when the family's track is; and a contender whose judgments of the judge are decision
       judgments scored by the expected level is continuous.
 
-    Runs whose grids for one judge differ are refused (pass ``scale=``). Returns the grid per judge, the judges
+    Runs whose grids for one judge differ are refused (pass ``scale=``); a run that records no scale and whose spec
+    is unknown takes the grid the other runs recorded (the family default is only a guess). Returns the grid per judge, the judges
     continuous for every contender, the (contender, judge) pairs continuous where the judge's other contenders
     are not, and notes (one per judge whose contenders differ, naming each contender's scale).
     """
@@ -131,9 +132,13 @@ def _resolve_contender_scales(
                 if by_hash is None:
                     by_hash = _specs_by_hash(specs)
                 sc, default_cont, note = _default_scale(unrecorded, judge, by_hash)
-                grids.setdefault(sc, []).append("runs recording no scale" if recorded else "the spec or family")
-                if note:
-                    notes.append(note)
+                if note and len(grids) == 1:  # a family guess yields to the one grid the other runs recorded
+                    sc = next(iter(grids))
+                else:
+                    grids.setdefault(sc, []).append("the spec of the runs recording no scale" if recorded
+                                                    else "the spec")
+                    if note:
+                        notes.append(note)
             if len(grids) > 1:
                 shown = "; ".join(f"{_scale_text(sc)} ({', '.join(who)})" for sc, who in grids.items())
                 raise InputError(f"judge {judge!r} is on different scales in the runs: {shown}; calibrate them "
@@ -158,9 +163,9 @@ def _resolve_contender_scales(
             own_scale.setdefault((tuple(on_cont), out[judge]), []).append(judge)
         elif given is not None and default_cont:  # an explicit continuous scale for a judge with no judgment here
             continuous.add(judge)
-    for (on_cont, sc), named in own_scale.items():  # one note per set of contenders and scale, not per judge
+    for (names, sc), named in own_scale.items():  # one note per set of contenders and scale, not per judge
         who = f"judge {named[0]!r}" if len(named) == 1 else f"{len(named)} judges ({', '.join(map(repr, named))})"
-        notes.append(f"{who}: each contender is calibrated on its own scale: {', '.join(on_cont)} on "
+        notes.append(f"{who}: each contender is calibrated on its own scale: {', '.join(names)} on "
                      f"{_scale_text(sc, True)} (raw values, raw human median), the others on {_scale_text(sc)}")
     notes += decision_notes
     for judge, sc in out.items():
