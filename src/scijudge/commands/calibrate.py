@@ -136,13 +136,13 @@ def calibrate_cmd(
             raise InputError("run store not found", file=path)
     label_frame = load_labels_frame(labels)  # = labels_to_frame(load_labels(labels)), without an object per row
     frames = []
-    stored_scales: dict[str, Any] = {}
+    run_scales: dict[str, dict[str, Any]] = {}  # each run's recorded scales: each contender on its own scale
     for path, name in zip(run, _source_names(list(run))):
         if not Path(path).exists():
             raise InputError("run store not found", file=path)
         with Run(path, create=False) as store:
             frame = store.to_pandas(columns=_CALIBRATE_COLUMNS)  # the attempt logs and free text are not read
-            stored_scales.update(store.meta().get("scales") or {})
+            run_scales[name] = dict(store.meta().get("scales") or {})
         frame["source"] = name
         frames.append(frame)
     judgments = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)  # one run: no copy
@@ -152,7 +152,7 @@ def calibrate_cmd(
         if judgments.empty:
             raise InputError(f"no judgment in the runs is by a judge matching {list(judge)}", field="judge")
     is_variant = judgments["item_id"].astype(str).str.match(VARIANT_ID.pattern)
-    scales = _scale_mapping(scale, sorted(judgments["judge"].unique()), stored_scales)
+    scales = _scale_mapping(scale, sorted(judgments["judge"].unique()), {})  # --scale only: runs' scales below
     task_list = None
     if tasks is not None:
         from scijudge.importers.researchrubrics import load_tasks
@@ -166,7 +166,7 @@ def calibrate_cmd(
     with _status(console, f"calibrating {judgments['judge'].nunique()} judge(s) against {n_units} label(s), "
                           f"{n_boot} bootstrap resamples ..."):
         result = calibrate(judgments[~is_variant] if is_variant.any() else judgments, label_frame, scale=scales, n_boot=n_boot, seed=seed,
-                           allow_extra_labels=allow_extra_labels, specs=specs, tasks=task_list)
+                           allow_extra_labels=allow_extra_labels, specs=specs, tasks=task_list, run_scales=run_scales)
         robust = _robustness(judgments, n_boot, seed)
         _attach_jury_and_provenance(result, judgments[~is_variant] if is_variant.any() else judgments, label_frame,
                                     list(run))

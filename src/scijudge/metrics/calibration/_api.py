@@ -33,7 +33,7 @@ from scijudge.metrics.calibration.position import position_consistency
 from scijudge.metrics.calibration.verdict import _verdict_frames, _verdict_groups
 from scijudge.metrics.calibration.scales import (
     _consensus,
-    _resolve_scales,
+    _resolve_contender_scales,
     norm_verdicts,
 )
 from scijudge.metrics.groups import prepare_judgments
@@ -51,6 +51,7 @@ def calibrate(
     allow_extra_labels: bool = False,
     specs: Any = None,
     tasks: Any = None,
+    run_scales: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> CalibrationResult:
     """Compare every (model, run, spec version) in ``judgments`` with the human ``labels``.
 
@@ -70,14 +71,27 @@ def calibrate(
         specs: judge specs (``JudgeSpec``) the runs may have used, for their scales (matched by hash).
         tasks: ResearchRubrics tasks (``importers.researchrubrics.load_tasks``), to resolve checklist labels that
             name a criterion by its position in the task (by text or id needs nothing).
+        run_scales: the scales each run recorded, ``{source: {judge: 'lo,hi,step[,continuous]'}}`` (``source``: the
+            judgments' ``source`` column; the CLI passes each store's meta ``scales``), for the judges ``scale``
+            does not name.
+
+    Each contender is calibrated on its own scale, so one contender's presence never changes another's figures:
+    a judge has one grid (lo, hi, step) for all its contenders, and is continuous for a contender when ``scale``
+    says so for the judge, or else when that contender's run recorded a continuous scale (a mean jury), its
+    family's track is continuous, or its judgments are decision judgments scored by the expected level. A contender
+    on a continuous scale is compared with the raw human median, the others with the median snapped to the grid;
+    the ``scale`` column of ``leaderboard`` and ``per_rubric`` says which scale each row was calibrated on, the
+    leaderboard ranks within a scale, and a note names the contenders of a judge whose scales differ.
     """
     with one_blas_thread() as caller_threads:
         return _calibrate(judgments, labels, scale=scale, n_boot=n_boot, seed=seed, level=level, n_bins=n_bins,
-                          allow_extra_labels=allow_extra_labels, specs=specs, tasks=tasks, caller_threads=caller_threads)
+                          allow_extra_labels=allow_extra_labels, specs=specs, tasks=tasks, caller_threads=caller_threads,
+                          run_scales=run_scales)
 
 
 def _calibrate(judgments: pd.DataFrame, labels: pd.DataFrame, *, scale: Any, n_boot: int, seed: int, level: float,
-               n_bins: int, allow_extra_labels: bool, specs: Any, tasks: Any, caller_threads: Any) -> CalibrationResult:
+               n_bins: int, allow_extra_labels: bool, specs: Any, tasks: Any, caller_threads: Any,
+               run_scales: Any = None) -> CalibrationResult:
     df = prepare_judgments(judgments)
     lab = _prepare_labels(labels)
     if df.empty:
@@ -100,8 +114,8 @@ def _calibrate(judgments: pd.DataFrame, labels: pd.DataFrame, *, scale: Any, n_b
             f"{sorted(lab['judge'].unique())[:6]} on {lab['item_id'].nunique()} items",
             field="judge",
         )
-    scales, continuous, notes = _resolve_scales(df, overlap_judges, scale, specs)
-    _validate_scores(df, lab, scales, continuous)
+    scales, continuous, partly, notes = _resolve_contender_scales(df, overlap_judges, scale, specs, run_scales)
+    _validate_scores(df, lab, scales, continuous, partly)
     score_cons, verdict_cons, no_consensus = _consensus(lab, scales, continuous)
     score_cons, verdict_cons, n_unjudged = _judged_units_only(judged_keys, score_cons, verdict_cons)
     if n_unjudged:
@@ -123,7 +137,7 @@ def _calibrate(judgments: pd.DataFrame, labels: pd.DataFrame, *, scale: Any, n_b
     items = sorted(_ids(ord_matched) | _ids(ver_matched) | _ids(lab) & _ids(df))
     blocks = _Blocks(items)
     ctx = _Context(scales=scales, blocks=blocks, level=level, n_bins=n_bins, notes=notes, continuous=continuous,
-                   caller_threads=caller_threads)
+                   caller_threads=caller_threads, partly=partly)
 
     ord_groups = _ordinal_groups(ord_matched, score_cons, ctx)
     ver_groups = _verdict_groups(ver_matched, verdict_cons, ctx)

@@ -91,8 +91,13 @@ class _Context:
     level: float
     n_bins: int
     notes: list[str]
-    continuous: set[str] = field(default_factory=set)
+    continuous: set[str] = field(default_factory=set)  # judges on a continuous scale for every contender
     caller_threads: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext  # see one_blas_thread
+    partly: set[tuple[str, str]] = field(default_factory=set)  # (contender, judge) continuous where others are not
+
+    def is_continuous(self, contender: str, judge: str) -> bool:
+        """Whether ``contender`` is calibrated on ``judge``'s scale as a continuous one (its own scale)."""
+        return judge in self.continuous or (contender, judge) in self.partly
 
 
 @contextlib.contextmanager

@@ -128,25 +128,33 @@ def _check_unknown_items(df: pd.DataFrame, lab: pd.DataFrame) -> None:
 
 
 def _validate_scores(df: pd.DataFrame, lab: pd.DataFrame, scales: dict[str, ScaleTuple],
-                     continuous: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+                     continuous: set[str] = frozenset(),  # type: ignore[assignment]
+                     partly: set[tuple[str, str]] = frozenset()) -> None:  # type: ignore[assignment]
+    """Labels and ok judgments on their judge's scale; ``partly``: (contender, judge) pairs on a continuous scale
+    where the judge is not (their judgments need only be in range; labels of such a judge too)."""
     lab_scores, df_scores = lab["score"].to_numpy(float), df["score"].to_numpy(float)
     lab_scored, df_scored = ~np.isnan(lab_scores), (df["status"] == "ok").to_numpy() & ~np.isnan(df_scores)
+    partly_judges = {j for _, j in partly}
     for judge, sc in scales.items():  # masks on arrays; a frame's row is taken only for the error message
-        check = in_range if judge in continuous else _on_scale
+        check = in_range if judge in continuous or judge in partly_judges else _on_scale
         sel = (lab["judge"] == judge).to_numpy() & lab_scored
         bad = ~check(lab_scores[sel], sc)
         if bad.any():
             row = lab.iloc[np.flatnonzero(sel)[np.argmax(bad)]]
-            where = _scale_text(sc, judge in continuous)
+            where = _scale_text(sc, judge in continuous or judge in partly_judges)
             raise _label_error(row, f"score {row['score']:g} is outside the scale {where} of judge "
                                     f"{judge!r}", "score")
         sel = (df["judge"] == judge).to_numpy() & df_scored
-        bad = ~check(df_scores[sel], sc)
+        rows_cont = np.full(int(sel.sum()), judge in continuous)
+        if judge in partly_judges:
+            rows_cont = df.loc[sel, "contender"].isin([c for c, j in partly if j == judge]).to_numpy()
+        values = df_scores[sel]
+        bad = np.where(rows_cont, ~in_range(values, sc), ~_on_scale(values, sc))
         if bad.any():
             row = df.iloc[np.flatnonzero(sel)[np.argmax(bad)]]
             raise InputError(
                 f"judgment of item {row['item_id']!r} by {row['model']!r} has score {row['score']:g}, outside the "
-                f"scale {_scale_text(sc, judge in continuous)} of judge {judge!r}; pass the right scale "
+                f"scale {_scale_text(sc, bool(rows_cont[np.argmax(bad)]))} of judge {judge!r}; pass the right scale "
                 "(scale=(lo, hi, step) or (lo, hi, step, 'continuous') / --scale)",
                 file=row["source"] or None, field="score",
             )

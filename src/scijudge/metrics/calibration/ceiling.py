@@ -45,7 +45,7 @@ def _ceiling_blocks(lab: pd.DataFrame, scales: dict[str, ScaleTuple], ctx: _Cont
                 categories = ag.scale_values(*scales[judge])
                 wide = g.pivot(index=["item_id", "part"], columns="annotator", values="score")
                 matrix = wide.to_numpy(float)
-                if judge in ctx.continuous:  # annotators' agreement on the grid, like the judges' κ/α
+                if judge in ctx.continuous or any(j == judge for _, j in ctx.partly):  # on the grid, like κ/α
                     matrix = to_grid(matrix, scales[judge])
                 pool = _scale_text(scales[judge], judge in ctx.continuous)
             else:

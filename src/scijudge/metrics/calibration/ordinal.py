@@ -233,11 +233,12 @@ def _ordinal_groups(matched: pd.DataFrame, cons: pd.DataFrame, ctx: _Context) ->
         values = ag.scale_values(*sc)
         usable = (g["status"] == "ok") & g["score"].notna()
         pairs = g[usable]
-        is_cont = judge in ctx.continuous
+        is_cont = ctx.is_continuous(contender, judge)  # each contender on its own scale (scales._resolve_contender_scales)
         if is_cont:  # raw values kept for MAE/bias/correlations/ICC; the grid copy feeds κ/α and the tables
-            pairs = pairs.assign(score_raw=pairs["score"], h_raw=pairs["h_score"],
+            h_raw = pairs["h_score"] if judge in ctx.continuous else pairs["h_median"]
+            pairs = pairs.assign(score_raw=pairs["score"], h_raw=h_raw,
                                  score=to_grid(pairs["score"].to_numpy(float), sc),
-                                 h_score=to_grid(pairs["h_score"].to_numpy(float), sc))
+                                 h_score=to_grid(h_raw.to_numpy(float), sc))
         grp = _Group(contender=contender, judge=judge, track="ordinal", pool=_scale_text(sc, is_cont),
                      model=str(g["model"].iloc[0]),
                      spec_hash=",".join(sorted(g["spec_hash"].unique())), family=str(g["family"].iloc[0]),

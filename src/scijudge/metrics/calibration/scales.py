@@ -68,52 +68,131 @@ def _resolve_scales(
 
     Order: an explicit ``scale`` (one for all, or a mapping judge → scale); else the scale of the judge spec
     whose hash is the stored ``spec_hash`` (specs passed in, then shipped ones; never a shipped spec that
-    merely shares the name); else the family default.
+    merely shares the name); else the family default. A judge counts as continuous here when it is continuous
+    for every contender (``_resolve_contender_scales`` gives the contenders of a judge that is continuous for
+    some of them only).
+    """
+    scales, continuous, _, notes = _resolve_contender_scales(df, judges, scale, specs)
+    return scales, continuous, notes
+
+
+def _resolve_contender_scales(
+    df: pd.DataFrame, judges: list[str], scale: ScaleInput, specs: Any = None,
+    run_scales: Mapping[str, Mapping[str, Any]] | None = None,
+) -> tuple[dict[str, ScaleTuple], set[str], set[tuple[str, str]], list[str]]:
+    """The grid (lo, hi, step) of each judge, and which contenders are calibrated on it as a continuous scale.
+
+    The rule (issue 35): **each contender is calibrated on its own scale**, so no contender's presence changes
+    another's figures. One judge has one grid (lo, hi, step), shared by its contenders (confusion matrices and
+    paired comparisons need it); whether the scale is continuous is decided per contender:
+
+    - an explicit ``scale`` (one for all, or judge → scale) holds for every contender of that judge;
+    - otherwise the scale a contender's run recorded for the judge (``run_scales``: the ``source`` a judgment
+      row names → judge → 'lo,hi,step[,continuous]', the store meta importers and ``scijudge jury`` write);
+    - otherwise the spec whose hash the judgments record, else the family default (``_resolve_scales``'s order),
+      continuous when the family's track is; and a contender whose judgments of the judge are decision
+      judgments scored by the expected level is continuous.
+
+    Runs whose grids for one judge differ are refused (pass ``scale=``); a run that records no scale and whose spec
+    is unknown takes the grid the other runs recorded (the family default is only a guess). Returns the grid per judge, the judges
+    continuous for every contender, the (contender, judge) pairs continuous where the judge's other contenders
+    are not, and notes (one per judge whose contenders differ, naming each contender's scale).
     """
     out: dict[str, ScaleTuple] = {}
     continuous: set[str] = set()
+    partly: set[tuple[str, str]] = set()
     notes: list[str] = []
-    from scijudge.spec.families import find_family, score_scale_of_family
-
     by_hash: dict[str, Any] | None = None
+    has_source = "source" in df.columns and bool(run_scales)
+    decided = (df["decoding"].fillna("").astype(str).str.contains('"decision_score":"expected"', regex=False)
+               if "decoding" in df else pd.Series(False, index=df.index))
+    decision_notes: list[str] = []
+    own_scale: dict[tuple[tuple[str, ...], ScaleTuple], list[str]] = {}
     for judge in judges:
+        of_judge = (df["judge"] == judge).to_numpy()
+        rows = df.loc[of_judge]
+        sources = rows["source"] if "source" in rows else pd.Series("", index=rows.index)
+        contenders = rows["contender"] if "contender" in rows else pd.Series("", index=rows.index)
         given = scale.get(judge) if isinstance(scale, Mapping) else scale
+        recorded: dict[str, tuple[ScaleTuple, bool]] = {}
+        default_cont = False
         if given is not None:
-            out[judge], cont = parse_scale(given, judge)
-            if cont:
-                continuous.add(judge)
-            continue
-        rows = df.loc[df["judge"] == judge, ["family", "spec_hash"]]
-        family = rows["family"].iloc[0] if len(rows) else "likert"
-        if by_hash is None:
-            by_hash = _specs_by_hash(specs)
-        found = [by_hash[h] for h in rows["spec_hash"].unique() if h in by_hash]
-        scales = {s for s in (_spec_scale(spec, family) for spec in found) if s is not None}
-        if len(scales) == 1:
-            out[judge] = scales.pop()
-            continue
-        if len(scales) > 1:
-            raise InputError(f"judge {judge!r} was run with specs of different scales {sorted(tuple(s) for s in scales)}; calibrate "
-                             "one spec version at a time or pass scale=", field="scale")
-        out[judge] = ScaleTuple(*score_scale_of_family(family))  # unknown families: the Likert 1..5 scale
-        declared = find_family(family)
-        if declared is not None and declared.track == CONTINUOUS:
+            out[judge], default_cont = parse_scale(given, judge)
+        else:
+            if has_source:
+                for source in sources.unique().tolist():
+                    value = (run_scales.get(source) or {}).get(judge)  # type: ignore[union-attr]
+                    if value is not None:
+                        recorded[source] = parse_scale(value, judge)
+            unrecorded = rows[~sources.isin(list(recorded))] if recorded else rows
+            grids: dict[ScaleTuple, list[str]] = {}
+            for source, (sc, _) in sorted(recorded.items()):
+                grids.setdefault(sc, []).append(f"run {source!r}")
+            if len(unrecorded):
+                if by_hash is None:
+                    by_hash = _specs_by_hash(specs)
+                sc, default_cont, note = _default_scale(unrecorded, judge, by_hash)
+                if note and len(grids) == 1:  # a family guess yields to the one grid the other runs recorded
+                    sc = next(iter(grids))
+                else:
+                    grids.setdefault(sc, []).append("the spec of the runs recording no scale" if recorded
+                                                    else "the spec")
+                    if note:
+                        notes.append(note)
+            if len(grids) > 1:
+                shown = "; ".join(f"{_scale_text(sc)} ({', '.join(who)})" for sc, who in grids.items())
+                raise InputError(f"judge {judge!r} is on different scales in the runs: {shown}; calibrate them "
+                                 "separately or pass one scale (scale= / --scale JUDGE=lo,hi,step)", field="scale")
+            out[judge] = next(iter(grids))
+        stated: dict[str, bool] = {}  # contender → continuous by its recorded (or default) scale
+        by_decision: set[str] = set()  # contenders made continuous by their decision judgments only
+        for contender, source, dec in zip(contenders.tolist(), sources.tolist(), decided.to_numpy()[of_judge]):
+            is_cont = recorded[source][1] if source in recorded else default_cont
+            stated[contender] = stated.get(contender, False) or is_cont
+            if dec:
+                by_decision.add(contender)
+        by_decision -= {c for c, v in stated.items() if v}
+        if by_decision:
+            decision_notes.append(f"judge {judge!r}: decision judgments score the expected level, so its scale "
+                                  f"{_scale_text(out[judge], True)} is treated as continuous")
+        on_cont = sorted(c for c, v in stated.items() if v or c in by_decision)
+        if on_cont and len(on_cont) == len(stated):
             continuous.add(judge)
-        notes.append(f"judge {judge!r}: no known spec has its stored spec hash, so the {family!r} family scale "
-                     f"{_scale_text(out[judge], judge in continuous)} is used; pass scale= (--scale) or the spec "
-                     "(specs=) if that is wrong")
-    if "decoding" in df:  # decision judgments score the expected level: a continuous score on the judge's scale
-        decided = df["decoding"].fillna("").astype(str).str.contains('"decision_score":"expected"', regex=False)
-        for judge in sorted(set(df.loc[decided, "judge"]) & set(out) - continuous):
+        elif on_cont:
+            partly.update((c, judge) for c in on_cont)
+            own_scale.setdefault((tuple(on_cont), out[judge]), []).append(judge)
+        elif given is not None and default_cont:  # an explicit continuous scale for a judge with no judgment here
             continuous.add(judge)
-            notes.append(f"judge {judge!r}: decision judgments score the expected level, so its scale "
-                         f"{_scale_text(out[judge], True)} is treated as continuous")
+    for (names, sc), named in own_scale.items():  # one note per set of contenders and scale, not per judge
+        who = f"judge {named[0]!r}" if len(named) == 1 else f"{len(named)} judges ({', '.join(map(repr, named))})"
+        notes.append(f"{who}: each contender is calibrated on its own scale: {', '.join(names)} on "
+                     f"{_scale_text(sc, True)} (raw values, raw human median), the others on {_scale_text(sc)}")
+    notes += decision_notes
     for judge, sc in out.items():
         try:
             ag.scale_values(*sc)
         except ValueError as exc:
             raise InputError(f"judge {judge!r}: {exc}", field="scale") from None
-    return out, continuous, notes
+    return out, continuous, partly, notes
+
+
+def _default_scale(rows: pd.DataFrame, judge: str, by_hash: dict[str, Any]) -> tuple[ScaleTuple, bool, str]:
+    """A judge's scale from its rows' spec hashes, else its family's: (scale, continuous, note or "")."""
+    from scijudge.spec.families import find_family, score_scale_of_family
+
+    family = rows["family"].iloc[0] if len(rows) else "likert"
+    found = [by_hash[h] for h in rows["spec_hash"].unique() if h in by_hash]
+    scales = {s for s in (_spec_scale(spec, family) for spec in found) if s is not None}
+    if len(scales) == 1:
+        return scales.pop(), False, ""
+    if len(scales) > 1:
+        raise InputError(f"judge {judge!r} was run with specs of different scales {sorted(tuple(s) for s in scales)}; calibrate "
+                         "one spec version at a time or pass scale=", field="scale")
+    sc = ScaleTuple(*score_scale_of_family(family))  # unknown families: the Likert 1..5 scale
+    declared = find_family(family)
+    cont = declared is not None and declared.track == CONTINUOUS
+    return sc, cont, (f"judge {judge!r}: no known spec has its stored spec hash, so the {family!r} family scale "
+                      f"{_scale_text(sc, cont)} is used; pass scale= (--scale) or the spec (specs=) if that is wrong")
 
 
 def _specs_by_hash(specs: Any) -> dict[str, Any]:
@@ -176,7 +255,8 @@ def norm_verdicts(verdicts: pd.Series) -> pd.Series:
 def _consensus(lab: pd.DataFrame, scales: dict[str, ScaleTuple],
                continuous: set[str] = frozenset()) -> tuple[pd.DataFrame, pd.DataFrame, int]:  # type: ignore[assignment]
     """Human consensus per (item, judge, part): ``scijudge.vocab.consensus_score`` (median snapped to the scale,
-    half-way ties to the even step; a continuous scale keeps the median), vectorised over groups (a test checks
+    half-way ties to the even step; a continuous scale keeps the median; ``h_median`` is always the raw median, which
+    a contender calibrated on a continuous scale uses where the judge's scale is not), vectorised over groups (a test checks
     it equals the scalar rule), and ``scijudge.vocab.majority_verdict`` (ties have no consensus, left out)."""
     keys = ["item_id", "judge", "part"]
     scored = lab[lab["score"].notna() & lab["judge"].isin(list(scales))]
@@ -191,7 +271,8 @@ def _consensus(lab: pd.DataFrame, scales: dict[str, ScaleTuple],
     median = med["median"].to_numpy(float)
     snapped = lo + np.round((median - lo) / step) * step
     med["h_score"] = np.where(np.isin(codes, [k for k, j in enumerate(judges) if j in continuous]), median, snapped)
-    med = med.rename(columns={"size": "n_annotators"})[[*keys, "h_score", "n_annotators"]]
+    med["h_median"] = median  # the raw median, for a contender on a continuous scale where the judge is not
+    med = med.rename(columns={"size": "n_annotators"})[[*keys, "h_score", "h_median", "n_annotators"]]
 
     verd = lab[lab["verdict"].notna()]
     rows = []
