@@ -372,6 +372,21 @@ def load_labels_frame(path: str | Path) -> Any:
     return frame
 
 
+def labels_frame_of(labels: Any) -> Any:
+    """Labels as a frame, from what a caller has: a path (``load_labels_frame``), a list of ``HumanLabel`` or a
+    frame (copied, never modified); anything else is one error."""
+    import pandas as pd
+
+    if isinstance(labels, (str, Path)):
+        return load_labels_frame(labels)
+    if isinstance(labels, list) and (not labels or isinstance(labels[0], HumanLabel)):
+        return labels_to_frame(labels)
+    if isinstance(labels, pd.DataFrame):
+        return labels.copy()
+    raise InputError(f"labels must be a path, HumanLabels or a DataFrame, got {type(labels).__name__}",
+                     field="labels")
+
+
 def _label_columns(path: Path) -> list[list[Any]]:
     """The ``LABEL_COLUMNS`` values of every label in ``path``, column by column, then their lines."""
     if _is_jsonl(path):

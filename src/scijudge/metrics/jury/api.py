@@ -85,17 +85,9 @@ def read_runs(runs: Any) -> tuple[pd.DataFrame, dict[str, dict[str, Any]]]:
 def label_consensus(labels: Any) -> pd.DataFrame:
     """Labels (a path, HumanLabels or a frame) -> one row per (item_id, judge, part): the annotators' median score
     (not snapped to the scale: it is the target of a weight fit) and the count of annotators."""
-    from scijudge.labels import HumanLabel, labels_to_frame, load_labels
+    from scijudge.labels import labels_frame_of
 
-    if isinstance(labels, (str, Path)):
-        frame = labels_to_frame(load_labels(labels))
-    elif isinstance(labels, list) and (not labels or isinstance(labels[0], HumanLabel)):
-        frame = labels_to_frame(labels)
-    elif isinstance(labels, pd.DataFrame):
-        frame = labels.copy()
-    else:
-        raise InputError(f"labels must be a path, HumanLabels or a DataFrame, got {type(labels).__name__}",
-                         field="labels")
+    frame = labels_frame_of(labels)
     for column in ("item_id", "judge", "score"):
         if column not in frame.columns:
             raise InputError("labels lack a column", field=column)

@@ -88,17 +88,9 @@ class CascadeResult:
 def label_targets(labels: Any) -> pd.DataFrame:
     """Labels (path, HumanLabels or frame) -> per (item_id, judge, part): the raters' mean score ``h_score``, their
     strict-majority verdict ``h_verdict`` (None on a tie) and ``n_raters``."""
-    from scijudge.labels import HumanLabel, labels_to_frame, load_labels_frame
+    from scijudge.labels import labels_frame_of
 
-    if isinstance(labels, (str, Path)):
-        frame = load_labels_frame(labels)
-    elif isinstance(labels, list) and (not labels or isinstance(labels[0], HumanLabel)):
-        frame = labels_to_frame(labels)
-    elif isinstance(labels, pd.DataFrame):
-        frame = labels.copy()
-    else:
-        raise InputError(f"labels must be a path, HumanLabels or a DataFrame, got {type(labels).__name__}",
-                         field="labels")
+    frame = labels_frame_of(labels)
     for column in ("item_id", "judge"):
         if column not in frame.columns:
             raise InputError("labels lack a column", field=column)
