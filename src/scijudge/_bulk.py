@@ -17,6 +17,10 @@ def collector_paused() -> Iterator[None]:
     Every few hundred new containers it runs, and its older-generation passes walk every live object, the
     imported libraries' too: on 150,000 label rows that was a fifth of the load. Rows hold no cycles, so
     reference counting alone frees them; the collector is running again when the block ends, however it ends.
+
+    Also around parsing input that may be nested thousands deep (a TOML spec): a collection that starts deep in
+    the parser's recursion runs other objects' finalizers at that depth, where they hit the recursion limit
+    themselves and are reported as unraisable exceptions.
     """
     if not gc.isenabled():
         yield

@@ -28,8 +28,11 @@ def read_toml(path: str | Path, *, what: str, error: type[InputError] = InputErr
         raise error(f"{what} is not UTF-8 text ({exc.reason} at byte {exc.start})", file=path) from exc
     except OSError as exc:
         raise error(f"cannot read {what}: {exc.strerror or exc}", file=path) from exc
+    from scijudge._bulk import collector_paused
+
     try:
-        return text, tomllib.loads(text)
+        with collector_paused():  # no collection deep in the parser's recursion (see collector_paused)
+            return text, tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise error(f"malformed TOML: {exc}", file=path, line=toml_error_line(exc)) from exc
     except RecursionError:

@@ -37,3 +37,35 @@ def test_level_rows_give_the_same_logits_merged_and_unmerged(tied):
         model.base_model.merge_adapter()
         merged = model(input_ids=prompt).logits[0, -1, levels]
     assert torch.allclose(unmerged, merged, atol=1e-5), (unmerged, merged)
+
+
+@pytest.mark.parametrize("tied", [True, False], ids=["tied", "untied"])
+def test_the_engine_never_merges_level_rows_on_a_tied_base_and_serves_what_was_trained(tied, tmp_path):
+    """The local engine's runtime merges a lone adapter unless ``mergeable`` says the merge would change the model:
+    an adapter trained on a tied base's level rows is served unmerged, with the logits it had in training."""
+    import peft
+    import transformers
+
+    from scijudge.distillation._train import TrainConfig, attach_lora, level_rows_param
+    from scijudge.lm._runtime import mergeable
+
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(vocab_size=40, n_embd=16, n_layer=1, n_head=2, n_positions=64,
+                                     tie_word_embeddings=tied)
+    base = transformers.GPT2LMHeadModel(config).eval()
+    base.save_pretrained(tmp_path / "base")
+    levels = [5, 6, 7]
+    model = attach_lora(base, TrainConfig(lora_r=2), levels).eval()
+    with torch.no_grad():
+        level_rows_param(model).add_(torch.randn(len(levels), 16))
+    prompt = torch.tensor([[1, 5, 9, 6, 12, 7, 3]])
+    with torch.no_grad():
+        trained = model(input_ids=prompt).logits[0, -1, levels]
+    model.save_pretrained(tmp_path / "adapter")
+    served = peft.PeftModel.from_pretrained(transformers.GPT2LMHeadModel.from_pretrained(tmp_path / "base"),
+                                            str(tmp_path / "adapter"), adapter_name="a").eval()
+    assert mergeable(served, "a") is (not tied)
+    if mergeable(served, "a"):
+        served.base_model.merge_adapter()
+    with torch.no_grad():
+        assert torch.allclose(served(input_ids=prompt).logits[0, -1, levels], trained, atol=1e-5)

@@ -123,7 +123,7 @@ class Runtime:
                     name = f"adapter_{len(self.adapters)}"
                     self._load_adapter(adapter, name)
                     self.adapters[adapter] = name
-                self.merge_wanted[name] = self.merge_wanted.get(name, True) and merge
+                self.merge_wanted[name] = self.merge_wanted.get(name, True) and merge and mergeable(self.model, name)
             self.users[name] += 1
             self._update_merge()
             return name
@@ -323,3 +323,18 @@ def release(key: tuple[str, str, str], adapter: str | None) -> None:
         if runtime.detach(adapter) and not runtime.pinned:
             del _RUNTIMES[key]
             runtime.shutdown()
+
+
+def mergeable(model: Any, adapter_name: str) -> bool:
+    """Whether merging this adapter into the base serves the same model as leaving it unmerged. Not when it trains
+    rows of an output layer that the base ties to its input embeddings (a distilled student's level rows on a
+    GPT-2- or Qwen3-style base): peft's merge writes the delta into the shared matrix, so the level tokens' input
+    embeddings change too (huggingface/peft#2972) and the merged student judges otherwise than it was trained."""
+    config = getattr(model, "peft_config", {}).get(adapter_name)
+    if config is None or not getattr(config, "trainable_token_indices", None):
+        return True
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    model_config: Any = getattr(base, "config", None)
+    text = model_config.get_text_config() if hasattr(model_config, "get_text_config") else model_config
+    return not bool(getattr(text, "tie_word_embeddings", False))
+

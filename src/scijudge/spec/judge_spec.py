@@ -271,8 +271,11 @@ def load_spec_file(path: str | Path) -> JudgeSpec:
     """Read and validate one TOML spec; errors name the file, line and field."""
     path = Path(path)
     text, data = read_toml(path, what="spec", error=SpecError)
+    from scijudge._bulk import collector_paused
+
     try:
-        spec = JudgeSpec.model_validate(data)
+        with collector_paused():  # as in read_toml: the table may be nested deeply
+            spec = JudgeSpec.model_validate(data)
     except ValidationError as exc:
         raise from_validation_error(exc, file=path, error=SpecError,
                                     line_of=lambda field: _field_line(text, field)) from None
