@@ -17,9 +17,10 @@ CALIBRATE_COLUMNS = ("item_id", "judge", "part", "family", "spec_hash", "model",
 """The columns ``calibrate`` reads from a store (``commands.calibrate._CALIBRATE_COLUMNS``)."""
 
 
-def judgments_frame(runs: Sequence[Path]) -> tuple[Any, dict[str, Any]]:
-    """The stores' current judgments (perturbed variants left out, as calibrate and estimate do) and their
-    stored scales; each run's name in ``source`` (its file stem, the whole path when stems collide)."""
+def judgments_frame(runs: Sequence[Path]) -> tuple[Any, dict[str, Any], dict[str, dict[str, Any]]]:
+    """The stores' current judgments (perturbed variants left out, as calibrate and estimate do), their stored
+    scales merged (as estimate reads them) and per run (as calibrate reads them: each contender on its own run's
+    scale); each run's name in ``source`` (its file stem, the whole path when stems collide)."""
     import pandas as pd
 
     from scijudge.vocab import VARIANT_ID
@@ -28,14 +29,17 @@ def judgments_frame(runs: Sequence[Path]) -> tuple[Any, dict[str, Any]]:
     stems = [p.stem for p in runs]
     frames: list[Any] = []
     scales: dict[str, Any] = {}
+    run_scales: dict[str, dict[str, Any]] = {}
     for path in runs:
+        name = path.stem if stems.count(path.stem) == 1 else str(path)
         with Run(path, create=False) as store:
             frame = store.to_pandas(columns=CALIBRATE_COLUMNS)
-            scales.update(store.meta().get("scales") or {})
-        frame["source"] = path.stem if stems.count(path.stem) == 1 else str(path)
+            run_scales[name] = dict(store.meta().get("scales") or {})
+        scales.update(run_scales[name])
+        frame["source"] = name
         frames.append(frame)
     judgments = pd.concat(frames, ignore_index=True)
-    return judgments[~judgments["item_id"].astype(str).str.match(VARIANT_ID.pattern)], scales
+    return judgments[~judgments["item_id"].astype(str).str.match(VARIANT_ID.pattern)], scales, run_scales
 
 
 def labels_frame(paths: Sequence[Path]) -> Any:
@@ -58,18 +62,26 @@ def labels_frame(paths: Sequence[Path]) -> Any:
     return frame
 
 
+def calibration_result(judgments: Any, labels: Any, run_scales: dict[str, dict[str, Any]], *, n_boot: int,
+                       seed: int = 0) -> Any:
+    """``calibrate`` as the command runs it: each contender on its own run's recorded scale (a jury's continuous
+    scale never changes its members' figures)."""
+    from scijudge.metrics.calibration import calibrate
+
+    return calibrate(judgments, labels, n_boot=n_boot, seed=seed, allow_extra_labels=True, run_scales=run_scales)
+
+
 def calibration_page(runs: Sequence[Path], label_paths: Sequence[Path], picks: Path | None, *, n_boot: int,
                      seed: int = 0, alpha: float = 0.05, coverage: float = 0.9) -> str:
     """The calibration report (``render_html``) with the estimates section, as one HTML page."""
     from scijudge.estimation import conformal_units, estimate_units, match_units
     from scijudge.labels import provenance_note
-    from scijudge.metrics.calibration import calibrate
     from scijudge.report.calibration import render_html
     from scijudge.report.estimate import estimate_section_html
 
-    judgments, scales = judgments_frame(runs)
+    judgments, scales, run_scales = judgments_frame(runs)
     labels = labels_frame(label_paths)
-    result = calibrate(judgments, labels, scale=scales or None, n_boot=n_boot, seed=seed, allow_extra_labels=True)
+    result = calibration_result(judgments, labels, run_scales, n_boot=n_boot, seed=seed)
     page = render_html(result, title="scijudge view: calibration")
     extra = []
     try:

@@ -159,3 +159,21 @@ def test_a_run_with_no_recorded_scale_and_no_known_spec_takes_the_recorded_grid(
     assert set(board["scale"]) == {"1..5 step 0.5"}
     # on the 0.5 grid the consensus keeps the medians 2.5, 4.5, 1: b's MAE is (0.5 + 0.5 + 1) / 3
     assert math.isclose(board.loc["b", "mae"], 2 / 3)
+
+
+def test_the_viewers_calibration_is_calibrates_and_keeps_members_beside_their_jury(stores):
+    """``scijudge view``'s calibration page reads the stores as ``scijudge calibrate`` does: the members' figures
+    beside their mean jury are those of the panel calibrated alone (it once merged the stored scales by judge)."""
+    pytest.importorskip("starlette")
+    from scijudge.labels import load_labels_frame
+    from scijudge.view.figures import calibration_result, judgments_frame
+
+    panel, jury = stores
+    judgments, _merged, run_scales = judgments_frame([panel, jury])
+    viewed = calibration_result(judgments, load_labels_frame(LABELS_FILE), run_scales, n_boot=20).leaderboard
+    alone = _calibrate_stores([panel], 20).leaderboard
+    for member in ("judge-a", "judge-b", "judge-c"):
+        want = alone[alone["contender"] == member].drop(columns="rank").reset_index(drop=True)
+        got = viewed[viewed["contender"] == member].drop(columns="rank").reset_index(drop=True)
+        assert len(want)
+        pd.testing.assert_frame_equal(got[want.columns], want, check_exact=True)
