@@ -55,18 +55,25 @@ def distill_cmd(
     from scijudge.distillation import distill
 
     modules = [t.strip() for t in targets.split(",") if t.strip()] if targets else None
-    with Progress(TextColumn("[bold]distilling"), BarColumn(), MofNCompleteColumn(), TextColumn("loss {task.fields[loss]}"),
-                  TimeElapsedColumn(), TimeRemainingColumn(), console=console, disable=not progress) as bar:
-        task = bar.add_task("distill", total=None, loss="")
+    bar = Progress(TextColumn("[bold]distilling"), BarColumn(), MofNCompleteColumn(), TextColumn("loss {task.fields[loss]}"),
+                   TimeElapsedColumn(), TimeRemainingColumn(), console=console, disable=not progress)
+    tasks: list = []  # the bar appears with the first training step: an input error before it is one line alone
 
-        def on_step(step: int, total: int, loss: float) -> None:
-            bar.update(task, completed=step, total=total, loss=f"{loss:.4f}")
+    def on_step(step: int, total: int, loss: float) -> None:
+        if not tasks:
+            bar.start()
+            tasks.append(bar.add_task("distill", total=None, loss=""))
+        bar.update(tasks[0], completed=step, total=total, loss=f"{loss:.4f}")
 
+    try:
         result = distill(judge, items, base=base, out=out, labels=labels, teacher=teacher, teacher_model=teacher_model,
                          form=form, epochs=epochs, lr=lr, lr_search=lr_search, lora_r=lora_r, targets=modules, split=split, seed=seed,
                          batch_size=batch_size, threads=threads, device=device,
                          gradient_checkpointing=gradient_checkpointing, resume=not fresh, evaluate=evaluate,
                          n_boot=n_boot, on_step=on_step)
+    finally:
+        if tasks:
+            bar.stop()
     if result.interrupted:
         console.print(f"interrupted at step {result.steps} of {result.total_steps}; the checkpoint is in "
                       f"{out / 'checkpoint'}: run the same command again to resume", highlight=False, soft_wrap=True)
