@@ -3,13 +3,15 @@ is not a store or a damaged store is one line from every reader, and reading cre
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
+
+from _cli_checks import digest as _digest
+from _cli_checks import one_line_error as _one_line_error
 
 from scijudge.cli import app
 from scijudge.records import JudgeResult
@@ -25,19 +27,6 @@ def _store(path: Path, model: str = "judge-a", n: int = 240) -> Path:
                                     probs={str(s): 0.2 for s in range(1, 6)},
                                     created_at="2026-12-01T10:00:00+00:00").model_dump(mode="json") for k in range(n))
     return path
-
-
-def _digest(folder: Path) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir()) if p.is_file()}
-
-
-def _one_line_error(result, *needles: str) -> None:
-    assert result.exit_code == 2, result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
-    text = result.output.strip()
-    assert text.startswith("error: ") and "\n" not in text and "Traceback" not in text, text
-    for needle in needles:
-        assert needle in text, text
 
 
 @pytest.fixture

@@ -3,27 +3,16 @@ an output equal to an input, answers in one line naming the file, exits non-zero
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from _cli_checks import digest as _digest
+from _cli_checks import one_line_error as _one_line_error
+
 from scijudge.cli import app
-
-
-def _digest(folder: Path) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir()) if p.is_file()}
-
-
-def _one_line_error(result, *needles: str) -> None:
-    assert result.exit_code == 2, result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
-    text = result.output.strip()
-    assert text.startswith("error: ") and "\n" not in text and "Traceback" not in text, text
-    for needle in needles:
-        assert needle in text, text
 
 
 def _foreign(folder: Path) -> None:
