@@ -437,6 +437,16 @@ def _batch_loss(model: Any, data: Encoded, idx: list[int], shared: int, pad: int
                                                  labels[:, 1:].reshape(-1), ignore_index=-100)
 
 
+def _step(optimizer: Any, loss: Any, params: Any, max_grad_norm: float, torch: Any) -> None:
+    """One optimizer step on ``loss`` (gradients clipped to ``max_grad_norm`` when set): the training loop's and the
+    LR range test's, so the range test measures the step that training takes."""
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if max_grad_norm:
+        torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
+    optimizer.step()
+
+
 def lr_range_test(model: Any, params: list[Any], batches: list[list[int]], loss_of: Callable[[list[int]], Any],
                   cfg: TrainConfig, torch: Any) -> tuple[float, list[dict[str, float]]]:
     """Pick the peak LR: from the same start, ``LR_TEST_STEPS`` AdamW steps at each of lr, lr/10, ... on the first
@@ -453,11 +463,7 @@ def lr_range_test(model: Any, params: list[Any], batches: list[list[int]], loss_
         optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=cfg.weight_decay)
         for idx in batches:
             loss = loss_of(idx)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.max_grad_norm:
-                torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
-            optimizer.step()
+            _step(optimizer, loss, params, cfg.max_grad_norm, torch)
         with torch.no_grad():
             after = float(loss_of(seen))
             for p, p0 in zip(params, start, strict=True):
@@ -530,11 +536,7 @@ def _train(base_dir: Path, data: Encoded, out_dir: Path, cfg: TrainConfig, *, id
             epoch, offset = divmod(step, steps_per_epoch)
             idx = epoch_order(n, cfg.seed, epoch, torch)[offset * cfg.batch_size:(offset + 1) * cfg.batch_size]
             loss = loss_of(idx)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.max_grad_norm:
-                torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
-            optimizer.step()
+            _step(optimizer, loss, params, cfg.max_grad_norm, torch)
             scheduler.step()
             step += 1
             losses.append(float(loss.detach()))
