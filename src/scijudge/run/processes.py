@@ -211,13 +211,13 @@ class WorkerPool:
 
         payload = [(item.model_dump(mode="json"), index, part) for item, index, part in tasks]
         shards = [payload[k::len(self._inboxes)] for k in range(len(self._inboxes))]
+        with self._started.get_lock():
+            started_before = self._started.value  # a reused pool counts on; read before any shard is sent
         for inbox, shard in zip(self._inboxes, shards):
             inbox.put(shard)
         fatal: BaseException | None = None
         running = len(shards)
         outstanding = len(payload)
-        with self._started.get_lock():
-            started_before = self._started.value  # a reused pool counts on from earlier runs
         deadline: float | None = None
         while running:
             if (fatal is not None or life.closed) and deadline is None:
