@@ -89,12 +89,20 @@ def _with_provenance(table: Any, labels: Any, source_text: str, from_model: bool
 
 def _recommendation_line(table: Any) -> str:
     """One line: which label-corrected estimate the table recommends, and how often."""
-    chosen = table.loc[table["recommended"].astype(bool), "method"].value_counts()
+    from scijudge.estimation.estimate import JOINT_SEPARATOR
+
+    joint = table["model"].astype(str).str.contains(JOINT_SEPARATOR, regex=False) & (table["method"] == "ppi-cal")
+    chosen = table.loc[table["recommended"].astype(bool) & ~joint, "method"].value_counts()
     if chosen.empty:
         return "recommended: none (too few labels for an interval)"
     parts = [f"{method} for {int(n)} of {int(chosen.sum())} rows" for method, n in chosen.items()]
-    return ("recommended (the narrowest of ppi, ppi-cal -- a cross-fitted isotonic calibration of the judge's "
+    line = ("recommended (the narrowest of ppi, ppi-cal -- a cross-fitted isotonic calibration of the judge's "
             "score -- and human-only): " + ", ".join(parts))
+    if joint.any():
+        won = table[joint & table["recommended"].astype(bool)]
+        line += (f"; ppi-cal on several models' scores at once is narrower than every single model for "
+                 f"{len(won)} of {int(joint.sum())} judge(s)")
+    return line
 
 
 def estimate_cmd(

@@ -26,6 +26,19 @@ in-sample fit's raw variance is ppi-aipw's interval: its advantage is the missin
 stretched continuous judge (the simulation in the tests) ppi-cal is 0.45 (coverage 0.886), ppi-aipw 0.42
 (0.878) and the in-sample fit 0.36 but covers 0.817. So ppi-cal stays cross-fitted with t intervals: no variant
 measured was as narrow as ppi-aipw without giving up coverage.
+
+**Several judges at once** (``ppi_cal_joint_mean``): where several models scored the same units, their scores
+predict the human score better than any one of them. The joint calibration is the least-squares fit of the
+human score on every model's score (the regression estimator of survey sampling; asymptotically PPI++ with
+one ``lam`` per model): ``theta = mean(m(F_unlabelled)) + mean(y - m(F_labelled))``, ``se^2 = sum(r^2)/(n - p)/n
++ Var(m_unlabelled)/N`` with ``p`` the rank of the design (intercept included) and Student's t on ``n - p``
+degrees of freedom. A model that did not score a unit contributes its mean score there plus a 0/1 "not scored"
+column, so the estimand is the mean human rating over the units *any* of the models scored. Measured on the
+recorded-like study (3 judges, 1,000 units, 400 label sets, 90%): coverage 0.878-0.89 at n = 30-50 and
+0.92-0.94 at 100, widths 0.81-0.86 of single-judge PPI++ where ppi-aipw's single-judge interval is 0.92-0.95;
+at n = 20 coverage fell to 0.84, so the row needs ``max(30, 5 p)`` labels (otherwise it is NaN with a note).
+An in-sample fit needs the ``n - p`` correction: leave-one-out (PRESS) residuals instead over-cover (0.90-0.95)
+at widths 0.89-1.07, and cross-fitting a linear index was 3-5% wider than the in-sample fit at 50 labels.
 """
 
 from __future__ import annotations
@@ -98,3 +111,49 @@ def ppi_cal_mean(y: np.ndarray, yhat: np.ndarray, yhat_unlabeled: np.ndarray, al
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     half = float(student_t.ppf(1.0 - alpha / 2.0, n - 1)) * se
     return Estimate(float(point), float(point - half), float(point + half), float(se), n, big_n, float(lam))
+
+
+def joint_columns(scores: np.ndarray) -> np.ndarray:
+    """The joint calibration's covariates from a units x models score matrix (NaN: not scored): each model's
+    score with its missing entries set to that model's mean, and a 0/1 "not scored" column for every model that
+    missed a unit."""
+    columns: list[np.ndarray] = []
+    for k in range(scores.shape[1]):
+        column = scores[:, k]
+        missing = np.isnan(column)
+        if missing.all():
+            continue
+        columns.append(np.where(missing, float(np.nanmean(column)), column))
+        if missing.any():
+            columns.append(missing.astype(float))
+    return np.column_stack(columns) if columns else np.empty((scores.shape[0], 0))
+
+
+def joint_labels_needed(columns: int) -> int:
+    """Labels the joint calibration needs: 30, and 5 per fitted coefficient (intercept included)."""
+    return max(30, 5 * (columns + 1))
+
+
+def ppi_cal_joint_mean(y: np.ndarray, covariates: np.ndarray, covariates_unlabeled: np.ndarray,
+                       alpha: float = 0.05) -> Estimate:
+    """The mean of ``y`` with the least-squares calibration of several models' scores at once (``covariates``:
+    labelled units x columns from ``joint_columns``; ``covariates_unlabeled`` the same columns on the other
+    units); NaN below ``joint_labels_needed`` labels. ``lam`` is NaN (one coefficient per column)."""
+    y = np.asarray(y, dtype=float)
+    n, big_n = y.size, covariates_unlabeled.shape[0]
+    if covariates.shape[0] != n:
+        raise ValueError(f"{n} human scores but {covariates.shape[0]} rows of judge scores on the labelled units")
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    if n < joint_labels_needed(covariates.shape[1]) or big_n < 2:
+        return _nan(n, big_n)
+    design = np.column_stack([np.ones(n), covariates])
+    design_unl = np.column_stack([np.ones(big_n), covariates_unlabeled])
+    coef, _, rank, _ = np.linalg.lstsq(design, y, rcond=None)
+    residual = y - design @ coef
+    fitted_unl = design_unl @ coef
+    point = float(fitted_unl.mean() + residual.mean())
+    df = n - int(rank)
+    se = math.sqrt(float(residual @ residual) / df / n + float(np.var(fitted_unl, ddof=1)) / big_n)
+    half = float(student_t.ppf(1.0 - alpha / 2.0, df)) * se
+    return Estimate(point, point - half, point + half, float(se), n, big_n, math.nan)

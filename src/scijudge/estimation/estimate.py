@@ -17,7 +17,7 @@ import pandas as pd
 
 from scijudge.errors import InputError
 from scijudge.estimation._units import Units, match_units
-from scijudge.estimation.calibrated import ppi_cal_mean
+from scijudge.estimation.calibrated import joint_columns, ppi_cal_joint_mean, ppi_cal_mean
 from scijudge.estimation.ppi import Estimate, classical_mean, difference, labels_needed, ppi_mean
 
 METHODS = ("ppi", "ppi-cal", "human-only", "judge-only")
@@ -171,8 +171,9 @@ def _flag_rows(table: pd.DataFrame, units: Units) -> pd.DataFrame:
     est, se = table["estimate"].to_numpy(float), table["se"].to_numpy(float)
     scales = [units.scales.get(j) for j in table["judge"]]
     notes: list[str] = []
+    given = table["note"].fillna("").astype(str).to_numpy(object)
     for k in range(len(table)):
-        parts: list[str] = []
+        parts: list[str] = [given[k]] if given[k] else []
         if n[k] < FEW_UNITS:
             parts.append(f"few units (n = {int(n[k])} < {FEW_UNITS})")
         if math.isfinite(lo[k]) and hi[k] - lo[k] == 0:
@@ -209,6 +210,8 @@ def estimate_units(units: Units, *, compare: Sequence[str] | None = None, alpha:
         rows += _rows(judge, model, group, results, n_abstained=int((status[positions] == "abstained").sum()),
                       n_label_only=int(label_only.get((judge, model, group), 0)), kind="mean", paired=None,
                       alpha=alpha, estimand=units.estimand, design=design)
+    if picks is None:
+        rows += _joint_rows(frame, units, alpha, rows)
     if compare:
         per_key = {key: frame.iloc[positions] for key, positions in index.items()}
         rows += _compare_rows(per_key, label_only, compare, alpha, units.estimand, by_run=units.by_run, picks=picks)
@@ -216,6 +219,64 @@ def estimate_units(units: Units, *, compare: Sequence[str] | None = None, alpha:
     table = _flag_rows(table, units)
     table.attrs["design_notes"] = {key: len(items) for key, items in design_items.items()}
     return table
+
+
+JOINT_SEPARATOR = " + "
+"""Joins the models of a joint ``ppi-cal`` row in its ``model`` column (``a + b + c``)."""
+
+
+def _joint_rows(frame: pd.DataFrame, units: Units, alpha: float,
+                single_rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``ppi-cal`` on several models' scores at once (``calibrated.ppi_cal_joint_mean``): one row per judge (and
+    ``--by`` group; across the runs when the groups are the runs) where at least two models scored a shared
+    unit and the labels suffice (``calibrated.joint_labels_needed``). Its ``model`` is the models joined by
+    " + "; ``recommended`` when it is narrower than every
+    single-model estimate of that judge (and group); ``n_label_only`` is the fewest of its models'."""
+    from scijudge.estimation._units import ESTIMANDS
+
+    is_ok = (frame["status"] == "ok") & frame["score"].notna()
+    if not is_ok.any():
+        return []
+    keys = ["judge"] if units.by_run else ["judge", "group"]
+    out: list[dict[str, Any]] = []
+    for key, whole in frame.groupby(keys, sort=True):
+        sub = whole[is_ok.loc[whole.index]]
+        judge = str(key[0] if isinstance(key, tuple) else key)
+        models = sub["model"].astype(str)
+        if units.by_run:  # a contender is a model in one run; the same model in two runs is named with its run
+            runs_per_model = sub.groupby(models)["group"].transform("nunique")
+            contender = models.where(runs_per_model <= 1, models + " (" + sub["group"].astype(str) + ")")
+        else:
+            contender = models
+        names = sorted(set(contender))
+        if len(names) < 2:
+            continue
+        scores = sub.assign(_c=contender).groupby(["item_id", "part", "_c"], sort=True)["score"].mean().unstack("_c")
+        if int((scores.notna().sum(axis=1) >= 2).sum()) == 0:
+            continue
+        human = sub.groupby(["item_id", "part"], sort=True)["human"].first().reindex(scores.index).to_numpy(float)
+        covariates = joint_columns(scores[names].to_numpy(float))
+        labeled = ~np.isnan(human)
+        result = ppi_cal_joint_mean(human[labeled], covariates[labeled], covariates[~labeled], alpha)
+        group = (JOINT_SEPARATOR.join(sorted(set(sub["group"].astype(str)))) if units.by_run
+                 else str(key[1]))
+        single = [r["hi"] - r["lo"] for r in single_rows if r["kind"] == "mean" and r["recommended"]
+                  and r["judge"] == judge and (units.by_run or r["group"] == group)]
+        width = result.hi - result.lo
+        n_abstained = int(whole[["item_id", "part"]].drop_duplicates().shape[0] - len(scores))
+        note = (f"ppi-cal on {len(names)} models' scores at once (least squares on {covariates.shape[1]} "
+                f"columns, t on n - p df); units any of them scored")
+        if not math.isfinite(width):  # fewer labels than joint_labels_needed: no row (the single models' stand)
+            continue
+        label_only = [units.label_only_counts.get((judge, m, g), 0) for m, g in
+                      sub[["model", "group"]].drop_duplicates().itertuples(index=False)]
+        out.append({"judge": judge, "model": JOINT_SEPARATOR.join(names), "group": group, "method": "ppi-cal",
+                    **result.as_dict(), "n_abstained": n_abstained, "n_label_only": min(label_only) if label_only else 0,
+                    "kind": "mean", "paired": None, "alpha": alpha,
+                    "estimand": ESTIMANDS.get(units.estimand, units.estimand), "design": SRS_DESIGN,
+                    "recommended": bool(single and width < min(single)),
+                    "note": note})
+    return out
 
 
 def _compare_rows(per_key: dict[tuple[str, str, str], pd.DataFrame], label_only: Mapping[Any, int],
