@@ -177,3 +177,35 @@ def test_the_viewers_calibration_is_calibrates_and_keeps_members_beside_their_ju
         got = viewed[viewed["contender"] == member].drop(columns="rank").reset_index(drop=True)
         assert len(want)
         pd.testing.assert_frame_equal(got[want.columns], want, check_exact=True)
+
+
+def test_paired_mae_on_a_continuous_scale_uses_the_raw_values_like_the_per_rubric_row() -> None:
+    """One rule: on a continuous scale MAE is on raw values everywhere, the paired comparison included (it was on
+    grid-rounded values while the per-rubric MAE used raw ones). Checked against scikit-learn's MAE on the raw
+    values, and the bootstrap interval of the difference against a paired t interval over items."""
+    from scipy import stats
+    from sklearn.metrics import mean_absolute_error
+
+    from scijudge.metrics.calibration import calibrate
+
+    rng = np.random.default_rng(0)
+    rows, labels = [], []
+    for k in range(80):
+        h = round(float(rng.uniform(1, 5)), 2)
+        labels.append({"item_id": f"i{k}", "judge": "j", "score": h})
+        for model, noise in (("a", 0.5), ("b", 0.9)):
+            rows.append({"item_id": f"i{k}", "judge": "j", "model": model,
+                         "score": float(np.clip(h + rng.normal(0, noise), 1, 5))})
+    judgments, human = pd.DataFrame(rows), pd.DataFrame(labels)
+    result = calibrate(judgments, human, scale=(1, 5, 1, "continuous"), n_boot=1000)
+    paired = result.paired.set_index(["judge", "metric"]).loc[("j", "mae")]
+    per = result.per_rubric.set_index("contender")
+    errors = {m: np.abs(judgments[judgments["model"] == m]["score"].to_numpy() - human["score"].to_numpy())
+              for m in ("a", "b")}
+    for side, model in (("value_a", "a"), ("value_b", "b")):
+        raw = mean_absolute_error(human["score"], judgments[judgments["model"] == model]["score"])
+        assert paired[side] == pytest.approx(raw, abs=1e-12) == pytest.approx(per.loc[model, "mae"], abs=1e-12)
+    d = errors["a"] - errors["b"]
+    half = stats.t.ppf(0.975, d.size - 1) * d.std(ddof=1) / np.sqrt(d.size)
+    assert paired["diff_lo"] == pytest.approx(d.mean() - half, abs=0.3 * half)
+    assert paired["diff_hi"] == pytest.approx(d.mean() + half, abs=0.3 * half)

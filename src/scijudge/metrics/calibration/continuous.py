@@ -186,7 +186,7 @@ def _rank_replicates_per_resample(chunks: Iterable[np.ndarray], j: np.ndarray, h
 
 def rounding_note(grid_step: float) -> str:
     """What a continuous row's statistics were computed on, stated once per row."""
-    return (f"continuous scale: MAE, bias, correlations, ICC and SD ratio on the raw values; κ, α, AC2, exact and "
+    return (f"continuous scale: MAE (paired comparisons too), bias, correlations, ICC and SD ratio on the raw values; κ, α, AC2, exact and "
             f"within-one-step agreement and confusion after rounding both sides to the {grid_step:g} grid "
             "(half-way to the even step)")
 

@@ -37,6 +37,15 @@ class _PairSpec:
     pairs_b: pd.DataFrame
     block_a: Any
     block_b: Any
+    raw_a: Any = None  # per-item (sum |raw error|, count) blocks where a side is on a continuous scale
+    raw_b: Any = None
+
+
+def _raw_errors(pairs: pd.DataFrame) -> np.ndarray:
+    """|judge - human| on the values the per-rubric MAE uses: raw ones on a continuous scale, else the grid."""
+    j = pairs["score_raw"] if "score_raw" in pairs else pairs["score"]
+    h = pairs["h_raw"] if "h_raw" in pairs else pairs["h_score"]
+    return np.abs(j.to_numpy(float) - h.to_numpy(float))
 
 
 def _pair_blocks(ord_groups: list[_Group], ver_groups: list[_Group], ctx: _Context) -> list[_PairSpec]:
@@ -69,8 +78,17 @@ def _pair_blocks(ord_groups: list[_Group], ver_groups: list[_Group], ctx: _Conte
                     name = ("pair", a, b, judge, tag)
                     ctx.blocks.add(name, p["item_id"], hi * k + ji, k * k)
                     blocks.append(name)
+                raw: list[Any] = [None, None]
+                if ga.track == "ordinal" and ("score_raw" in pa or "score_raw" in pb):
+                    for side, (tag, p) in enumerate((("a", pa), ("b", pb))):
+                        raw[side] = ("pair-mae", a, b, judge, tag)
+                        items = p["item_id"].to_numpy(object)
+                        ctx.blocks.add(raw[side], np.concatenate([items, items]),
+                                       np.repeat(np.array([0, 1]), len(p)), 2,
+                                       values=np.concatenate([_raw_errors(p), np.ones(len(p))]))
                 specs.append(_PairSpec(a=a, b=b, judge=judge, track=ga.track, pool=ga.pool, categories=cats,
-                                       pairs_a=pa, pairs_b=pb, block_a=blocks[0], block_b=blocks[1]))
+                                       pairs_a=pa, pairs_b=pb, block_a=blocks[0], block_b=blocks[1],
+                                       raw_a=raw[0], raw_b=raw[1]))
     return specs
 
 
@@ -132,10 +150,21 @@ def _paired_frame(specs: list[_PairSpec], ctx: _Context) -> pd.DataFrame:
                 stats_b = ordinal_stats(reps_b, first.categories, tol)
             else:
                 stats_a, stats_b = verdict_stats(reps_a), verdict_stats(reps_b)
+        raw = all(s.raw_a is not None for s in group)  # a continuous side: MAE on the raw values, as per rubric
+        if raw and stats_a is not None and stats_b is not None:
+            for stats, name in ((stats_a, "raw_a"), (stats_b, "raw_b")):
+                parts = [ctx.blocks.get(getattr(s, name)) for s in group]
+                sums = np.sum([q for q in parts if q is not None], axis=0)
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    stats["mae"] = sums[:, 0] / sums[:, 1]
         for metric in PAIRED_METRICS[first.track]:
             with ctx.caller_threads():  # library point estimates: the caller's BLAS threads (one_blas_thread)
-                va = _point_metric(first.track, pa, first.categories, metric)
-                vb = _point_metric(first.track, pb, first.categories, metric)
+                if raw and metric == "mae":
+                    va = float(np.concatenate([_raw_errors(s.pairs_a) for s in group]).mean())
+                    vb = float(np.concatenate([_raw_errors(s.pairs_b) for s in group]).mean())
+                else:
+                    va = _point_metric(first.track, pa, first.categories, metric)
+                    vb = _point_metric(first.track, pb, first.categories, metric)
             row: dict[str, Any] = {"a": first.a, "b": first.b, "judge": judge_name, "track": first.pool, "metric": metric,
                                    "n": len(pa), "n_items": int(pa["item_id"].nunique()), "value_a": va, "value_b": vb,
                                    "diff": va - vb}
