@@ -202,8 +202,8 @@ def judge_cmd(
                                       on_result=on_result)
         except ScijudgeError as exc:
             partial = getattr(exc, "summary", None)
-            if partial is not None:
-                print_summary(partial, run_path)
+            if partial is not None and (partial.judged or partial.skipped_done or partial.no_answer or partial.tokens_in):
+                print_summary(partial, run_path)  # a table of zeros (nothing reached) would only hide the error
             console.print(f"[bold red]error:[/] {escape(redact(str(exc)))}", highlight=False, soft_wrap=True)
             if partial is not None and partial.resumable and getattr(exc, "resume_helps", True):
                 console.print(f"resume with: {escape(resume_command())}", highlight=False, soft_wrap=True)
