@@ -112,7 +112,7 @@ def calibrate_cmd(
 ) -> Any:
     """Compare judges with human labels: agreement, bias, intervals, paired tests, robustness and a report.
 
-    Example: scijudge calibrate --labels labels.jsonl --run gpt4o.sqlite --run llama.sqlite --out report/
+    Example: scijudge calibrate --labels datasets/yescieval_example/labels.jsonl --run panel.sqlite --out report/   (panel.sqlite from: scijudge import-judgments datasets/jury_example/panel.jsonl --run panel.sqlite; repeat --run to compare stores)
     """
     import pandas as pd
 
@@ -204,7 +204,7 @@ def perturb_cmd(
 ) -> int:
     """Write adversarial answer variants per rubric (YESciEval recipe) plus a prompt-injection probe.
 
-    Example: scijudge perturb items.jsonl --level extreme --seed 1 --out perturbed.jsonl
+    Example: scijudge perturb datasets/yescieval_example/items.jsonl --level extreme --seed 1 --out perturbed.jsonl
     """
     from scijudge._files import atomic_output, refuse_overwrite
     from scijudge.data import load_items

@@ -127,7 +127,7 @@ def estimate_cmd(
 
     Groups are item meta values (--by FIELD, read from --items ITEMS.jsonl) or, without --by, the runs.
 
-    Example: scijudge estimate --run gpt4o.sqlite --labels labels.jsonl --items items.jsonl --by system --compare A B --out est/
+    Example: scijudge estimate --run panel.sqlite --labels datasets/yescieval_example/labels.jsonl --compare judge-a judge-b --out est/   (panel.sqlite from: scijudge import-judgments datasets/jury_example/panel.jsonl --run panel.sqlite)
     """
     from scijudge.commands.calibrate import _scale_mapping
     from scijudge.estimation import conformal_units, estimate_units, labels_needed_units, match_units
@@ -159,7 +159,7 @@ def estimate_cmd(
     table = estimate_units(units, compare=list(compare) if compare else None, alpha=alpha, picks=design)
     source_text, from_model = provenance_note(label_frame)
     table = _with_provenance(table, label_frame, source_text, from_model)
-    sets, cover = conformal_units(units, 1 - coverage, seed=seed)
+    sets, cover = conformal_units(units, round(1 - coverage, 12), seed=seed)  # 0.1, not 0.09999999999999998
     needed = labels_needed_units(units, target_width, alpha) if target_width is not None else None
     from scijudge.commands._console import console
 

@@ -31,7 +31,7 @@ def export_cmd(
 
     The file is written whole or not at all (a temporary file renamed at the end), never over the run store.
 
-    Example: scijudge export runs/qa.sqlite --out qa.csv
+    Example: scijudge export runs/demo.sqlite --out demo.csv   (after `scijudge demo`)
     """
     if to in ("jsonl", "csv"):
         format = format or to
