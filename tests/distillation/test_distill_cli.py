@@ -161,7 +161,9 @@ def test_the_student_is_judged_on_the_prompt_it_was_trained_on(distilled):
         with torch.no_grad():
             logits = model(input_ids=torch.tensor([ids])).logits[0, -1]
         want = torch.softmax(logits[level_ids].double(), -1).tolist()
-        assert [probs[v] for v in levels] == pytest.approx(want, abs=1e-5)
+        # float32: the engine serves merged LoRA weights, this forward adds them unmerged; the two round apart by
+        # up to ~1.5e-5 in a probability (seen on one CPU build), where a different prompt moves it by > 1e-2
+        assert [probs[v] for v in levels] == pytest.approx(want, abs=1e-4)
 
 
 @needs_decision
