@@ -197,7 +197,7 @@ def test_paired_mae_on_a_continuous_scale_uses_the_raw_values_like_the_per_rubri
             rows.append({"item_id": f"i{k}", "judge": "j", "model": model,
                          "score": float(np.clip(h + rng.normal(0, noise), 1, 5))})
     judgments, human = pd.DataFrame(rows), pd.DataFrame(labels)
-    result = calibrate(judgments, human, scale=(1, 5, 1, "continuous"), n_boot=1000)
+    result = calibrate(judgments, human, scale=(1, 5, 1, "continuous"), n_boot=500)
     paired = result.paired.set_index(["judge", "metric"]).loc[("j", "mae")]
     per = result.per_rubric.set_index("contender")
     errors = {m: np.abs(judgments[judgments["model"] == m]["score"].to_numpy() - human["score"].to_numpy())
