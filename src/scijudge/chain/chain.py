@@ -186,6 +186,7 @@ class StructuredChain(JSONAdapter):  # DSPy's adapter class, looked up at run ti
         super().__init__(use_native_function_calling=False)
         self.config = config or ChainConfig()
         self.memory = memory or shared_memory()
+        self._configs: dict[tuple[Any, ...], Any] = {}
 
     def with_config(self, **changes: Any) -> StructuredChain:
         """A chain of the same kind and memory with some settings changed (this one is left as it is)."""
@@ -295,14 +296,12 @@ class StructuredChain(JSONAdapter):  # DSPy's adapter class, looked up at run ti
         last_problem = "no strategy was tried"
         strategies = self.strategies_for(lm)
         for position, strategy in enumerate(strategies):
-            response_format = response_format_for(strategy, output_type)
             last_strategy = position == len(strategies) - 1
             try:
                 for temperature in self.config.temperatures:
                     max_tokens = base_tokens
                     for length_try in range(2):
-                        config = lm15.Config(temperature=temperature, max_tokens=max_tokens,
-                                             response_format=response_format, logprobs=self.config.logprobs)
+                        config = self._lm15_config(strategy, output_type, temperature, max_tokens)
                         request = lm15.Request(model=lm.model, messages=chat, system=system, config=config)
                         key = _cache_key(lm, request) if use_cache else None
                         response = _cached_response(key) if key is not None else None
@@ -342,6 +341,21 @@ class StructuredChain(JSONAdapter):  # DSPy's adapter class, looked up at run ti
                 if exc.remember:
                     self._remember(self.memory.rejected, lm, strategy)
         raise Abstained(f"all strategies failed; last problem: {last_problem}", record.attempts)
+
+    def _lm15_config(self, strategy: str, output_type: Any, temperature: float, max_tokens: int) -> Any:
+        """The lm15 Config of one attempt, built once per chain and setting (it is frozen, and building one
+        re-validates the whole response schema): every request with the same settings shares it."""
+        key = (strategy, output_type, temperature, max_tokens)
+        config = self._configs.get(key)
+        if config is None:
+            from dspy import lm15
+
+            if len(self._configs) > 256:
+                self._configs.clear()
+            config = self._configs[key] = lm15.Config(
+                temperature=temperature, max_tokens=max_tokens, response_format=response_format_for(strategy, output_type),
+                logprobs=self.config.logprobs)
+        return config
 
     # --- the same request and parsing for callers that send requests themselves (provider batch APIs) ---
     def chat_body(self, model: str, signature: Any, demos: list[dict[str, Any]], inputs: dict[str, Any], *,
