@@ -13,6 +13,7 @@ import json
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
@@ -203,6 +204,13 @@ def safe_endpoint(api_base: str | None) -> str:
     """An endpoint URL without credentials: userinfo, query and fragment removed ('' for the provider default)."""
     if not api_base:
         return ""
+    if isinstance(api_base, str):
+        return _safe_endpoint(api_base)  # once per endpoint: every judgment's result asks
+    return _safe_endpoint.__wrapped__(api_base)
+
+
+@lru_cache(maxsize=256)
+def _safe_endpoint(api_base: str) -> str:
     try:
         parts = urlsplit(str(api_base).strip())
     except ValueError:

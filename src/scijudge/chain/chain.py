@@ -196,7 +196,7 @@ class StructuredChain(JSONAdapter):  # DSPy's adapter class, looked up at run ti
 
     def format(self, signature: Any, demos: list[dict[str, Any]], inputs: dict[str, Any]) -> list[dict[str, Any]]:
         """DSPy's JSON prompt, with every input value fenced (issue 11: no value can open or close a section)."""
-        names = set(signature.input_fields)
+        names = {name for name, _ in _input_fields(signature)}
         demos = [fence_inputs(demo, names) for demo in demos]
         messages: list[dict[str, Any]] = super().format(signature, demos, fence_inputs(inputs, names))
         return messages
@@ -216,7 +216,7 @@ class StructuredChain(JSONAdapter):  # DSPy's adapter class, looked up at run ti
         ``benchmarks/bench_async.py --profile``); any other value goes through DSPy's formatting."""
         format_field_value = _dspy_compat.format_field_value
         messages = [prefix]
-        for name, info in signature.input_fields.items():
+        for name, info in _input_fields(signature):
             if name in inputs:
                 value = inputs[name]
                 text = value if isinstance(value, str) else format_field_value(field_info=info, value=value)
@@ -288,7 +288,7 @@ class StructuredChain(JSONAdapter):  # DSPy's adapter class, looked up at run ti
         by ``drive`` (blocking) or ``adrive`` (asyncio)."""
         from dspy import lm15
 
-        output_type = signature.output_fields[OUTPUT_FIELD].annotation
+        output_type = _output_type(signature)
         system, chat = to_lm15(messages)
         base_tokens = int(lm_kwargs.get("max_tokens") or getattr(lm, "kwargs", {}).get("max_tokens")
                           or self.config.max_tokens)
@@ -539,12 +539,24 @@ def _system_message(adapter: StructuredChain, signature: Any) -> str:
 def _drop_empty_optional(signature: Any, inputs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     """Leave optional inputs out of the prompt entirely when they are empty (no empty headings)."""
     drop = tuple(
-        name for name, info in signature.input_fields.items()
+        name for name, info in _input_fields(signature)
         if not info.is_required() and inputs.get(name) in (None, "")
     )
     if not drop:
         return signature, inputs
     return _without(signature, drop), {k: v for k, v in inputs.items() if k not in drop}
+
+
+@lru_cache(maxsize=512)
+def _input_fields(signature: Any) -> tuple[tuple[str, Any], ...]:
+    """A signature's input fields in order (DSPy builds the mapping anew on every ``input_fields`` read; a signature
+    class never changes its fields: ``delete``, ``with_instructions`` and the like make a new class)."""
+    return tuple(signature.input_fields.items())
+
+
+@lru_cache(maxsize=512)
+def _output_type(signature: Any) -> Any:
+    return signature.output_fields[OUTPUT_FIELD].annotation
 
 
 @lru_cache(maxsize=512)
