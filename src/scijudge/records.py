@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Literal, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 Status = Literal["ok", "abstained"]
 Outcome = Literal[
@@ -79,6 +79,8 @@ class Columns:
 class Attempt(BaseModel):
     """One request sent (or answered from scijudge's cache) inside the chain, with what came of it."""
 
+    model_config = ConfigDict(defer_build=True)  # built at first use: reading a store (calibrate) never needs it
+
     strategy: str
     temperature: float
     max_tokens: int | None = None
@@ -95,6 +97,8 @@ class Attempt(BaseModel):
 
 class JudgeResult(BaseModel):
     """One judgment as stored: typed output or an abstention with its reason, plus its full cost."""
+
+    model_config = ConfigDict(defer_build=True)
 
     item_id: str
     judge: str
