@@ -232,9 +232,9 @@ def test_the_inline_async_call_leaves_callbacks_subclasses_and_a_changed_dspy_to
 
 
 def test_check_names_a_mirrored_dspy_function_that_changed(monkeypatch):
-    monkeypatch.setitem(_dspy_compat._MIRRORED, "dspy.clients.execution.aexecute", "0" * 16)
+    monkeypatch.setitem(_dspy_compat._MIRRORED, "dspy.clients.execution:aexecute", "0" * 16)
     monkeypatch.setattr(_dspy_compat, "_MIRROR_HOLDS", None)
-    assert any("dspy.clients.execution.aexecute" in problem for problem in _dspy_compat.check())
+    assert any("dspy.clients.execution:aexecute" in problem for problem in _dspy_compat.check())
     assert not _dspy_compat.inline_acall_holds()
     monkeypatch.setattr(_dspy_compat, "_MIRROR_HOLDS", None)
 

@@ -51,9 +51,13 @@ from scijudge.chain.fencing import fence_inputs, with_notice
 from scijudge.spec.signatures import OUTPUT_FIELD
 from scijudge.chain.schema import (  # noqa: F401 - public names of the chain, kept importable from here
     InvalidAnswer,
+    _drop_empty_optional,
+    _input_fields,
     _Invalid,
     _json_object,
+    _output_type,
     _parse,
+    _without,
     parse_answer,
     response_format_for,
     strict_schema,
@@ -534,37 +538,6 @@ class StructuredChain(JSONAdapter):  # DSPy's adapter class, looked up at run ti
 def _system_message(adapter: StructuredChain, signature: Any) -> str:
     # Every judge's instructions end by saying that the inputs are material to judge, never instructions.
     return str(JSONAdapter.format_system_message(adapter, signature.with_instructions(with_notice(signature.instructions))))
-
-
-def _drop_empty_optional(signature: Any, inputs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """Leave optional inputs out of the prompt entirely when they are empty (no empty headings)."""
-    drop = tuple(
-        name for name, info in _input_fields(signature)
-        if not info.is_required() and inputs.get(name) in (None, "")
-    )
-    if not drop:
-        return signature, inputs
-    return _without(signature, drop), {k: v for k, v in inputs.items() if k not in drop}
-
-
-@lru_cache(maxsize=512)
-def _input_fields(signature: Any) -> tuple[tuple[str, Any], ...]:
-    """A signature's input fields in order (DSPy builds the mapping anew on every ``input_fields`` read; a signature
-    class never changes its fields: ``delete``, ``with_instructions`` and the like make a new class)."""
-    return tuple(signature.input_fields.items())
-
-
-@lru_cache(maxsize=512)
-def _output_type(signature: Any) -> Any:
-    return signature.output_fields[OUTPUT_FIELD].annotation
-
-
-@lru_cache(maxsize=512)
-def _without(signature: Any, names: tuple[str, ...]) -> Any:
-    """Signature minus some inputs; cached because building a signature class costs ~1 ms."""
-    for name in names:
-        signature = signature.delete(name)
-    return signature
 
 
 def to_lm15(messages: list[dict[str, Any]]) -> tuple[str | None, tuple[Any, ...]]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import inspect
 import warnings
+import weakref
 from functools import lru_cache
 from typing import Any
 
@@ -118,10 +119,8 @@ def memoise_proxy_lookup() -> bool:
 
 
 def memoise_route_lookup() -> bool:
-    """DSPy prices every response after resolving the LM's route offline (``capabilities.resolve``: a new
-    native engine and router per call, about a tenth of a request's CPU in ``benchmarks/bench_async.py``'s
-    profile). The route depends only on the model string, model type and declared providers (read with an
-    empty environment), so it is kept per those. Returns whether applied."""
+    """DSPy prices each response after resolving the LM's route offline (``capabilities.resolve``: a new engine and
+    router per call), which depends only on the model, model type and declared providers: kept per those."""
     from dspy.clients import capabilities
 
     original = capabilities.resolve
@@ -141,8 +140,7 @@ def memoise_route_lookup() -> bool:
             route = cache[key] = original(lm)
         return route
 
-    resolve.scijudge_memo = True  # type: ignore[attr-defined]
-    resolve.__wrapped__ = original  # type: ignore[attr-defined]
+    resolve.scijudge_memo, resolve.__wrapped__ = True, original  # type: ignore[attr-defined]
     capabilities.resolve = resolve
     return True
 
@@ -207,17 +205,14 @@ def check() -> list[str]:
         problems.append(f"dspy.clients.execution cannot be read: {exc}")
     problems.extend(_check_class_swap())
     changed = sorted(name for name, digest in _mirrored_sources().items() if _MIRRORED.get(name) != digest)
-    if changed:
-        problems.append(f"DSPy changed {', '.join(changed)}: acall_request falls back to lm.acall (re-read them "
-                        "and update _MIRRORED)")
-    try:  # memoise_route_lookup wraps the resolve that pricing imports at call time
-        from dspy.clients import capabilities, execution
+    if changed:  # acall_request mirrors them; memoise_route_lookup wraps the resolve pricing imports at call time
+        problems.append(f"DSPy changed {', '.join(changed)}: acall_request falls back to lm.acall (update _MIRRORED)")
+    from dspy.clients import capabilities, execution
 
-        if list(inspect.signature(capabilities.resolve).parameters) != ["lm"] or \
-                "from dspy.clients.capabilities import resolve" not in inspect.getsource(execution._price_result):
-            problems.append("dspy.clients.capabilities.resolve(lm) is no longer what pricing resolves routes with")
-    except (ImportError, OSError, AttributeError) as exc:
-        problems.append(f"dspy.clients.capabilities cannot be read: {exc}")
+    price = getattr(execution, "_price_result", None)
+    if price is None or "from dspy.clients.capabilities import resolve" not in inspect.getsource(price) or \
+            list(inspect.signature(capabilities.resolve).parameters) != ["lm"]:
+        problems.append("dspy.clients.capabilities.resolve(lm) is no longer what pricing resolves routes with")
     try:  # StructuredChain.format_user_message_content repeats ChatAdapter's, minus a TypeAdapter per text value
         from dspy.adapters.chat_adapter import ChatAdapter
 
@@ -348,42 +343,34 @@ def model_rates(provider: str, name: str, keys: tuple[str, str]) -> tuple[float 
 
 
 # --- what the asyncio executor's requests use (issue 41) ---------------------------------------------
-# ``BaseLM.acall`` hops to a worker thread twice per request (``prepare``, which may read local media files, and
-# the advisory pricing, which may load the metadata map), and ``execution._select_engine`` routes the model and
-# has the native engine plan the whole wire request (its JSON body encoded once more) on every call. For the
-# chain's requests (text only, no cache, no callbacks, a stock LM class) ``acall_request`` runs the same steps
-# on the event loop, in the same order, and remembers the engine chosen for a request's shape (everything but
-# its texts). It mirrors these DSPy functions as they are in the tested release; a DSPy whose source differs
-# gets the stock ``lm.acall`` (and ``check()`` names the difference).
+# ``lm.acall`` hops to threads three times a request (``prepare``, which may read media files; the engine's client
+# look-up; pricing) and routes and plans the whole request each call. ``acall_request`` runs the same steps on the
+# loop, the engine kept per request shape, mirroring these functions as the tested DSPy has them (else: ``lm.acall``).
 _MIRRORED = {
-    "dspy.clients.base_lm.BaseLM.acall": "62d038fbc5149f15",
-    "dspy.clients.execution.aexecute": "8e7c28f2cb294990",
-    "dspy.clients.execution._select_engine": "f055e39fc3d20180",
-    "dspy.clients.engines.lm15_engine.AsyncLM15Engine.complete": "d7f62d00e4876cf8",
-    "dspy.clients.engines.lm15_engine._Routing._target": "2e834e2103ca4d66",
+    "dspy.clients.base_lm:BaseLM.acall": "62d038fbc5149f15",
+    "dspy.clients.execution:aexecute": "8e7c28f2cb294990",
+    "dspy.clients.execution:_select_engine": "f055e39fc3d20180",
+    "dspy.clients.engines.lm15_engine:AsyncLM15Engine.complete": "d7f62d00e4876cf8",
+    "dspy.clients.engines.lm15_engine:_Routing._target": "2e834e2103ca4d66",
 }
 _MIRROR_HOLDS: bool | None = None
-_ENGINE_MEMO: Any = None  # WeakKeyDictionary: LM -> {request shape: (config, engine, provider)}
+_ENGINE_MEMO: Any = weakref.WeakKeyDictionary()  # LM -> {request shape: (config, engine, provider)}
 
 
 def _mirrored_sources() -> dict[str, str]:
     """The installed DSPy's source fingerprint of each function ``acall_request`` mirrors."""
+    import functools
     import hashlib
+    import importlib
 
-    from dspy.clients import base_lm, execution
-    from dspy.clients.engines import lm15_engine
-
-    objects = {"dspy.clients.base_lm.BaseLM.acall": base_lm.BaseLM.acall,
-               "dspy.clients.execution.aexecute": execution.aexecute,
-               "dspy.clients.execution._select_engine": execution._select_engine,
-               "dspy.clients.engines.lm15_engine.AsyncLM15Engine.complete": lm15_engine.AsyncLM15Engine.complete,
-               "dspy.clients.engines.lm15_engine._Routing._target": lm15_engine._Routing._target}
     found: dict[str, str] = {}
-    for name, obj in objects.items():
+    for name in _MIRRORED:
+        module, _, path = name.partition(":")
         try:
+            obj = functools.reduce(getattr, path.split("."), importlib.import_module(module))
             found[name] = hashlib.sha256(inspect.getsource(obj).encode()).hexdigest()[:16]
-        except (OSError, TypeError):
-            found[name] = "unreadable"
+        except (ImportError, AttributeError, OSError, TypeError):
+            found[name] = "gone"
     return found
 
 
@@ -395,22 +382,16 @@ def inline_acall_holds() -> bool:
     return _MIRROR_HOLDS
 
 
-def _inline_applies(lm: Any) -> bool:
+async def acall_request(lm: Any, request: Any) -> Any:
+    """``lm.acall(request, cache=False)``: the same Response, history entry, usage, price and errors, with no thread
+    hop and the engine remembered per request shape (see above); other LMs, or callbacks: ``lm.acall`` itself."""
     import dspy
+    from dspy.clients import execution
     from dspy.clients.base_lm import BaseLM
 
-    return (inline_acall_holds() and type(lm).acall is BaseLM.acall and hasattr(lm, "_engine_spec")
-            and not dspy.settings.get("callbacks", []) and not getattr(lm, "callbacks", None))
-
-
-async def acall_request(lm: Any, request: Any) -> Any:
-    """``lm.acall(request, cache=False)``: the same lm15 Response, history entry, usage, price and errors, with
-    no worker-thread hop and the engine routing remembered per request shape (see above). Any other LM, or
-    a call with callbacks, goes through ``lm.acall`` itself."""
-    if not _inline_applies(lm):
+    if not (inline_acall_holds() and type(lm).acall is BaseLM.acall and hasattr(lm, "_engine_spec")
+            and not dspy.settings.get("callbacks", []) and not getattr(lm, "callbacks", None)):
         return await lm.acall(request, cache=False)
-    from dspy.clients import execution
-
     call = execution.prepare(lm, request, None, {"cache": False}, asynchronous=True)
     if not call.managed or call.cache or call.request is None or call.n != 1:
         return await lm.acall(request, cache=False)
@@ -425,16 +406,15 @@ async def _aexecute(lm: Any, call: Any) -> Any:
 
     backend, request, provider = _engine_for(lm, call)
     results: list[Any] = []
-    retries = lm.num_retries
     try:
-        for attempt in range(retries + 1):
+        for attempt in range(lm.num_retries + 1):
             state = execution._Attempt()
             try:
                 with execution.error_boundary(lm.model, provider=provider, unexpected=True):
                     await execution._aattempt(lm, call, backend, request, provider, state, results)
                 break
             except Exception as exc:
-                if not execution._retryable(state, exc, attempt, retries):
+                if not execution._retryable(state, exc, attempt, lm.num_retries):
                     raise
                 await asyncio.sleep(execution._delay(exc, attempt))
         execution._price_result(lm, state.result, state.response, provider, request)
@@ -446,38 +426,27 @@ async def _aexecute(lm: Any, call: Any) -> Any:
 
 
 def _request_shape(lm: Any, request: Any) -> tuple[Any, ...] | None:
-    """What DSPy's engine choice for ``request`` depends on, without its texts; None when it is not a plain
-    text request (those are routed afresh every time)."""
+    """What DSPy's engine choice for ``request`` depends on, less its texts (None: not plain text, routed afresh)."""
     import asyncio
 
-    system = request.system
-    if request.tools or not (system is None or isinstance(system, str)):
+    system, parts = request.system, [part.type for message in request.messages for part in message.parts]
+    if request.tools or not (system is None or isinstance(system, str)) or any(kind != "text" for kind in parts):
         return None
-    messages = []
-    for message in request.messages:
-        if not all(part.type == "text" for part in message.parts):
-            return None
-        messages.append((message.role, len(message.parts)))
     try:
         options = tuple(sorted((k, v if isinstance(v, (str, int, float, bool, type(None))) else id(v))
                                for k, v in lm.kwargs.items()))
     except TypeError:
         return None
-    return (asyncio.get_running_loop(), lm.model, lm.model_type, id(lm._engine_spec),
-            id(getattr(lm, "_providers", None)), options, request.model, system is None, tuple(messages),
+    return (asyncio.get_running_loop(), lm.model, lm.model_type, id(lm._engine_spec), id(getattr(lm, "_providers", None)),
+            options, request.model, system is None, tuple((m.role, len(m.parts)) for m in request.messages),
             id(request.config))
 
 
 def _engine_for(lm: Any, call: Any) -> tuple[Any, Any, Any]:
     """``execution._engine(lm, call, True)``, remembered per request shape while its native engine is still the
     LM's (a request whose features the native route refused is routed afresh, as DSPy does)."""
-    import weakref
-
     from dspy.clients import execution
 
-    global _ENGINE_MEMO
-    if _ENGINE_MEMO is None:
-        _ENGINE_MEMO = weakref.WeakKeyDictionary()
     request = call.request
     shape = _request_shape(lm, request)
     try:
@@ -498,10 +467,9 @@ def _engine_for(lm: Any, call: Any) -> tuple[Any, Any, Any]:
 
 
 class _InlineTarget:
-    """One of the LM's native async engines whose ``complete`` looks its provider client up on the event loop
-    once the client exists (``AsyncLM15Engine.complete`` hops to a worker thread for it on every request, for
-    the first call's construction, which may load credentials); the first call, streams and everything else
-    are the engine's own."""
+    """An LM's native async engine whose ``complete`` looks its provider client up on the loop once it exists
+    (``AsyncLM15Engine.complete`` hops to a thread for it every time, for the first construction, which may load
+    credentials); the first call, streams and all else are the engine's own."""
 
     def __init__(self, engine: Any) -> None:
         self._engine = engine
@@ -519,8 +487,7 @@ class _InlineTarget:
         return getattr(self._engine, name)
 
 
-def _owns(lm: Any, backend: Any) -> bool:
-    """Whether ``backend`` is one of the LM's own pooled native engines (closed pools are dropped from it)."""
+def _owns(lm: Any, backend: Any) -> bool:  # one of the LM's pooled native engines (closed pools leave the store)
     return any(engine is backend for engine in list(getattr(lm, "_engine_store", {}).values()))
 
 
