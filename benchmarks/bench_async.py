@@ -12,6 +12,7 @@ concurrency by default): on a shared machine the rate is noisy; read the ratio.
     python benchmarks/bench_async.py                 # 512 in flight at 2 s, and 64 in flight at 100 ms
     python benchmarks/bench_async.py --rounds 4      # fewer judgments
     python benchmarks/bench_async.py --profile       # where the asyncio executor's CPU per judgment goes
+    python benchmarks/bench_async.py --setting 64:0.1 --ways "async executor"   # one setting, one way
 """
 
 from __future__ import annotations
@@ -130,6 +131,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=8, help="judgments per setting = rounds x concurrency")
     parser.add_argument("--ways", nargs="+", default=list(WAYS), choices=WAYS)
+    parser.add_argument("--setting", action="append", metavar="IN_FLIGHT:LATENCY_S",
+                        help="only this setting (repeatable), e.g. 64:0.1; default: 512:2 and 64:0.1")
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     fresh_dspy_cache()
@@ -141,7 +144,8 @@ def main() -> None:
         return
     print(f"{'in flight':>9} {'latency':>8} {'way':<20} {'judgments':>9} {'j/s':>7} {'ideal':>6} {'ratio':>6} "
           f"{'cpu ms/j':>8} {'max RSS':>8}")
-    for concurrency, latency in SETTINGS:
+    settings = [(int(c), float(s)) for c, s in (x.split(":") for x in args.setting)] if args.setting else SETTINGS
+    for concurrency, latency in settings:
         n = args.rounds * concurrency
         with ServerProcess(latency) as server:
             for way in args.ways:

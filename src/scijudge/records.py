@@ -13,11 +13,12 @@ import json
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 Status = Literal["ok", "abstained"]
 Outcome = Literal[
@@ -78,6 +79,8 @@ class Columns:
 class Attempt(BaseModel):
     """One request sent (or answered from scijudge's cache) inside the chain, with what came of it."""
 
+    model_config = ConfigDict(defer_build=True)  # built at first use: reading a store (calibrate) never needs it
+
     strategy: str
     temperature: float
     max_tokens: int | None = None
@@ -94,6 +97,8 @@ class Attempt(BaseModel):
 
 class JudgeResult(BaseModel):
     """One judgment as stored: typed output or an abstention with its reason, plus its full cost."""
+
+    model_config = ConfigDict(defer_build=True)
 
     item_id: str
     judge: str
@@ -203,6 +208,13 @@ def safe_endpoint(api_base: str | None) -> str:
     """An endpoint URL without credentials: userinfo, query and fragment removed ('' for the provider default)."""
     if not api_base:
         return ""
+    if isinstance(api_base, str):
+        return _safe_endpoint(api_base)  # once per endpoint: every judgment's result asks
+    return _safe_endpoint.__wrapped__(api_base)
+
+
+@lru_cache(maxsize=256)
+def _safe_endpoint(api_base: str) -> str:
     try:
         parts = urlsplit(str(api_base).strip())
     except ValueError:

@@ -144,3 +144,105 @@ def test_the_model_info_memoisation_applies():
     from scijudge.lm import _speedups
 
     assert _speedups.install() is True and _dspy_compat.model_info_patched()
+
+
+def _entry(lm):
+    entry = {k: v for k, v in lm.history[-1].items() if k not in ("uuid", "timestamp", "response")}
+    entry["request"] = repr(entry["request"])  # (the response differs by its id only: compared by text above)
+    return entry
+
+
+def _request(text, config):
+    return lm15.Request(model="openai/gpt-4o-mini", messages=(lm15.Message.user(text),), system="Be brief.",
+                        config=config)
+
+
+def test_the_inline_async_call_is_lm_acall_without_its_thread_hops(loopback, monkeypatch):
+    """``acall_request`` (the asyncio executor's LM call) gives what ``lm.acall(request, cache=False)`` gives: the
+    response, the history entry with its price; the engine is routed once per request shape."""
+    import asyncio
+
+    from dspy.clients import execution
+
+    from scijudge import make_lm
+
+    server = loopback(lambda body: '{"judgment": {"rating": 4}}')
+    lm = make_lm("openai/gpt-4o-mini", api_base=server.url, cache=False)
+    config = lm15.Config(temperature=0.0, max_tokens=64, response_format={"type": "json_object"})
+    routed = []
+    engine = execution._engine
+    monkeypatch.setattr(execution, "_engine", lambda *args: routed.append(args) or engine(*args))
+
+    async def both():
+        stock = await lm.acall(_request("one", config), cache=False)
+        stock_entry = _entry(lm)
+        routed.clear()
+        inline = [await _dspy_compat.acall_request(lm, _request(text, config)) for text in ("one", "two", "three")]
+        assert len(routed) == 1  # the same shape (texts aside): routed once
+        await _dspy_compat.acall_request(lm, _request("four", lm15.Config(temperature=0.3, max_tokens=64)))
+        assert len(routed) == 2  # another config: routed afresh
+        return stock, stock_entry, inline
+
+    assert _dspy_compat.inline_acall_holds()
+    stock, stock_entry, inline = asyncio.run(both())
+    assert [r.text for r in inline] == [stock.text] * 3
+    assert inline[0].usage == stock.usage and inline[0].finish_reason == stock.finish_reason
+    lm.history.clear()
+    asyncio.run(_dspy_compat.acall_request(lm, _request("one", config)))
+    assert _entry(lm) == stock_entry and stock_entry["cost"] is not None
+
+
+def test_the_inline_async_call_raises_what_lm_acall_raises(monkeypatch):
+    import asyncio
+
+    from scijudge import make_lm
+    from scijudge.testing import closed_port_url
+
+    lm = make_lm("openai/gpt-4o-mini", api_base=closed_port_url(), cache=False)
+    config = lm15.Config(max_tokens=8)
+    errors = []
+    for call in (lambda: lm.acall(_request("x", config), cache=False), lambda: _dspy_compat.acall_request(
+            lm, _request("x", config))):
+        with pytest.raises(Exception) as caught:
+            asyncio.run(call())
+        errors.append((type(caught.value), getattr(caught.value, "status", None)))
+    assert errors[0] == errors[1]
+
+
+def test_the_inline_async_call_leaves_callbacks_subclasses_and_a_changed_dspy_to_lm_acall(monkeypatch):
+    import asyncio
+
+    from dspy.utils.callback import BaseCallback
+
+    used = []
+
+    async def stock(self, request, cache=True):
+        used.append(type(self).__name__)
+        return "stock"
+
+    monkeypatch.setattr(dspy.LM, "acall", stock)
+    monkeypatch.setattr(_dspy_compat, "inline_acall_holds", lambda: True)
+    lm = dspy.LM("openai/gpt-4o-mini", cache=False)
+    request = _request("x", lm15.Config(max_tokens=8))
+    with dspy.context(callbacks=[BaseCallback()]):
+        assert asyncio.run(_dspy_compat.acall_request(lm, request)) == "stock"
+    monkeypatch.setattr(_dspy_compat, "inline_acall_holds", lambda: False)
+    assert asyncio.run(_dspy_compat.acall_request(lm, request)) == "stock"
+    assert used == ["LM", "LM"]
+
+
+def test_check_names_a_mirrored_dspy_function_that_changed(monkeypatch):
+    monkeypatch.setitem(_dspy_compat._MIRRORED, "dspy.clients.execution:aexecute", "0" * 16)
+    monkeypatch.setattr(_dspy_compat, "_MIRROR_HOLDS", None)
+    assert any("dspy.clients.execution:aexecute" in problem for problem in _dspy_compat.check())
+    assert not _dspy_compat.inline_acall_holds()
+    monkeypatch.setattr(_dspy_compat, "_MIRROR_HOLDS", None)
+
+
+def test_the_route_memo_gives_dspys_route():
+    from dspy.clients import capabilities
+
+    assert _dspy_compat.memoise_route_lookup() and capabilities.resolve.scijudge_memo
+    lm = dspy.LM("openai/gpt-4o-mini")
+    assert capabilities.resolve(lm) == capabilities.resolve.__wrapped__(lm)
+    assert capabilities.resolve(lm) is capabilities.resolve(lm)

@@ -204,3 +204,35 @@ def test_piped_summary_is_csv_with_full_values_and_no_negative_zero(report_input
     frame[["bias", "bias_lo", "bias_hi"]] = [-1e-9, -1e-9, 1e-9]
     shown = _table(_with_ci(frame, [("judge", None), ("bias", None)]))
     assert "0.000 [0.000, 0.000]" in shown and "-0.000" not in shown
+
+
+def test_interval_columns_read_each_row_as_iterrows_does(report_inputs: tuple) -> None:
+    """``_with_ci`` reads the frame's rows from one array (``frame.values``, what ``iterrows`` wraps per row): the
+    same texts as row by row, for every result frame and for frames of one type, of objects and with gaps."""
+    from scijudge.report.calibration import _with_ci, _with_ci_by_rows
+
+    result, _ = report_inputs
+    frames = [frame for frame in result.frames().values() if frame is not None and not frame.empty]
+    gaps = pd.DataFrame({"n": [1, 2], "x": [0.5, np.nan], "x_lo": [0.1, None], "x_hi": [0.9, 1.0]})
+    frames += [gaps, gaps[["n"]], gaps.astype(object), pd.DataFrame({"s": ["a", None], "n": [3, 4]})]
+    for frame in frames:
+        columns = [(c, None) for c in frame.columns if not str(c).endswith(("_lo", "_hi"))]
+        assert _with_ci(frame, columns).equals(_with_ci_by_rows(frame, columns))
+    repeated = pd.DataFrame([[1.0, 2.0]], columns=["x", "x"])
+    assert _with_ci(repeated, [("x", None)]).equals(_with_ci_by_rows(repeated, [("x", None)]))
+
+
+def test_confusion_tables_are_the_results_matrices(report_inputs: tuple) -> None:
+    from scijudge.metrics.calibration import POOLED
+    from scijudge.report.calibration import _confusion_tables
+
+    result, _ = report_inputs
+    conf = result.confusion[result.confusion["judge"] != POOLED]
+    expected = []
+    for (contender, judge, track), _ in conf.groupby(["contender", "judge", "track"], sort=True):
+        m = result.confusion_matrix(contender, judge, track)
+        m.index = [f"human {v:g}" if isinstance(v, float) else f"human {v}" for v in m.index]
+        m.columns = [f"{v:g}" if isinstance(v, float) else str(v) for v in m.columns]
+        expected.append(f"<details><summary>{contender} — {judge}</summary>" + m.to_html(escape=True, border=0)
+                        + "</details>")
+    assert expected and _confusion_tables(result) == "".join(expected)

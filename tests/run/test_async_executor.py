@@ -224,3 +224,22 @@ def test_judges_that_judge_their_own_way_keep_their_blocking_path(loopback):
     assert plain.native_async and not checklist.native_async
     plain.use_mode("decision")
     assert not plain.native_async, "decision mode reads logprobs through its own path"
+
+
+def test_the_run_freezes_only_what_existed_before_it_and_hands_it_back():
+    import gc
+
+    from scijudge.run.aio import _older_objects_frozen
+
+    assert gc.get_freeze_count() == 0
+    with _older_objects_frozen():
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0
+    gc.freeze()  # a caller that froze objects itself keeps them frozen
+    try:
+        frozen = gc.get_freeze_count()
+        with _older_objects_frozen():
+            pass
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()

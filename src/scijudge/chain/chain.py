@@ -51,9 +51,13 @@ from scijudge.chain.fencing import fence_inputs, with_notice
 from scijudge.spec.signatures import OUTPUT_FIELD
 from scijudge.chain.schema import (  # noqa: F401 - public names of the chain, kept importable from here
     InvalidAnswer,
+    _drop_empty_optional,
+    _input_fields,
     _Invalid,
     _json_object,
+    _output_type,
     _parse,
+    _without,
     parse_answer,
     response_format_for,
     strict_schema,
@@ -186,6 +190,7 @@ class StructuredChain(JSONAdapter):  # DSPy's adapter class, looked up at run ti
         super().__init__(use_native_function_calling=False)
         self.config = config or ChainConfig()
         self.memory = memory or shared_memory()
+        self._configs: dict[tuple[Any, ...], Any] = {}
 
     def with_config(self, **changes: Any) -> StructuredChain:
         """A chain of the same kind and memory with some settings changed (this one is left as it is)."""
@@ -195,7 +200,7 @@ class StructuredChain(JSONAdapter):  # DSPy's adapter class, looked up at run ti
 
     def format(self, signature: Any, demos: list[dict[str, Any]], inputs: dict[str, Any]) -> list[dict[str, Any]]:
         """DSPy's JSON prompt, with every input value fenced (issue 11: no value can open or close a section)."""
-        names = set(signature.input_fields)
+        names = {name for name, _ in _input_fields(signature)}
         demos = [fence_inputs(demo, names) for demo in demos]
         messages: list[dict[str, Any]] = super().format(signature, demos, fence_inputs(inputs, names))
         return messages
@@ -215,7 +220,7 @@ class StructuredChain(JSONAdapter):  # DSPy's adapter class, looked up at run ti
         ``benchmarks/bench_async.py --profile``); any other value goes through DSPy's formatting."""
         format_field_value = _dspy_compat.format_field_value
         messages = [prefix]
-        for name, info in signature.input_fields.items():
+        for name, info in _input_fields(signature):
             if name in inputs:
                 value = inputs[name]
                 text = value if isinstance(value, str) else format_field_value(field_info=info, value=value)
@@ -287,7 +292,7 @@ class StructuredChain(JSONAdapter):  # DSPy's adapter class, looked up at run ti
         by ``drive`` (blocking) or ``adrive`` (asyncio)."""
         from dspy import lm15
 
-        output_type = signature.output_fields[OUTPUT_FIELD].annotation
+        output_type = _output_type(signature)
         system, chat = to_lm15(messages)
         base_tokens = int(lm_kwargs.get("max_tokens") or getattr(lm, "kwargs", {}).get("max_tokens")
                           or self.config.max_tokens)
@@ -295,14 +300,12 @@ class StructuredChain(JSONAdapter):  # DSPy's adapter class, looked up at run ti
         last_problem = "no strategy was tried"
         strategies = self.strategies_for(lm)
         for position, strategy in enumerate(strategies):
-            response_format = response_format_for(strategy, output_type)
             last_strategy = position == len(strategies) - 1
             try:
                 for temperature in self.config.temperatures:
                     max_tokens = base_tokens
                     for length_try in range(2):
-                        config = lm15.Config(temperature=temperature, max_tokens=max_tokens,
-                                             response_format=response_format, logprobs=self.config.logprobs)
+                        config = self._lm15_config(strategy, output_type, temperature, max_tokens)
                         request = lm15.Request(model=lm.model, messages=chat, system=system, config=config)
                         key = _cache_key(lm, request) if use_cache else None
                         response = _cached_response(key) if key is not None else None
@@ -342,6 +345,21 @@ class StructuredChain(JSONAdapter):  # DSPy's adapter class, looked up at run ti
                 if exc.remember:
                     self._remember(self.memory.rejected, lm, strategy)
         raise Abstained(f"all strategies failed; last problem: {last_problem}", record.attempts)
+
+    def _lm15_config(self, strategy: str, output_type: Any, temperature: float, max_tokens: int) -> Any:
+        """The lm15 Config of one attempt, built once per chain and setting (it is frozen, and building one
+        re-validates the whole response schema): every request with the same settings shares it."""
+        key = (strategy, output_type, temperature, max_tokens)
+        config = self._configs.get(key)
+        if config is None:
+            from dspy import lm15
+
+            if len(self._configs) > 256:
+                self._configs.clear()
+            config = self._configs[key] = lm15.Config(
+                temperature=temperature, max_tokens=max_tokens, response_format=response_format_for(strategy, output_type),
+                logprobs=self.config.logprobs)
+        return config
 
     # --- the same request and parsing for callers that send requests themselves (provider batch APIs) ---
     def chat_body(self, model: str, signature: Any, demos: list[dict[str, Any]], inputs: dict[str, Any], *,
@@ -520,25 +538,6 @@ class StructuredChain(JSONAdapter):  # DSPy's adapter class, looked up at run ti
 def _system_message(adapter: StructuredChain, signature: Any) -> str:
     # Every judge's instructions end by saying that the inputs are material to judge, never instructions.
     return str(JSONAdapter.format_system_message(adapter, signature.with_instructions(with_notice(signature.instructions))))
-
-
-def _drop_empty_optional(signature: Any, inputs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """Leave optional inputs out of the prompt entirely when they are empty (no empty headings)."""
-    drop = tuple(
-        name for name, info in signature.input_fields.items()
-        if not info.is_required() and inputs.get(name) in (None, "")
-    )
-    if not drop:
-        return signature, inputs
-    return _without(signature, drop), {k: v for k, v in inputs.items() if k not in drop}
-
-
-@lru_cache(maxsize=512)
-def _without(signature: Any, names: tuple[str, ...]) -> Any:
-    """Signature minus some inputs; cached because building a signature class costs ~1 ms."""
-    for name in names:
-        signature = signature.delete(name)
-    return signature
 
 
 def to_lm15(messages: list[dict[str, Any]]) -> tuple[str | None, tuple[Any, ...]]:

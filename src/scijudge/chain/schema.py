@@ -124,3 +124,34 @@ def _parse(text: str, output_type: type[pydantic.BaseModel]) -> tuple[Any, bool]
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise _Invalid("validation_error", f"{where}: {first['msg']}") from exc
+
+
+def _drop_empty_optional(signature: Any, inputs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """Leave optional inputs out of the prompt entirely when they are empty (no empty headings)."""
+    drop = tuple(
+        name for name, info in _input_fields(signature)
+        if not info.is_required() and inputs.get(name) in (None, "")
+    )
+    if not drop:
+        return signature, inputs
+    return _without(signature, drop), {k: v for k, v in inputs.items() if k not in drop}
+
+
+@lru_cache(maxsize=512)
+def _input_fields(signature: Any) -> tuple[tuple[str, Any], ...]:
+    """A signature's input fields in order (DSPy builds the mapping anew on every ``input_fields`` read; a signature
+    class never changes its fields: ``delete``, ``with_instructions`` and the like make a new class)."""
+    return tuple(signature.input_fields.items())
+
+
+@lru_cache(maxsize=512)
+def _output_type(signature: Any) -> Any:
+    return signature.output_fields[OUTPUT_FIELD].annotation
+
+
+@lru_cache(maxsize=512)
+def _without(signature: Any, names: tuple[str, ...]) -> Any:
+    """Signature minus some inputs; cached because building a signature class costs ~1 ms."""
+    for name in names:
+        signature = signature.delete(name)
+    return signature

@@ -94,15 +94,18 @@ def has_async_engine(lm: Any) -> bool:
 
 
 async def _acall_with_deadline(lm: Any, request: Any, deadline: float | None) -> Any:
-    """``_call_with_deadline`` awaited: ``lm.acall`` under ``asyncio.timeout`` (connect to last byte), or, for an
-    LM with no async client, the blocking call in a worker thread."""
+    """``_call_with_deadline`` awaited: ``lm.acall`` (``_dspy_compat.acall_request``: the same call without DSPy's
+    worker-thread hops) under ``asyncio.timeout`` (connect to last byte), or, for an LM with no async client,
+    the blocking call in a worker thread."""
     import asyncio
 
     if not has_async_engine(lm):
         ctx = contextvars.copy_context()
         return await asyncio.to_thread(ctx.run, _call_with_deadline, lm, request, deadline)
+    from scijudge.lm._dspy_compat import acall_request
+
     if deadline is None or not getattr(lm, "_scijudge_warm_async", False):
-        response = await lm.acall(request, cache=False)
+        response = await acall_request(lm, request)
         try:
             lm._scijudge_warm_async = True
         except AttributeError:
@@ -110,7 +113,7 @@ async def _acall_with_deadline(lm: Any, request: Any, deadline: float | None) ->
         return response
     try:
         async with asyncio.timeout(deadline):
-            return await lm.acall(request, cache=False)
+            return await acall_request(lm, request)
     except TimeoutError:
         from scijudge.lm._dspy_compat import lm_errors
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import inspect
 import warnings
+import weakref
 from functools import lru_cache
 from typing import Any
 
@@ -48,6 +49,7 @@ def prepare_dspy() -> None:
     _speedups.install()
     raise_connection_cap()
     memoise_proxy_lookup()
+    memoise_route_lookup()
     _PREPARED = True
 
 
@@ -116,6 +118,33 @@ def memoise_proxy_lookup() -> bool:
     return True
 
 
+def memoise_route_lookup() -> bool:
+    """DSPy prices each response after resolving the LM's route offline (``capabilities.resolve``: a new engine and
+    router per call), which depends only on the model, model type and declared providers: kept per those."""
+    from dspy.clients import capabilities
+
+    original = capabilities.resolve
+    if getattr(original, "scijudge_memo", False):
+        return True
+    cache: dict[tuple[Any, ...], Any] = {}
+
+    def resolve(lm: Any) -> Any:
+        try:
+            key = (lm.model, lm.model_type, getattr(lm, "_providers", ()))
+            route = cache.get(key)
+        except (AttributeError, TypeError):  # unhashable declarations: resolved every time, as DSPy does
+            return original(lm)
+        if route is None:
+            if len(cache) > 256:
+                cache.clear()
+            route = cache[key] = original(lm)
+        return route
+
+    resolve.scijudge_memo, resolve.__wrapped__ = True, original  # type: ignore[attr-defined]
+    capabilities.resolve = resolve
+    return True
+
+
 def dspy_version() -> str:
     import dspy
 
@@ -175,6 +204,15 @@ def check() -> list[str]:
     except (ImportError, OSError) as exc:
         problems.append(f"dspy.clients.execution cannot be read: {exc}")
     problems.extend(_check_class_swap())
+    changed = sorted(name for name, digest in _mirrored_sources().items() if _MIRRORED.get(name) != digest)
+    if changed:  # acall_request mirrors them; memoise_route_lookup wraps the resolve pricing imports at call time
+        problems.append(f"DSPy changed {', '.join(changed)}: acall_request falls back to lm.acall (update _MIRRORED)")
+    from dspy.clients import capabilities, execution
+
+    price = getattr(execution, "_price_result", None)
+    if price is None or "from dspy.clients.capabilities import resolve" not in inspect.getsource(price) or \
+            list(inspect.signature(capabilities.resolve).parameters) != ["lm"]:
+        problems.append("dspy.clients.capabilities.resolve(lm) is no longer what pricing resolves routes with")
     try:  # StructuredChain.format_user_message_content repeats ChatAdapter's, minus a TypeAdapter per text value
         from dspy.adapters.chat_adapter import ChatAdapter
 
@@ -302,6 +340,155 @@ def model_rates(provider: str, name: str, keys: tuple[str, str]) -> tuple[float 
 
     info = model_info(provider, name)
     return rate(info, keys[0]), rate(info, keys[1])
+
+
+# --- what the asyncio executor's requests use (issue 41) ---------------------------------------------
+# ``lm.acall`` hops to threads three times a request (``prepare``, which may read media files; the engine's client
+# look-up; pricing) and routes and plans the whole request each call. ``acall_request`` runs the same steps on the
+# loop, the engine kept per request shape, mirroring these functions as the tested DSPy has them (else: ``lm.acall``).
+_MIRRORED = {
+    "dspy.clients.base_lm:BaseLM.acall": "62d038fbc5149f15",
+    "dspy.clients.execution:aexecute": "8e7c28f2cb294990",
+    "dspy.clients.execution:_select_engine": "f055e39fc3d20180",
+    "dspy.clients.engines.lm15_engine:AsyncLM15Engine.complete": "d7f62d00e4876cf8",
+    "dspy.clients.engines.lm15_engine:_Routing._target": "2e834e2103ca4d66",
+}
+_MIRROR_HOLDS: bool | None = None
+_ENGINE_MEMO: Any = weakref.WeakKeyDictionary()  # LM -> {request shape: (config, engine, provider)}
+
+
+def _mirrored_sources() -> dict[str, str]:
+    """The installed DSPy's source fingerprint of each function ``acall_request`` mirrors."""
+    import functools
+    import hashlib
+    import importlib
+
+    found: dict[str, str] = {}
+    for name in _MIRRORED:
+        module, _, path = name.partition(":")
+        try:
+            obj = functools.reduce(getattr, path.split("."), importlib.import_module(module))
+            found[name] = hashlib.sha256(inspect.getsource(obj).encode()).hexdigest()[:16]
+        except (ImportError, AttributeError, OSError, TypeError):
+            found[name] = "gone"
+    return found
+
+
+def inline_acall_holds() -> bool:
+    """Whether the installed DSPy runs ``lm.acall`` as ``acall_request`` mirrors it (checked once)."""
+    global _MIRROR_HOLDS
+    if _MIRROR_HOLDS is None:
+        _MIRROR_HOLDS = _mirrored_sources() == _MIRRORED
+    return _MIRROR_HOLDS
+
+
+async def acall_request(lm: Any, request: Any) -> Any:
+    """``lm.acall(request, cache=False)``: the same Response, history entry, usage, price and errors, with no thread
+    hop and the engine remembered per request shape (see above); other LMs, or callbacks: ``lm.acall`` itself."""
+    import dspy
+    from dspy.clients import execution
+    from dspy.clients.base_lm import BaseLM
+
+    if not (inline_acall_holds() and type(lm).acall is BaseLM.acall and hasattr(lm, "_engine_spec")
+            and not dspy.settings.get("callbacks", []) and not getattr(lm, "callbacks", None)):
+        return await lm.acall(request, cache=False)
+    call = execution.prepare(lm, request, None, {"cache": False}, asynchronous=True)
+    if not call.managed or call.cache or call.request is None or call.n != 1:
+        return await lm.acall(request, cache=False)
+    return execution.finalize(lm, call, await _aexecute(lm, call))
+
+
+async def _aexecute(lm: Any, call: Any) -> Any:
+    """``execution.aexecute`` for one uncached canonical request, pricing on the loop."""
+    import asyncio
+
+    from dspy.clients import execution
+
+    backend, request, provider = _engine_for(lm, call)
+    results: list[Any] = []
+    try:
+        for attempt in range(lm.num_retries + 1):
+            state = execution._Attempt()
+            try:
+                with execution.error_boundary(lm.model, provider=provider, unexpected=True):
+                    await execution._aattempt(lm, call, backend, request, provider, state, results)
+                break
+            except Exception as exc:
+                if not execution._retryable(state, exc, attempt, lm.num_retries):
+                    raise
+                await asyncio.sleep(execution._delay(exc, attempt))
+        execution._price_result(lm, state.result, state.response, provider, request)
+        return results[0] if len(results) == 1 else execution.combine(results, model_type=lm.model_type)
+    except BaseException as exc:
+        execution._hint_responses_api(lm, exc)
+        execution._account_failed_call(lm, results, exc)
+        raise
+
+
+def _request_shape(lm: Any, request: Any) -> tuple[Any, ...] | None:
+    """What DSPy's engine choice for ``request`` depends on, less its texts (None: not plain text, routed afresh)."""
+    import asyncio
+
+    system, parts = request.system, [part.type for message in request.messages for part in message.parts]
+    if request.tools or not (system is None or isinstance(system, str)) or any(kind != "text" for kind in parts):
+        return None
+    try:
+        options = tuple(sorted((k, v if isinstance(v, (str, int, float, bool, type(None))) else id(v))
+                               for k, v in lm.kwargs.items()))
+    except TypeError:
+        return None
+    return (asyncio.get_running_loop(), lm.model, lm.model_type, id(lm._engine_spec), id(getattr(lm, "_providers", None)),
+            options, request.model, system is None, tuple((m.role, len(m.parts)) for m in request.messages),
+            id(request.config))
+
+
+def _engine_for(lm: Any, call: Any) -> tuple[Any, Any, Any]:
+    """``execution._engine(lm, call, True)``, remembered per request shape while its native engine is still the
+    LM's (a request whose features the native route refused is routed afresh, as DSPy does)."""
+    from dspy.clients import execution
+
+    request = call.request
+    shape = _request_shape(lm, request)
+    try:
+        memo = _ENGINE_MEMO.setdefault(lm, {}) if shape is not None else None
+    except TypeError:  # an LM that cannot be weakly referenced
+        memo = None
+    if memo is not None:
+        hit = memo.get(shape)
+        if hit is not None and hit[0] is request.config and _owns(lm, hit[1]):
+            return _InlineTarget(hit[1]), request, hit[2]
+    backend, canonical, provider = execution._engine(lm, call, True)
+    if memo is not None and canonical is request and _owns(lm, backend):
+        if len(memo) > 64:
+            memo.clear()
+        memo[shape] = (request.config, backend, provider)  # the config is kept alive: its id stays its own
+        return _InlineTarget(backend), canonical, provider
+    return backend, canonical, provider
+
+
+class _InlineTarget:
+    """An LM's native async engine whose ``complete`` looks its provider client up on the loop once it exists
+    (``AsyncLM15Engine.complete`` hops to a thread for it every time, for the first construction, which may load
+    credentials); the first call, streams and all else are the engine's own."""
+
+    def __init__(self, engine: Any) -> None:
+        self._engine = engine
+
+    async def complete(self, request: Any) -> Any:
+        from dspy.clients.engines.lm15_engine import AsyncLM15Engine
+
+        engine = self._engine
+        if type(engine) is not AsyncLM15Engine or not engine._providers:
+            return await engine.complete(request)
+        provider, routed = engine._target(request)
+        return await provider.complete(routed)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._engine, name)
+
+
+def _owns(lm: Any, backend: Any) -> bool:  # one of the LM's pooled native engines (closed pools leave the store)
+    return any(engine is backend for engine in list(getattr(lm, "_engine_store", {}).values()))
 
 
 # --- what the local engine uses ----------------------------------------------------------------------

@@ -119,12 +119,14 @@ def forest_plot(result: CalibrationResult, stat: str = "kappa_w") -> str | None:
     y: float = 0.0
     ticks: list[float] = []
     labels: list[str] = []
+    first: dict[tuple[Any, Any], dict[str, Any]] = {}  # (judge, contender) -> its first row, as the boolean selection per pair gave it
+    for key, r in zip(zip(rows["judge"], rows["contender"]), rows.to_dict("records")):
+        first.setdefault(key, r)
     for judge in judges:
         for ci, contender in enumerate(contenders):
-            sel = rows[(rows["judge"] == judge) & (rows["contender"] == contender)]
-            if sel.empty:
+            r = first.get((judge, contender))
+            if r is None:
                 continue
-            r = sel.iloc[0]
             lo, hi = r.get(f"{stat}_lo", np.nan), r.get(f"{stat}_hi", np.nan)
             if np.isfinite(lo) and np.isfinite(hi) and hi - lo > 1e-9 * max(1.0, abs(float(r[stat]))):
                 ax.plot([lo, hi], [y, y], color=colours(ci % 10), lw=2)  # no bar for a degenerate interval
@@ -134,6 +136,7 @@ def forest_plot(result: CalibrationResult, stat: str = "kappa_w") -> str | None:
             labels.append(f"{judge} — {contender}")
             y -= 1
         y -= 0.5
+    _inside_the_axes(ax.lines)
     ax.set_yticks(ticks, labels, fontsize=8)
     ax.axvline(0, color="#999", lw=0.8)
     left, right = ax.get_xlim()
@@ -143,8 +146,15 @@ def forest_plot(result: CalibrationResult, stat: str = "kappa_w") -> str | None:
     ax.set_xlabel(f"{stat} with {int(result.level * 100)}% bootstrap interval")
     handles, names = ax.get_legend_handles_labels()
     unique = dict(zip(names, handles))
-    ax.legend(unique.values(), unique.keys(), fontsize=8, loc="best")
+    _inside_the_axes([ax.legend(unique.values(), unique.keys(), fontsize=8, loc="best")])
     return _png(fig)
+
+
+def _inside_the_axes(artists: Iterable[Any]) -> None:
+    """Leave artists drawn inside an axes' box (data marks, cell labels, an inner legend) out of the constrained
+    layout: they never reach past the box, so the layout is the same, without measuring each of them twice."""
+    for artist in artists:
+        artist.set_in_layout(False)
 
 
 def confusion_plot(result: CalibrationResult) -> str | None:
@@ -161,10 +171,12 @@ def confusion_plot(result: CalibrationResult) -> str | None:
         top = max(float(m.to_numpy().max()), 1.0)
         ax.set_xticks(range(m.shape[1]), [f"{v:g}" for v in m.columns], fontsize=7)
         ax.set_yticks(range(m.shape[0]), [f"{v:g}" for v in m.index], fontsize=7)
+        counts = m.to_numpy()
         for i in range(m.shape[0]):
             for j in range(m.shape[1]):
-                ax.text(j, i, int(m.iat[i, j]), ha="center", va="center", fontsize=6,
-                        color="white" if m.iat[i, j] > top / 2 else "black")
+                ax.text(j, i, int(counts[i, j]), ha="center", va="center", fontsize=6,
+                        color="white" if counts[i, j] > top / 2 else "black")
+        _inside_the_axes(ax.texts)
         ax.set_xlabel("judge")
         ax.set_ylabel("human")
         ax.set_title(f"{contender}\n{track}", fontsize=8)
@@ -237,6 +249,25 @@ def _fmt(value: Any) -> str:
 def _with_ci(frame: pd.DataFrame, columns: list[tuple[str, str | None]]) -> pd.DataFrame:
     """Display frame: chosen columns, numbers to 3 decimals (counts as integers), '[lo, hi]' after statistics
     that have one."""
+    if not frame.columns.is_unique:  # a repeated name reads as several values: the row-by-row way
+        return _with_ci_by_rows(frame, columns)
+    position = {name: i for i, name in enumerate(frame.columns)}
+    rows = frame.values  # what ``iterrows`` makes each row of (one array of the frame's common type): the same values
+    out = {}
+    for col, title in columns:
+        if col not in frame:
+            continue
+        j, lo, hi = position[col], position.get(f"{col}_lo"), position.get(f"{col}_hi")
+        values = []
+        for row in rows:
+            text = fmt_cell(row[j], col)
+            interval = fmt_interval(None if lo is None else row[lo], None if hi is None else row[hi])
+            values.append(f"{text} {interval}" if interval else text)
+        out[title or col] = values
+    return pd.DataFrame(out)
+
+
+def _with_ci_by_rows(frame: pd.DataFrame, columns: list[tuple[str, str | None]]) -> pd.DataFrame:
     out = {}
     for col, title in columns:
         if col not in frame:
@@ -383,8 +414,8 @@ def _paired_section(result: CalibrationResult) -> str:
 def _confusion_tables(result: CalibrationResult) -> str:
     out = []
     conf = result.confusion[(result.confusion["judge"] != POOLED)]
-    for (contender, judge, track), _ in conf.groupby(["contender", "judge", "track"], sort=True):
-        m = result.confusion_matrix(contender, judge, track)
+    for (contender, judge, _track), rows in conf.groupby(["contender", "judge", "track"], sort=True):
+        m = rows.pivot(index="human", columns="judge_value", values="count")  # = result.confusion_matrix(...)
         m.index = [f"human {v:g}" if isinstance(v, float) else f"human {v}" for v in m.index]
         m.columns = [f"{v:g}" if isinstance(v, float) else str(v) for v in m.columns]
         out.append(f"<details><summary>{html.escape(contender)} — {html.escape(judge)}</summary>"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import numpy as np
@@ -399,3 +400,38 @@ def test_common_units_equal_the_merges_they_replace(repeat: bool) -> None:
     assert got is not None and len(common) >= 2
     pd.testing.assert_frame_equal(got[0], want_a, check_exact=True)
     pd.testing.assert_frame_equal(got[1], want_b, check_exact=True)
+
+
+def test_calibrate_without_scikit_learns_argument_checks_gives_every_number_bit_for_bit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``trusted_library_arguments`` turns off only scikit-learn's parameter validation: the same result."""
+    import contextlib
+
+    import sklearn
+
+    from scijudge.metrics.calibration import _api, calibrate
+
+    rng = np.random.default_rng(3)
+    rows, labels = [], []
+    for i in range(30):
+        h = float(rng.integers(1, 6))
+        labels += [{"item_id": f"q{i}", "judge": "yescieval.qa.correctness", "annotator": a,
+                    "score": float(np.clip(h + rng.integers(-1, 2), 1, 5))} for a in ("a", "b")]
+        rows += [{"item_id": f"q{i}", "judge": "yescieval.qa.correctness", "part": "", "family": "likert",
+                  "spec_hash": "h", "model": m, "status": "ok", "score": float(np.clip(h + rng.integers(-n, n + 1), 1, 5)),
+                  "verdict": None, "confidence": None, "probs": None} for m, n in (("m-a", 0), ("m-b", 2))]
+    judgments, label_frame = pd.DataFrame(rows), pd.DataFrame(labels)
+    seen = []
+    original = _api.trusted_library_arguments
+
+    @contextlib.contextmanager
+    def watched():
+        with original():
+            seen.append(sklearn.get_config()["skip_parameter_validation"])
+            yield
+
+    monkeypatch.setattr(_api, "trusted_library_arguments", watched)
+    fast = calibrate(judgments, label_frame, n_boot=100).to_dict()
+    monkeypatch.setattr(_api, "trusted_library_arguments", contextlib.nullcontext)
+    checked = calibrate(judgments, label_frame, n_boot=100).to_dict()
+    assert seen == [True] and not sklearn.get_config()["skip_parameter_validation"]
+    assert json.dumps(fast, sort_keys=True, default=str) == json.dumps(checked, sort_keys=True, default=str)

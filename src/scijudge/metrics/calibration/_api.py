@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from scijudge.errors import InputError
-from scijudge.metrics.calibration._blocks import _Blocks, _Context, one_blas_thread
+from scijudge.metrics.calibration._blocks import _Blocks, _Context, one_blas_thread, trusted_library_arguments
 from scijudge.metrics.calibration._inputs import (
     _attach,
     _check_duplicate_judgments,
@@ -83,7 +83,7 @@ def calibrate(
     the ``scale`` column of ``leaderboard`` and ``per_rubric`` says which scale each row was calibrated on, the
     leaderboard ranks within a scale, and a note names the contenders of a judge whose scales differ.
     """
-    with one_blas_thread() as caller_threads:
+    with one_blas_thread() as caller_threads, trusted_library_arguments():
         return _calibrate(judgments, labels, scale=scale, n_boot=n_boot, seed=seed, level=level, n_bins=n_bins,
                           allow_extra_labels=allow_extra_labels, specs=specs, tasks=tasks, caller_threads=caller_threads,
                           run_scales=run_scales)

@@ -123,6 +123,21 @@ def one_blas_thread() -> Iterator[Callable[[], AbstractContextManager[Any]]]:
         yield lambda: controller.limit(limits=caller) if caller else contextlib.nullcontext()
 
 
+@contextlib.contextmanager
+def trusted_library_arguments() -> Iterator[None]:
+    """scikit-learn without its per-call parameter validation (``skip_parameter_validation``, its public switch):
+    calibrate calls its metrics hundreds of times with arguments it built itself, and checking their types and
+    options was most of each call's few milliseconds (weighted κ, confusion matrices). The arithmetic and the
+    numbers are the library's own either way; only a wrong argument would raise a different error."""
+    try:
+        import sklearn
+    except ImportError:  # pragma: no cover - a dependency
+        yield
+        return
+    with sklearn.config_context(skip_parameter_validation=True):
+        yield
+
+
 @dataclass
 class _Group:
     """One contender × judge on one track, with its matched pairs."""
