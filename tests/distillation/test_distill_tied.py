@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import pytest
 
+# slow: importing torch and peft to collect this module cost each fast-subset worker ~9 s (the tests themselves
+# take under 2 s); the full suite (CI) runs them
+pytestmark = pytest.mark.slow
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
