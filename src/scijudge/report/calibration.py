@@ -122,6 +122,9 @@ def forest_plot(result: CalibrationResult, stat: str = "kappa_w") -> str | None:
     first: dict[tuple[Any, Any], dict[str, Any]] = {}  # (judge, contender) -> its first row, as the boolean selection per pair gave it
     for key, r in zip(zip(rows["judge"], rows["contender"]), rows.to_dict("records")):
         first.setdefault(key, r)
+    # one artist per contender and mark (not two per row): drawing 80 separate lines was most of the plot's time
+    bars: dict[int, list[tuple[float, float, float]]] = {}
+    marks: dict[tuple[int, str], list[tuple[float, float]]] = {}
     for judge in judges:
         for ci, contender in enumerate(contenders):
             r = first.get((judge, contender))
@@ -129,13 +132,18 @@ def forest_plot(result: CalibrationResult, stat: str = "kappa_w") -> str | None:
                 continue
             lo, hi = r.get(f"{stat}_lo", np.nan), r.get(f"{stat}_hi", np.nan)
             if np.isfinite(lo) and np.isfinite(hi) and hi - lo > 1e-9 * max(1.0, abs(float(r[stat]))):
-                ax.plot([lo, hi], [y, y], color=colours(ci % 10), lw=2)  # no bar for a degenerate interval
-            ax.plot(r[stat], y, "D" if judge == POOLED else "o", color=colours(ci % 10),
-                    label=contender if judge == judges[0] or judge == POOLED else None)
+                bars.setdefault(ci, []).append((y, lo, hi))  # no bar for a degenerate interval
+            marks.setdefault((ci, "D" if judge == POOLED else "o"), []).append((float(r[stat]), y))
             ticks.append(y)
             labels.append(f"{judge} — {contender}")
             y -= 1
         y -= 0.5
+    for ci, segments in bars.items():
+        ys, los, his = zip(*segments)
+        _inside_the_axes([ax.hlines(ys, los, his, colors=[colours(ci % 10)], lw=2, capstyle="projecting")])
+    for (ci, marker), points in sorted(marks.items(), key=lambda kv: (kv[0][0], kv[0][1] == "D")):
+        xs, ys = zip(*points)
+        ax.plot(xs, ys, marker, color=colours(ci % 10), linestyle="none", label=contenders[ci])
     _inside_the_axes(ax.lines)
     ax.set_yticks(ticks, labels, fontsize=8)
     ax.axvline(0, color="#999", lw=0.8)
