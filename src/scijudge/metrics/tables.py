@@ -72,8 +72,11 @@ def _kendall_tau_b(t: np.ndarray) -> np.ndarray:
     return (concordant - discordant) / np.sqrt((n0 - n1) * (n0 - n2))
 
 
-def ordinal_stats(tables: np.ndarray, values: np.ndarray, tolerance: float) -> dict[str, np.ndarray]:
-    """Every ordinal statistic of ``ORDINAL_STATS`` for a batch of human × judge tables (..., K, K)."""
+def ordinal_stats(tables: np.ndarray, values: np.ndarray, tolerance: float,
+                  only: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
+    """Every ordinal statistic of ``ORDINAL_STATS`` for a batch of human × judge tables (..., K, K); with ``only``,
+    the moment statistics (exact, within1, mae, bias, kappa_w, pearson) and those of ``only`` (paired comparisons
+    need two of them on 1,000 tables per side, and the coincidence, rank and ANOVA ones were most of the cost)."""
     t = np.asarray(tables, dtype=float)
     v = np.asarray(values, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -97,6 +100,8 @@ def ordinal_stats(tables: np.ndarray, values: np.ndarray, tolerance: float) -> d
             "kappa_w": 2.0 * cov / (var_h + var_j + (mean_j - mean_h) ** 2),
             "pearson": cov / np.sqrt(var_h * var_j),
         }
+        if only is not None and set(only) <= set(out):
+            return out
         # linear-weighted κ: 1 − Σ|i−j|·observed / Σ|i−j|·expected (scikit-learn's weights="linear")
         lin = np.abs(np.arange(v.size)[None, :] - np.arange(v.size)[:, None]).astype(float)
         expected = rows[..., :, None] * cols[..., None, :] / n[..., None, None]

@@ -146,8 +146,8 @@ def _paired_frame(specs: list[_PairSpec], ctx: _Context) -> pd.DataFrame:
         if reps_a is not None and reps_b is not None:
             if first.track == "ordinal":
                 tol = float(first.categories[1] - first.categories[0])
-                stats_a = ordinal_stats(reps_a, first.categories, tol)
-                stats_b = ordinal_stats(reps_b, first.categories, tol)
+                stats_a = ordinal_stats(reps_a, first.categories, tol, only=PAIRED_METRICS["ordinal"])
+                stats_b = ordinal_stats(reps_b, first.categories, tol, only=PAIRED_METRICS["ordinal"])
             else:
                 stats_a, stats_b = verdict_stats(reps_a), verdict_stats(reps_b)
         raw = all(s.raw_a is not None for s in group)  # a continuous side: MAE on the raw values, as per rubric
