@@ -191,7 +191,7 @@ def test_estimate_adds_a_joint_ppi_cal_row_only_with_enough_labels() -> None:
     table = estimate(judgments, labels, scale=(1, 5, 1))
     joint = table[table["model"] == "m1 + m2"]
     assert joint["method"].tolist() == ["ppi-cal"] and joint["kind"].tolist() == ["mean"]
-    assert "2 models' scores at once" in joint["note"].iloc[0]
+    assert "2 models' scores at once" in joint["design"].iloc[0] and joint["note"].iloc[0] == ""
     wide = judgments.pivot(index="item_id", columns="model", values="score")
     order = sorted(wide.index)  # the units' order in the table (item ids sorted)
     x = joint_columns(wide.loc[order, ["m1", "m2"]].to_numpy(float))

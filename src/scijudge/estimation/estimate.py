@@ -171,9 +171,8 @@ def _flag_rows(table: pd.DataFrame, units: Units) -> pd.DataFrame:
     est, se = table["estimate"].to_numpy(float), table["se"].to_numpy(float)
     scales = [units.scales.get(j) for j in table["judge"]]
     notes: list[str] = []
-    given = table["note"].fillna("").astype(str).to_numpy(object)
     for k in range(len(table)):
-        parts: list[str] = [given[k]] if given[k] else []
+        parts: list[str] = []
         if n[k] < FEW_UNITS:
             parts.append(f"few units (n = {int(n[k])} < {FEW_UNITS})")
         if math.isfinite(lo[k]) and hi[k] - lo[k] == 0:
@@ -230,7 +229,7 @@ def _joint_rows(frame: pd.DataFrame, units: Units, alpha: float,
     """``ppi-cal`` on several models' scores at once (``calibrated.ppi_cal_joint_mean``): one row per judge (and
     ``--by`` group; across the runs when the groups are the runs) where at least two models scored a shared
     unit and the labels suffice (``calibrated.joint_labels_needed``). Its ``model`` is the models joined by
-    " + "; ``recommended`` when it is narrower than every
+    " + ", its ``design`` says what was fitted; ``recommended`` when it is narrower than every
     single-model estimate of that judge (and group); ``n_label_only`` is the fewest of its models'."""
     from scijudge.estimation._units import ESTIMANDS
 
@@ -264,8 +263,8 @@ def _joint_rows(frame: pd.DataFrame, units: Units, alpha: float,
                   and r["judge"] == judge and (units.by_run or r["group"] == group)]
         width = result.hi - result.lo
         n_abstained = int(whole[["item_id", "part"]].drop_duplicates().shape[0] - len(scores))
-        note = (f"ppi-cal on {len(names)} models' scores at once (least squares on {covariates.shape[1]} "
-                f"columns, t on n - p df); units any of them scored")
+        method = (f"{SRS_DESIGN}; ppi-cal on {len(names)} models' scores at once (least squares on "
+                  f"{covariates.shape[1]} columns, t on n - p df), units any of them scored")
         if not math.isfinite(width):  # fewer labels than joint_labels_needed: no row (the single models' stand)
             continue
         label_only = [units.label_only_counts.get((judge, m, g), 0) for m, g in
@@ -273,9 +272,8 @@ def _joint_rows(frame: pd.DataFrame, units: Units, alpha: float,
         out.append({"judge": judge, "model": JOINT_SEPARATOR.join(names), "group": group, "method": "ppi-cal",
                     **result.as_dict(), "n_abstained": n_abstained, "n_label_only": min(label_only) if label_only else 0,
                     "kind": "mean", "paired": None, "alpha": alpha,
-                    "estimand": ESTIMANDS.get(units.estimand, units.estimand), "design": SRS_DESIGN,
-                    "recommended": bool(single and width < min(single)),
-                    "note": note})
+                    "estimand": ESTIMANDS.get(units.estimand, units.estimand), "design": method,
+                    "recommended": bool(single and width < min(single))})
     return out
 
 

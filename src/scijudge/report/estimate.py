@@ -55,7 +55,7 @@ def estimate_section_html(table: pd.DataFrame, coverage: pd.DataFrame | None = N
              "<p class='note'>PPI++ (<code>ppi</code>) corrects the judge's scores on all scored items with the "
              "human labels on a random subset; <code>ppi-cal</code> does the same after a cross-fitted monotone "
              "(isotonic) calibration of the judge's score, so a shifted or bunched scale still helps; a "
-             "<code>ppi-cal</code> row whose model reads <code>a + b + c</code> calibrates several models' scores "
+             "<code>ppi-cal</code> row whose model reads <code>a + b + c</code> (its design says so) calibrates several models' scores "
              "at once (least squares), and is recommended when it is narrower than every single-model estimate; "
              "<code>recommended</code> marks the narrowest of these and human-only; <code>note</code> flags intervals on "
              "few units, of zero width, of identical inputs or clipped to the scale; human-only uses the labels alone, judge-only "
