@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -170,10 +170,12 @@ class Viewer:
             return 409, f"already labelled by {label.get('annotator')} (score {label.get('score')}): undo it first"
         return 200, f"labelled {unit[0]} {unit[1]}: {score:g}"
 
-    def skip(self, body: dict[str, Any]) -> None:
+    def skip(self, body: dict[str, Any]) -> tuple[int, str]:
+        """Put one item at the back of this session's queue (the label file is not touched)."""
         assert self.labelling is not None
         with self.labelling.lock:
             self.labelling.skipped.add(_unit(body))
+        return 200, "skipped"
 
     def undo(self) -> dict[str, Any] | None:
         assert self.labelling is not None
@@ -283,29 +285,25 @@ def build_app(viewer: Viewer) -> Any:
         nonce = secrets.token_urlsafe(12)
         return page(viewer.label_page(nonce=nonce), nonce)
 
-    async def label_post(request: Request) -> Response:
+    async def labelling_post(request: Request, act: Callable[[dict[str, Any]], tuple[int, str]]) -> Response:
+        """A POST of the labelling page: 404 when labelling is off, 400 for a body that is not a JSON object or
+        names no unit, else ``act``'s (status, message) as JSON."""
         if viewer.labelling is None:
             return no_labelling()
         body = await _json_body(request)
         if isinstance(body, Response):
             return body
         try:
-            status, message = await run_in_threadpool(viewer.add_label, body)
+            status, message = await run_in_threadpool(act, body)
         except InputError as exc:
             return PlainTextResponse(str(exc), status_code=400)
         return JSONResponse({"message": message}, status_code=status)
 
+    async def label_post(request: Request) -> Response:
+        return await labelling_post(request, viewer.add_label)
+
     async def skip(request: Request) -> Response:
-        if viewer.labelling is None:
-            return no_labelling()
-        body = await _json_body(request)
-        if isinstance(body, Response):
-            return body
-        try:
-            viewer.skip(body)
-        except InputError as exc:
-            return PlainTextResponse(str(exc), status_code=400)
-        return JSONResponse({"message": "skipped"})
+        return await labelling_post(request, viewer.skip)
 
     async def undo(request: Request) -> Response:
         if viewer.labelling is None:
