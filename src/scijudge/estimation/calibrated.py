@@ -46,9 +46,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.stats import t as student_t
 
-from scijudge.estimation.ppi import Estimate, _arrays, _nan, power_tuning
+from scijudge.estimation.ppi import Estimate, _arrays, _interval, _nan, _z, power_tuning
 
 METHOD = "ppi-cal"
 DEFAULT_FOLDS = 10
@@ -107,10 +106,7 @@ def ppi_cal_mean(y: np.ndarray, yhat: np.ndarray, yhat_unlabeled: np.ndarray, al
     point = (lam * m_unl.mean() if big_n else 0.0) + rectifier.mean()
     var_unl = lam**2 * float(np.var(m_unl, ddof=1)) / big_n if big_n > 1 else 0.0
     se = math.sqrt(var_unl + float(np.var(rectifier, ddof=1)) / n)
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
-    half = float(student_t.ppf(1.0 - alpha / 2.0, n - 1)) * se
-    return Estimate(float(point), float(point - half), float(point + half), float(se), n, big_n, float(lam))
+    return _interval(point, se, alpha, n, big_n, float(lam), df=n - 1)
 
 
 def joint_columns(scores: np.ndarray) -> np.ndarray:
@@ -143,8 +139,7 @@ def ppi_cal_joint_mean(y: np.ndarray, covariates: np.ndarray, covariates_unlabel
     n, big_n = y.size, covariates_unlabeled.shape[0]
     if covariates.shape[0] != n:
         raise ValueError(f"{n} human scores but {covariates.shape[0]} rows of judge scores on the labelled units")
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    _z(alpha)  # checks alpha before any fit
     if n < joint_labels_needed(covariates.shape[1]) or big_n < 2:
         return _nan(n, big_n)
     design = np.column_stack([np.ones(n), covariates])
@@ -155,5 +150,4 @@ def ppi_cal_joint_mean(y: np.ndarray, covariates: np.ndarray, covariates_unlabel
     point = float(fitted_unl.mean() + residual.mean())
     df = n - int(rank)
     se = math.sqrt(float(residual @ residual) / df / n + float(np.var(fitted_unl, ddof=1)) / big_n)
-    half = float(student_t.ppf(1.0 - alpha / 2.0, df)) * se
-    return Estimate(point, point - half, point + half, float(se), n, big_n, math.nan)
+    return _interval(point, se, alpha, n, big_n, df=df)

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 from scipy.stats import norm
+from scipy.stats import t as student_t
 
 
 @dataclass(frozen=True)
@@ -46,9 +47,15 @@ def _z(alpha: float) -> float:
 
 
 def _interval(point: float, se: float, alpha: float, n_labeled: int, n_unlabeled: int,
-              lam: float = math.nan) -> Estimate:
-    half = _z(alpha) * se
+              lam: float = math.nan, df: float | None = None) -> Estimate:
+    """The normal interval, or Student's t on ``df`` degrees of freedom when ``df`` is given."""
+    half = _z(alpha) * se if df is None else _t(alpha, df) * se
     return Estimate(float(point), float(point - half), float(point + half), float(se), n_labeled, n_unlabeled, lam)
+
+
+def _t(alpha: float, df: float) -> float:
+    _z(alpha)  # checks alpha
+    return float(student_t.ppf(1.0 - alpha / 2.0, df))
 
 
 def _nan(n_labeled: int, n_unlabeled: int) -> Estimate:
