@@ -37,8 +37,13 @@ class _PairSpec:
     pairs_b: pd.DataFrame
     block_a: Any
     block_b: Any
-    raw_a: Any = None  # per-item (sum |raw error|, count) blocks where a side is on a continuous scale
-    raw_b: Any = None
+    # where a side is on a continuous scale: each side's |raw error| per pair, resampled as the (sum, count)
+    # blocks ``_raw_block`` names
+    raw_errors: tuple[np.ndarray, np.ndarray] | None = None
+
+
+def _raw_block(a: str, b: str, judge: str, tag: str) -> tuple[str, ...]:
+    return ("pair-mae", a, b, judge, tag)
 
 
 def _raw_errors(pairs: pd.DataFrame) -> np.ndarray:
@@ -78,17 +83,17 @@ def _pair_blocks(ord_groups: list[_Group], ver_groups: list[_Group], ctx: _Conte
                     name = ("pair", a, b, judge, tag)
                     ctx.blocks.add(name, p["item_id"], hi * k + ji, k * k)
                     blocks.append(name)
-                raw: list[Any] = [None, None]
+                raw_errors = None
                 if ga.track == "ordinal" and ("score_raw" in pa or "score_raw" in pb):
-                    for side, (tag, p) in enumerate((("a", pa), ("b", pb))):
-                        raw[side] = ("pair-mae", a, b, judge, tag)
+                    raw_errors = (_raw_errors(pa), _raw_errors(pb))
+                    for tag, p, errors in (("a", pa, raw_errors[0]), ("b", pb, raw_errors[1])):
                         items = p["item_id"].to_numpy(object)
-                        ctx.blocks.add(raw[side], np.concatenate([items, items]),
+                        ctx.blocks.add(_raw_block(a, b, judge, tag), np.concatenate([items, items]),
                                        np.repeat(np.array([0, 1]), len(p)), 2,
-                                       values=np.concatenate([_raw_errors(p), np.ones(len(p))]))
+                                       values=np.concatenate([errors, np.ones(len(p))]))
                 specs.append(_PairSpec(a=a, b=b, judge=judge, track=ga.track, pool=ga.pool, categories=cats,
                                        pairs_a=pa, pairs_b=pb, block_a=blocks[0], block_b=blocks[1],
-                                       raw_a=raw[0], raw_b=raw[1]))
+                                       raw_errors=raw_errors))
     return specs
 
 
@@ -150,18 +155,19 @@ def _paired_frame(specs: list[_PairSpec], ctx: _Context) -> pd.DataFrame:
                 stats_b = ordinal_stats(reps_b, first.categories, tol, only=PAIRED_METRICS["ordinal"])
             else:
                 stats_a, stats_b = verdict_stats(reps_a), verdict_stats(reps_b)
-        raw = all(s.raw_a is not None for s in group)  # a continuous side: MAE on the raw values, as per rubric
+        raw = [s.raw_errors for s in group if s.raw_errors is not None]  # a continuous side: MAE on raw values
+        raw = raw if len(raw) == len(group) else []
         if raw and stats_a is not None and stats_b is not None:
-            for stats, name in ((stats_a, "raw_a"), (stats_b, "raw_b")):
-                parts = [ctx.blocks.get(getattr(s, name)) for s in group]
+            for stats, tag in ((stats_a, "a"), (stats_b, "b")):
+                parts = [ctx.blocks.get(_raw_block(s.a, s.b, s.judge, tag)) for s in group]
                 sums = np.sum([q for q in parts if q is not None], axis=0)
                 with np.errstate(invalid="ignore", divide="ignore"):
                     stats["mae"] = sums[:, 0] / sums[:, 1]
         for metric in PAIRED_METRICS[first.track]:
             with ctx.caller_threads():  # library point estimates: the caller's BLAS threads (one_blas_thread)
                 if raw and metric == "mae":
-                    va = float(np.concatenate([_raw_errors(s.pairs_a) for s in group]).mean())
-                    vb = float(np.concatenate([_raw_errors(s.pairs_b) for s in group]).mean())
+                    va = float(np.concatenate([errors_a for errors_a, _ in raw]).mean())
+                    vb = float(np.concatenate([errors_b for _, errors_b in raw]).mean())
                 else:
                     va = _point_metric(first.track, pa, first.categories, metric)
                     vb = _point_metric(first.track, pb, first.categories, metric)
