@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from scijudge.errors import InputError
-from scijudge.estimation._units import Units, match_units
+from scijudge.estimation._units import ESTIMANDS, Units, match_units
 from scijudge.estimation.calibrated import joint_columns, ppi_cal_joint_mean, ppi_cal_mean
 from scijudge.estimation.ppi import Estimate, classical_mean, difference, labels_needed, ppi_mean
 
@@ -126,8 +126,6 @@ def _paired_frame(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
 def _rows(judge: str, model: str, group: str, results: Mapping[str, Estimate], *, n_abstained: int,
           n_label_only: int, kind: str, paired: bool | None, alpha: float,
           estimand: str = "mean", design: str = SRS_DESIGN) -> list[dict[str, Any]]:
-    from scijudge.estimation._units import ESTIMANDS
-
     out = []
     best = recommended_method(results)
     for method in METHODS:
@@ -231,8 +229,6 @@ def _joint_rows(frame: pd.DataFrame, units: Units, alpha: float,
     unit and the labels suffice (``calibrated.joint_labels_needed``). Its ``model`` is the models joined by
     " + ", its ``design`` says what was fitted; ``recommended`` when it is narrower than every
     single-model estimate of that judge (and group); ``n_label_only`` is the fewest of its models'."""
-    from scijudge.estimation._units import ESTIMANDS
-
     is_ok = (frame["status"] == "ok") & frame["score"].notna()
     if not is_ok.any():
         return []
