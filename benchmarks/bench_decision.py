@@ -33,12 +33,10 @@ import types
 from pathlib import Path
 from typing import Any
 
-SRC = Path(__file__).resolve().parents[1] / "src"
-LLAMA_8B = dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
-                num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=16384,
-                rope_theta=500000.0, rms_norm_eps=1e-5)
-TINY = dict(vocab_size=640, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-            num_key_value_heads=2, max_position_embeddings=8192, rope_theta=500000.0, rms_norm_eps=1e-5)
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/, also when run by runpy
+from _gpu_shapes import LLAMA_8B, scijudge_without_init, tiny
+
+TINY = tiny(640)
 # tokens: 8B = 1,800-token prompts (1,100 item + 400 boilerplate + 300 rubric), as in bench_layouts.py
 SIZES = {"llama-8b": dict(items=64, item=1100, boilerplate=400, rubric=300, batch_items=8),
          "tiny": dict(items=4, item=300, boilerplate=40, rubric=40, batch_items=4)}
@@ -46,10 +44,7 @@ SIZES = {"llama-8b": dict(items=64, item=1100, boilerplate=400, rubric=300, batc
 
 def import_engine() -> types.SimpleNamespace:
     """scijudge's engine modules without ``scijudge/__init__`` (which imports DSPy, absent on the GPU machine)."""
-    if "scijudge" not in sys.modules:
-        package = types.ModuleType("scijudge")
-        package.__path__ = [str(SRC / "scijudge")]
-        sys.modules["scijudge"] = package
+    scijudge_without_init()
     import scijudge.lm._decode as decode
     import scijudge.lm.decision as decision
 

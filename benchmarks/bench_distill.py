@@ -25,12 +25,10 @@ import types
 from pathlib import Path
 from typing import Any
 
-SRC = Path(__file__).resolve().parents[1] / "src"
-LLAMA_8B = dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
-                num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=16384,
-                rope_theta=500000.0, rms_norm_eps=1e-5)
-TINY = dict(vocab_size=640, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-            num_key_value_heads=2, max_position_embeddings=8192, rope_theta=500000.0, rms_norm_eps=1e-5)
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/, also when run by runpy
+from _gpu_shapes import LLAMA_8B, scijudge_without_init, tiny
+
+TINY = tiny(640)
 SIZES = {"llama-8b": dict(boilerplate=400, item=300, closing=40, epochs=2),
          "tiny": dict(boilerplate=120, item=40, closing=12, epochs=2)}
 LEVELS = (20, 21, 22, 23, 24)  # the level tokens ("1".."5")
@@ -39,10 +37,7 @@ CUES = (40, 41, 42, 43, 44)  # one of these, once per item, fixes its level
 
 def import_training() -> Any:
     """scijudge's training loop without ``scijudge/__init__`` (which imports DSPy, absent on the GPU machine)."""
-    if "scijudge" not in sys.modules:
-        package = types.ModuleType("scijudge")
-        package.__path__ = [str(SRC / "scijudge")]
-        sys.modules["scijudge"] = package
+    scijudge_without_init()
     import scijudge.distillation._train as train
 
     return train

@@ -35,14 +35,12 @@ import types
 from pathlib import Path
 from typing import Any
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/, also when run by runpy
+from _gpu_shapes import LLAMA_8B, scijudge_without_init, tiny
+
 QUALITIES = ["correctness", "completeness", "informativeness", "coherence", "integration",
              "relevancy", "cohesion", "conciseness", "readability"]
-LLAMA_8B = dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
-                num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=16384,
-                rope_theta=500000.0, rms_norm_eps=1e-5)
-TINY = dict(vocab_size=4096, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-            num_key_value_heads=2, max_position_embeddings=8192, rope_theta=500000.0, rms_norm_eps=1e-5)
+TINY = tiny(4096)
 # Prompt parts in tokens. 8B: 1,800-token prompts = 1,100 item + 400 boilerplate + 300 rubric (the split that
 # matches the issue's FLOP estimates: ~1.7x from rubric sharing, ~2.2x from item sharing).
 SIZES = {"llama-8b": dict(items=64, item=1100, boilerplate=400, rubric=300, batch=128, fused_batch=64),
@@ -51,10 +49,7 @@ SIZES = {"llama-8b": dict(items=64, item=1100, boilerplate=400, rubric=300, batc
 
 def import_engine() -> types.SimpleNamespace:
     """scijudge's engine modules without ``scijudge/__init__`` (which imports DSPy, absent on the GPU machine)."""
-    if "scijudge" not in sys.modules:
-        package = types.ModuleType("scijudge")
-        package.__path__ = [str(SRC / "scijudge")]
-        sys.modules["scijudge"] = package
+    scijudge_without_init()
     import scijudge.lm._decode as decode
     from scijudge.lm._grammar import GrammarSpec
     from scijudge.lm._runtime import Runtime
