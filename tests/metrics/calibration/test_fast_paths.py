@@ -435,3 +435,45 @@ def test_calibrate_without_scikit_learns_argument_checks_gives_every_number_bit_
     checked = calibrate(judgments, label_frame, n_boot=100).to_dict()
     assert seen == [True] and not sklearn.get_config()["skip_parameter_validation"]
     assert json.dumps(fast, sort_keys=True, default=str) == json.dumps(checked, sort_keys=True, default=str)
+
+
+def test_paired_kappa_from_remembered_tables_is_scikit_learns_on_the_common_units_bit_for_bit() -> None:
+    """Paired κ_w comes from each side's table of counts, remembered per distinct table (a side that rated every
+    common unit has its own row's table): each value is scikit-learn's κ on the pairs of the common units, per
+    judge and pooled, with partly overlapping contenders and a judge where both sides are constant (NaN)."""
+    from sklearn.metrics import cohen_kappa_score
+
+    from scijudge.metrics.calibration import POOLED, calibrate
+
+    rng = np.random.default_rng(11)
+    rows, labels = [], []
+    judges = ("yescieval.qa.correctness", "yescieval.qa.coherence", "yescieval.qa.relevancy")
+    for i in range(60):
+        for judge in judges:
+            h = 3.0 if judge == judges[2] else float(rng.integers(1, 6))
+            labels.append({"item_id": f"q{i}", "judge": judge, "score": h})
+            for model, noise in (("m-a", 1), ("m-b", 2), ("m-c", 0)):
+                if model == "m-b" and i % 4 == 0:
+                    continue  # m-b skipped a quarter of the items: its pairs with m-a are on common units only
+                score = 3.0 if judge == judges[2] else float(np.clip(h + rng.integers(-noise, noise + 1), 1, 5))
+                rows.append({"item_id": f"q{i}", "judge": judge, "part": "", "family": "likert", "spec_hash": "h",
+                             "model": model, "status": "ok", "score": score, "verdict": None, "confidence": None,
+                             "probs": None})
+    judgments, human = pd.DataFrame(rows), pd.DataFrame(labels)
+    paired = calibrate(judgments, human, n_boot=50).paired
+    kappas = paired[paired["metric"] == "kappa_w"]
+    assert len(kappas) == 3 * (len(judges) + 1)
+    truth = human.set_index(["item_id", "judge"])["score"]
+    for row in kappas.itertuples():
+        names = judges if row.judge == POOLED else (row.judge,)
+        both = judgments[judgments["judge"].isin(names)]
+        by = {m: both[both["model"] == m].set_index(["item_id", "judge"])["score"] for m in (row.a, row.b)}
+        common = by[row.a].index.intersection(by[row.b].index)
+        assert row.n == len(common)
+        for value, model in ((row.value_a, row.a), (row.value_b, row.b)):
+            j, h = by[model].loc[common].to_numpy(), truth.loc[common].to_numpy()
+            if row.judge == judges[2]:
+                assert np.isnan(value)  # both sides constant: κ undefined
+                continue
+            want = cohen_kappa_score(h.astype(int) - 1, j.astype(int) - 1, labels=np.arange(5), weights="quadratic")
+            assert value == want  # bit for bit

@@ -6,12 +6,13 @@ import contextlib
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 from scipy import sparse
 
+from scijudge.metrics import agreement as ag
 from scijudge.metrics.bootstrap import (
     bootstrap_sums,
     percentile_interval,
@@ -94,6 +95,17 @@ class _Context:
     continuous: set[str] = field(default_factory=set)  # judges on a continuous scale for every contender
     caller_threads: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext  # see one_blas_thread
     partly: set[tuple[str, str]] = field(default_factory=set)  # (contender, judge) continuous where others are not
+    kappas: dict[tuple[bytes, tuple[int, ...], str | None], float] = field(default_factory=dict)
+
+    def kappa(self, table: np.ndarray, weights: Literal["quadratic", "linear"] | None = "quadratic") -> float:
+        """``ag.kappa_from_confusion`` of an integer confusion table, once per distinct table: κ depends on the
+        table alone (scikit-learn builds the same integer matrix from pairs or from cells), and a paired
+        comparison on units both contenders rated in full has the very table of each contender's own row."""
+        t = np.ascontiguousarray(table, dtype=np.int64)
+        key = (t.tobytes(), t.shape, weights)
+        if key not in self.kappas:
+            self.kappas[key] = ag.kappa_from_confusion(t, weights)
+        return self.kappas[key]
 
     def is_continuous(self, contender: str, judge: str) -> bool:
         """Whether ``contender`` is calibrated on ``judge``'s scale as a continuous one (its own scale)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -33,10 +34,12 @@ from scijudge.metrics.tables import (
 
 
 def _ordinal_point(j: np.ndarray, h: np.ndarray, values: np.ndarray, tol: float, table: np.ndarray,
-                   reliability: dict[str, float] | None, pearson: float) -> tuple[dict[str, float], list[str]]:
+                   reliability: dict[str, float] | None, pearson: float,
+                   kappa: Callable[..., float] = ag.kappa_from_confusion) -> tuple[dict[str, float], list[str]]:
     """Point estimates from the library-backed functions, plus why any of them is undefined. ``table``: the pairs'
-    ``ag.confusion``, which both kappas are computed from; ``reliability``: their ``ag.ordinal_reliability``
-    (None for fewer than 2 pairs); ``pearson``: their ``ag.pearson``, computed on the caller's BLAS threads."""
+    ``ag.confusion``, which both kappas are computed from (by ``kappa``: ``_Context.kappa`` remembers them for the
+    paired comparisons); ``reliability``: their ``ag.ordinal_reliability`` (None for fewer than 2 pairs);
+    ``pearson``: their ``ag.pearson``, computed on the caller's BLAS threads."""
     notes: list[str] = []
     n = j.size
     out: dict[str, float] = {
@@ -55,9 +58,9 @@ def _ordinal_point(j: np.ndarray, h: np.ndarray, values: np.ndarray, tol: float,
         who = "judge and human" if j_const and h_const else ("judge" if j_const else "human")
         notes.append(f"{who} ratings constant: correlations and ICC undefined")
     with np.errstate(all="ignore"):
-        kappa = n >= 2 and not (j_const and h_const)
-        out["kappa_w"] = ag.kappa_from_confusion(table) if kappa else float("nan")
-        out["kappa_linear"] = ag.kappa_from_confusion(table, "linear") if kappa else float("nan")
+        defined = n >= 2 and not (j_const and h_const)
+        out["kappa_w"] = kappa(table) if defined else float("nan")
+        out["kappa_linear"] = kappa(table, "linear") if defined else float("nan")
         pair = np.column_stack([h, j])
         nan = float("nan")
         out.update(reliability if reliability is not None  # = krippendorff_alpha ×2 and gwet_ac2
@@ -283,7 +286,7 @@ def _library_points(groups: list[_Group], ctx: _Context) -> _Points:
         prepared.append((_row_key(gs), j, h, values, cm, reliability))
     with ctx.caller_threads(), np.errstate(all="ignore"):  # the caller's BLAS threads (one_blas_thread)
         pearsons = [ag.pearson(j, h) for _, j, h, *_ in prepared]
-    return {key: (cm, *_ordinal_point(j, h, values, float(values[1] - values[0]), cm, reliability, r))
+    return {key: (cm, *_ordinal_point(j, h, values, float(values[1] - values[0]), cm, reliability, r, ctx.kappa))
             for (key, j, h, values, cm, reliability), r in zip(prepared, pearsons)}
 
 

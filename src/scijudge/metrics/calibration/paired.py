@@ -40,6 +40,8 @@ class _PairSpec:
     # where a side is on a continuous scale: each side's |raw error| per pair, resampled as the (sum, count)
     # blocks ``_raw_block`` names
     raw_errors: tuple[np.ndarray, np.ndarray] | None = None
+    # each side's (human × judge) table of counts on the common units (ordinal track): its point κ
+    tables: tuple[np.ndarray, np.ndarray] | None = None
 
 
 def _raw_block(a: str, b: str, judge: str, tag: str) -> tuple[str, ...]:
@@ -72,6 +74,7 @@ def _pair_blocks(ord_groups: list[_Group], ver_groups: list[_Group], ctx: _Conte
                 cats = ga.categories
                 k = cats.size
                 blocks = []
+                tables = []
                 for tag, p in (("a", pa), ("b", pb)):
                     if ga.track == "ordinal":
                         sc = ctx.scales[judge]
@@ -83,6 +86,7 @@ def _pair_blocks(ord_groups: list[_Group], ver_groups: list[_Group], ctx: _Conte
                     name = ("pair", a, b, judge, tag)
                     ctx.blocks.add(name, p["item_id"], hi * k + ji, k * k)
                     blocks.append(name)
+                    tables.append(np.bincount(hi * k + ji, minlength=k * k).reshape(k, k))
                 raw_errors = None
                 if ga.track == "ordinal" and ("score_raw" in pa or "score_raw" in pb):
                     raw_errors = (_raw_errors(pa), _raw_errors(pb))
@@ -93,7 +97,8 @@ def _pair_blocks(ord_groups: list[_Group], ver_groups: list[_Group], ctx: _Conte
                                        values=np.concatenate([errors, np.ones(len(p))]))
                 specs.append(_PairSpec(a=a, b=b, judge=judge, track=ga.track, pool=ga.pool, categories=cats,
                                        pairs_a=pa, pairs_b=pb, block_a=blocks[0], block_b=blocks[1],
-                                       raw_errors=raw_errors))
+                                       raw_errors=raw_errors,
+                                       tables=(tables[0], tables[1]) if ga.track == "ordinal" else None))
     return specs
 
 
@@ -103,18 +108,13 @@ def _on_common_units(ga: _Group, gb: _Group, key: list[str]) -> tuple[pd.DataFra
     Where every unit appears once per group (the usual case), a hash lookup of each group's units in the other's
     gives the rows the merges below give, in the same (sorted, unique) order, without three merges per pair of
     contenders (most of the paired comparisons' time on a small panel); repeated units go through the merges."""
-    units_a = ga.cache.get("units")
-    if units_a is None:
-        units_a = ga.cache["units"] = pd.MultiIndex.from_frame(ga.pairs[key])
-    units_b = gb.cache.get("units")
-    if units_b is None:
-        units_b = gb.cache["units"] = pd.MultiIndex.from_frame(gb.pairs[key])
+    sorted_a, units_a = _sorted_units(ga, key)
+    sorted_b, units_b = _sorted_units(gb, key)
     if not (units_a.has_duplicates or units_b.has_duplicates):
         in_a, in_b = units_a.isin(units_b), units_b.isin(units_a)
         if int(in_a.sum()) < 2:
             return None
-        return (ga.pairs[in_a].sort_values(key).reset_index(drop=True),
-                gb.pairs[in_b].sort_values(key).reset_index(drop=True))
+        return sorted_a[in_a].reset_index(drop=True), sorted_b[in_b].reset_index(drop=True)
     common = ga.pairs[key].merge(gb.pairs[key], on=key)
     if len(common) < 2:
         return None
@@ -122,16 +122,26 @@ def _on_common_units(ga: _Group, gb: _Group, key: list[str]) -> tuple[pd.DataFra
             gb.pairs.merge(common, on=key).sort_values(key).reset_index(drop=True))
 
 
-def _point_metric(track: str, pairs: pd.DataFrame, categories: np.ndarray, metric: str) -> float:
+def _sorted_units(g: _Group, key: list[str]) -> tuple[pd.DataFrame, pd.MultiIndex]:
+    """A group's pairs sorted by unit, and their units: once per group, not once per pair of contenders (with
+    unique units, selecting from the sorted pairs gives what sorting the selection gives)."""
+    if "sorted" not in g.cache:
+        ordered = g.pairs.sort_values(key).reset_index(drop=True)
+        g.cache["sorted"] = ordered, pd.MultiIndex.from_frame(ordered[key])
+    return g.cache["sorted"]
+
+
+def _point_metric(track: str, pairs: pd.DataFrame, metric: str) -> float:
+    """A side's MAE on the grid (ordinal; κ_w comes from its table, ``_table_kappa``) or verdict statistic."""
     if track == "ordinal":
-        j, h = pairs["score"].to_numpy(float), pairs["h_score"].to_numpy(float)
-        if metric == "mae":
-            return ag.mean_absolute_error(j, h)
-        if np.ptp(j) == 0 and np.ptp(h) == 0:
-            return float("nan")
-        return ag.weighted_kappa(j, h, categories)
+        return ag.mean_absolute_error(pairs["score"].to_numpy(float), pairs["h_score"].to_numpy(float))
     scores = ag.verdict_scores(pairs["j_verdict"].to_numpy(object), pairs["h_verdict"].to_numpy(object))
     return float(getattr(scores, metric))
+
+
+def _table_kappa(table: np.ndarray, ctx: _Context) -> float:
+    """A side's κ_w (scikit-learn's, from the pairs' table): NaN where both sides are constant (one filled cell)."""
+    return float("nan") if np.count_nonzero(table) == 1 else ctx.kappa(table)
 
 
 def _paired_frame(specs: list[_PairSpec], ctx: _Context) -> pd.DataFrame:
@@ -163,14 +173,17 @@ def _paired_frame(specs: list[_PairSpec], ctx: _Context) -> pd.DataFrame:
                 sums = np.sum([q for q in parts if q is not None], axis=0)
                 with np.errstate(invalid="ignore", divide="ignore"):
                     stats["mae"] = sums[:, 0] / sums[:, 1]
+        tables = [s.tables for s in group if s.tables is not None]  # every spec's (ordinal) or none (verdict)
         for metric in PAIRED_METRICS[first.track]:
             with ctx.caller_threads():  # library point estimates: the caller's BLAS threads (one_blas_thread)
                 if raw and metric == "mae":
                     va = float(np.concatenate([errors_a for errors_a, _ in raw]).mean())
                     vb = float(np.concatenate([errors_b for _, errors_b in raw]).mean())
+                elif metric == "kappa_w" and tables:
+                    va, vb = (_table_kappa(np.sum([t[side] for t in tables], axis=0), ctx) for side in (0, 1))
                 else:
-                    va = _point_metric(first.track, pa, first.categories, metric)
-                    vb = _point_metric(first.track, pb, first.categories, metric)
+                    va = _point_metric(first.track, pa, metric)
+                    vb = _point_metric(first.track, pb, metric)
             row: dict[str, Any] = {"a": first.a, "b": first.b, "judge": judge_name, "track": first.pool, "metric": metric,
                                    "n": len(pa), "n_items": int(pa["item_id"].nunique()), "value_a": va, "value_b": vb,
                                    "diff": va - vb}
