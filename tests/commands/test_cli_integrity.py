@@ -79,6 +79,29 @@ def test_ctrl_c_stores_answers_in_flight_prints_resume_and_exits_130(loopback, t
     assert server.count == 30, "the re-run asks only for what was never answered"
 
 
+
+def test_ctrl_c_at_concurrency_512_stores_every_answer_in_flight_on_the_event_loop(loopback, tmp_path):
+    """The same Ctrl-C at ``--concurrency 512`` (the asyncio executor, what ``judge`` picks from 64 for an API
+    model): the answers of all the requests in flight arrive within the grace and are stored; exit 130."""
+    env = _setup(tmp_path, 2048)
+    server = loopback(lambda b: GOOD, latency=1.0)
+    proc = subprocess.Popen(_judge_args(server.url, "--concurrency", "512", "--grace", "20"), cwd=tmp_path,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 90
+    while _stored(tmp_path / "run.sqlite") < 512 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)  # the answers come in waves (every request waits 1 s): the second wave is in flight now
+    stored_then = _stored(tmp_path / "run.sqlite")
+    in_flight = server.count - stored_then
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "resume with: scijudge judge items.jsonl" in err
+    sent, stored = server.count, _stored(tmp_path / "run.sqlite")
+    assert in_flight >= 100, "the interrupt must land with many requests in flight"
+    assert stored == sent < 2048, "every request sent before the stop has its answer stored"
+
+
 def _children(pid: int) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
