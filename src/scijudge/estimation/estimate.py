@@ -253,22 +253,22 @@ def _joint_rows(frame: pd.DataFrame, units: Units, alpha: float,
         covariates = joint_columns(scores[names].to_numpy(float))
         labeled = ~np.isnan(human)
         result = ppi_cal_joint_mean(human[labeled], covariates[labeled], covariates[~labeled], alpha)
+        width = result.hi - result.lo
+        if not math.isfinite(width):  # fewer labels than joint_labels_needed: no row (the single models' stand)
+            continue
         group = (JOINT_SEPARATOR.join(sorted(set(sub["group"].astype(str)))) if units.by_run
                  else str(key[1]))
         single = [r["hi"] - r["lo"] for r in single_rows if r["kind"] == "mean" and r["recommended"]
                   and r["judge"] == judge and (units.by_run or r["group"] == group)]
-        width = result.hi - result.lo
         n_abstained = int(whole[["item_id", "part"]].drop_duplicates().shape[0] - len(scores))
-        method = (f"{SRS_DESIGN}; ppi-cal on {len(names)} models' scores at once (least squares on "
+        design = (f"{SRS_DESIGN}; ppi-cal on {len(names)} models' scores at once (least squares on "
                   f"{covariates.shape[1]} columns, t on n - p df), units any of them scored")
-        if not math.isfinite(width):  # fewer labels than joint_labels_needed: no row (the single models' stand)
-            continue
         label_only = [units.label_only_counts.get((judge, m, g), 0) for m, g in
                       sub[["model", "group"]].drop_duplicates().itertuples(index=False)]
         out.append({"judge": judge, "model": JOINT_SEPARATOR.join(names), "group": group, "method": "ppi-cal",
                     **result.as_dict(), "n_abstained": n_abstained, "n_label_only": min(label_only) if label_only else 0,
                     "kind": "mean", "paired": None, "alpha": alpha,
-                    "estimand": ESTIMANDS.get(units.estimand, units.estimand), "design": method,
+                    "estimand": ESTIMANDS.get(units.estimand, units.estimand), "design": design,
                     "recommended": bool(single and width < min(single))})
     return out
 

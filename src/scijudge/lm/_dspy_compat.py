@@ -207,12 +207,15 @@ def check() -> list[str]:
     changed = sorted(name for name, digest in _mirrored_sources().items() if _MIRRORED.get(name) != digest)
     if changed:  # acall_request mirrors them; memoise_route_lookup wraps the resolve pricing imports at call time
         problems.append(f"DSPy changed {', '.join(changed)}: acall_request falls back to lm.acall (update _MIRRORED)")
-    from dspy.clients import capabilities, execution
+    try:
+        from dspy.clients import capabilities, execution
 
-    price = getattr(execution, "_price_result", None)
-    if price is None or "from dspy.clients.capabilities import resolve" not in inspect.getsource(price) or \
-            list(inspect.signature(capabilities.resolve).parameters) != ["lm"]:
-        problems.append("dspy.clients.capabilities.resolve(lm) is no longer what pricing resolves routes with")
+        price = getattr(execution, "_price_result", None)
+        if price is None or "from dspy.clients.capabilities import resolve" not in inspect.getsource(price) or \
+                list(inspect.signature(capabilities.resolve).parameters) != ["lm"]:
+            problems.append("dspy.clients.capabilities.resolve(lm) is no longer what pricing resolves routes with")
+    except (ImportError, OSError, AttributeError, TypeError) as exc:
+        problems.append(f"dspy.clients.capabilities cannot be read: {exc}")
     try:  # StructuredChain.format_user_message_content repeats ChatAdapter's, minus a TypeAdapter per text value
         from dspy.adapters.chat_adapter import ChatAdapter
 

@@ -35,7 +35,7 @@ from scijudge.metrics.tables import (
 
 def _ordinal_point(j: np.ndarray, h: np.ndarray, values: np.ndarray, tol: float, table: np.ndarray,
                    reliability: dict[str, float] | None, pearson: float,
-                   kappa: Callable[..., float] = ag.kappa_from_confusion) -> tuple[dict[str, float], list[str]]:
+                   kappa: Callable[..., float]) -> tuple[dict[str, float], list[str]]:
     """Point estimates from the library-backed functions, plus why any of them is undefined. ``table``: the pairs'
     ``ag.confusion``, which both kappas are computed from (by ``kappa``: ``_Context.kappa`` remembers them for the
     paired comparisons); ``reliability``: their ``ag.ordinal_reliability`` (None for fewer than 2 pairs);

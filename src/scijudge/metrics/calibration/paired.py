@@ -83,10 +83,11 @@ def _pair_blocks(ord_groups: list[_Group], ver_groups: list[_Group], ctx: _Conte
                         index = {c: i for i, c in enumerate(cats)}
                         hi = np.array([index[v] for v in p["h_verdict"]], dtype=np.int64)
                         ji = np.array([index[v] for v in p["j_verdict"]], dtype=np.int64)
-                    name = ("pair", a, b, judge, tag)
-                    ctx.blocks.add(name, p["item_id"], hi * k + ji, k * k)
+                    name, cells = ("pair", a, b, judge, tag), hi * k + ji
+                    ctx.blocks.add(name, p["item_id"], cells, k * k)
                     blocks.append(name)
-                    tables.append(np.bincount(hi * k + ji, minlength=k * k).reshape(k, k))
+                    if ga.track == "ordinal":  # its point κ_w (the verdict track's κ comes from its pairs)
+                        tables.append(np.bincount(cells, minlength=k * k).reshape(k, k))
                 raw_errors = None
                 if ga.track == "ordinal" and ("score_raw" in pa or "score_raw" in pb):
                     raw_errors = (_raw_errors(pa), _raw_errors(pb))
@@ -98,7 +99,7 @@ def _pair_blocks(ord_groups: list[_Group], ver_groups: list[_Group], ctx: _Conte
                 specs.append(_PairSpec(a=a, b=b, judge=judge, track=ga.track, pool=ga.pool, categories=cats,
                                        pairs_a=pa, pairs_b=pb, block_a=blocks[0], block_b=blocks[1],
                                        raw_errors=raw_errors,
-                                       tables=(tables[0], tables[1]) if ga.track == "ordinal" else None))
+                                       tables=(tables[0], tables[1]) if tables else None))
     return specs
 
 
