@@ -196,26 +196,22 @@ def check() -> list[str]:
     if not all(callable(getattr(dspy.cache, name, None)) for name in ("get", "put")):
         problems.append("dspy.cache.get/put are gone")
     problems.extend(_check_engines_and_batches())
-    try:  # short_answer_request filters this warning by its logger and text
-        from dspy.clients import execution
+    try:  # short_answer_request filters this warning by its logger and text; memoise_route_lookup wraps the
+        # resolve that pricing imports at call time
+        from dspy.clients import capabilities, execution
 
         if "response was truncated" not in inspect.getsource(execution):
             problems.append("dspy.clients.execution no longer logs 'LM response was truncated'")
-    except (ImportError, OSError) as exc:
-        problems.append(f"dspy.clients.execution cannot be read: {exc}")
-    problems.extend(_check_class_swap())
-    changed = sorted(name for name, digest in _mirrored_sources().items() if _MIRRORED.get(name) != digest)
-    if changed:  # acall_request mirrors them; memoise_route_lookup wraps the resolve pricing imports at call time
-        problems.append(f"DSPy changed {', '.join(changed)}: acall_request falls back to lm.acall (update _MIRRORED)")
-    try:
-        from dspy.clients import capabilities, execution
-
         price = getattr(execution, "_price_result", None)
         if price is None or "from dspy.clients.capabilities import resolve" not in inspect.getsource(price) or \
                 list(inspect.signature(capabilities.resolve).parameters) != ["lm"]:
             problems.append("dspy.clients.capabilities.resolve(lm) is no longer what pricing resolves routes with")
     except (ImportError, OSError, AttributeError, TypeError) as exc:
-        problems.append(f"dspy.clients.capabilities cannot be read: {exc}")
+        problems.append(f"dspy.clients.execution or capabilities cannot be read: {exc}")
+    problems.extend(_check_class_swap())
+    changed = sorted(name for name, digest in _mirrored_sources().items() if _MIRRORED.get(name) != digest)
+    if changed:  # acall_request mirrors them
+        problems.append(f"DSPy changed {', '.join(changed)}: acall_request falls back to lm.acall (update _MIRRORED)")
     try:  # StructuredChain.format_user_message_content repeats ChatAdapter's, minus a TypeAdapter per text value
         from dspy.adapters.chat_adapter import ChatAdapter
 
