@@ -197,11 +197,22 @@ class Run:
 
     def close(self) -> None:
         with self._lock:
+            if not self._readonly:
+                self._checkpoint()
             self._db.close()
             self._close_read()
             if self._writer is not None:
                 self._writer.release()
                 self._writer = None
+
+    def _checkpoint(self) -> None:
+        """Copy the WAL into the store file before closing: SQLite does so itself only when its last connection
+        closes, so a reader with the store open (a viewer) would otherwise leave every judgment in the ``-wal``,
+        lost to whoever copies or moves the store file alone. Waits at most a few seconds for readers that hold a
+        snapshot; never fails the close (the WAL still holds everything)."""
+        with suppress(sqlite3.Error):
+            self._db.execute(f"PRAGMA busy_timeout = {_CHECKPOINT_WAIT_MS}")
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
     def __enter__(self) -> Run:
         return self
@@ -582,4 +593,5 @@ _INSERT = f"INSERT OR REPLACE INTO judgments ({', '.join(RUN_COLUMNS)}) VALUES (
 _UPDATE_CURRENT = f"UPDATE judgments SET current = 0 WHERE {' AND '.join(f'{c} = ?' for c in CURRENT_GROUP)} AND current = 1"
 
 
+_CHECKPOINT_WAIT_MS = 5000
 _WRITE_CACHE_KIB = -65536  # at most 64 MiB of page cache for a writer (SQLite's default is 2 MiB)
