@@ -102,7 +102,7 @@ def _column_chunks(values: pd.Series) -> list[bytes | memoryview]:
     """The bytes of one column for the cache key: Arrow buffers (with offset and length) for Arrow-backed text,
     the raw buffer for numbers, the joined text for anything else."""
     array = values.array
-    if hasattr(array, "__arrow_array__"):
+    if getattr(values.dtype, "storage", None) == "pyarrow":  # pandas' python-storage text has __arrow_array__ too
         arrow = array.__arrow_array__()
         out: list[bytes | memoryview] = []
         for chunk in getattr(arrow, "chunks", [arrow]):
