@@ -6,6 +6,10 @@
   judgment, the ones still in a killed writer's ``-wal`` file included. Where SQLite cannot read the WAL in place
   without creating its ``-shm`` file (a read-only file system, a store copied without its ``-shm``), the store and
   its WAL are copied to a private temporary folder and read there (``immutable=1`` would silently ignore the WAL).
+- ``check_owner``: each store carries a random id in its file's header (``PRAGMA user_version``, stamped by every
+  write transaction, so every page-1 frame of its WAL carries it too); a ``-wal`` whose pages carry another id
+  (another store's killed writer, then this file restored or copied over it) is refused in one line before
+  anything is read from it or written, instead of being replayed into this store.
 - ``check_tables``: a SQLite file of another program is not a store; ``quick_check``: SQLite's own check of the
   file's structure, run when a store is opened to write (a damaged store is never resumed as if it were whole).
 - ``check_columns`` / ``check_row``: what a stored row must be (text where the schema says text, a status of
@@ -100,11 +104,48 @@ def connect_read(path: Path) -> ReadConnection:
         return ReadConnection(_open(f"{uri}?mode=ro&immutable=1", path), None)
     if shm.exists():  # a writer may be active: read through its WAL and shared memory, in place
         try:
-            return ReadConnection(_open(f"{uri}?mode=ro", path), None)
+            db = _open(f"{uri}?mode=ro", path)
         except sqlite3.OperationalError:  # the shared memory cannot be used here (a read-only file system)
             if wal_size == 0:
                 return ReadConnection(_open(f"{uri}?mode=ro&immutable=1", path), None)
+        else:
+            return _owned(ReadConnection(db, None), path, path)
     return _private_copy(path, wal)
+
+
+def store_id(db: sqlite3.Connection, schema: str = "main") -> int:
+    """The store's id as this connection sees it (0: a store written before ids, or not yet given one)."""
+    return int(db.execute(f"PRAGMA {schema}.user_version").fetchone()[0])
+
+
+def check_owner(db: sqlite3.Connection, main: Path, path: Path, schema: str = "main") -> None:
+    """Refuse a WAL that belongs to another store: the id in ``main``'s own header (read with ``immutable=1``,
+    which ignores the WAL) against the id ``db`` sees through the WAL (of its attached ``schema``). A file without
+    an id (an older store, or a new one whose id is still only in its WAL) cannot be told apart: read as before."""
+    head = sqlite3.connect(f"{main.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
+    try:
+        own = store_id(head)
+    except sqlite3.DatabaseError:
+        return  # an unreadable header: quick_check and the readers say what is wrong with it
+    finally:
+        head.close()
+    seen = store_id(db, schema)
+    if own and seen != own:
+        wal = path.name + "-wal"
+        raise InputError(f"the file {wal} beside this run store belongs to another store (its pages carry store id "
+                         f"{seen or 'none'}, the store's file has {own}): it was left by another store's writer, or "
+                         f"the file was replaced while its WAL stayed; nothing was read, judged or written: move {wal} "
+                         f"and {path.name}-shm aside to use the store as its file holds it", file=path)
+
+
+def _owned(reader: ReadConnection, main: Path, path: Path) -> ReadConnection:
+    """``reader`` once ``check_owner`` passed (closed when it does not)."""
+    try:
+        check_owner(reader.db, main, path)
+    except BaseException:
+        reader.close()
+        raise
+    return reader
 
 
 def _private_copy(path: Path, wal: Path) -> ReadConnection:
@@ -115,7 +156,7 @@ def _private_copy(path: Path, wal: Path) -> ReadConnection:
         copy = Path(folder.name) / "run.sqlite"
         shutil.copyfile(path, copy)
         shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
-        return ReadConnection(_open(f"{copy.resolve().as_uri()}?mode=ro", path), folder)
+        reader = ReadConnection(_open(f"{copy.resolve().as_uri()}?mode=ro", path), folder)
     except OSError as exc:
         folder.cleanup()
         raise InputError(f"cannot read the judgments in {wal.name} (a copy of the store and its WAL to "
@@ -124,6 +165,7 @@ def _private_copy(path: Path, wal: Path) -> ReadConnection:
     except BaseException:
         folder.cleanup()
         raise
+    return _owned(reader, copy, path)
 
 
 def _open(uri: str, path: Path) -> sqlite3.Connection:

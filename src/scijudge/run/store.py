@@ -17,6 +17,7 @@ from the cursor, so exporting a large store takes flat memory.
 from __future__ import annotations
 
 import json
+import secrets
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -31,7 +32,7 @@ from scijudge.records import (
 )
 from scijudge.redaction import redact_data
 from scijudge.run._open import ReadConnection, check_columns, check_header, check_tables, connect_read, quick_check
-from scijudge.run._open import STATUSES, column_names, decoded, loads_column
+from scijudge.run._open import STATUSES, check_owner, column_names, decoded, loads_column, store_id
 from scijudge.run._writer_lock import WriterLock as _WriterLock
 from scijudge.run.rows import CURRENT_AT, chunks, group_of, row_of, rows_of
 
@@ -79,6 +80,7 @@ class Run:
         self._columns: dict[str, str] = {c: c for c in RUN_COLUMNS}  # column -> SQL that reads it
         self._db: sqlite3.Connection
         self._reader: ReadConnection | None = None
+        self._id = 0  # the store's id (``_open.store_id``), known once opened to write
         self._readonly, self._create = exists, create
         if exists:
             check_header(self.path, allow_empty=create)  # an empty file (to write to): a new store's file
@@ -141,6 +143,7 @@ class Run:
             raise StoreWriteError(f"cannot write the run store {self.path} ({exc})") from None
         try:
             if check:
+                check_owner(db, self.path, self.path)  # before anything of a foreign WAL is replayed into the file
                 quick_check(db, self.path)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
@@ -190,10 +193,24 @@ class Run:
                     # Rows of v1 had no endpoint: the store's recorded api_base is the best evidence there is.
                     self._db.execute("UPDATE judgments SET endpoint = ?", (endpoint,))
                     self._db.execute(f"UPDATE judgments SET current = {_V1_CURRENT}")
+        self._id = store_id(self._db)
+        fresh = not self._id
+        if fresh:
+            self._id = secrets.randbelow(2**31 - 1) + 1
         with self._db:
             self._db.executescript(_SCHEMA)
             self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
                              (json.dumps(SCHEMA_VERSION),))
+            self._db.execute(f"PRAGMA user_version = {self._id}")
+        if fresh:  # the id into the file itself now, so that a WAL of another store can be told apart from its own
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+
+    def _commit(self) -> None:
+        """Commit, the store's id stamped into the transaction: every page-1 frame of the WAL carries it
+        (``_open.check_owner``)."""
+        if self._db.in_transaction:
+            self._db.execute(f"PRAGMA user_version = {self._id}")
+        self._db.commit()
 
     def close(self) -> None:
         with self._lock:
@@ -243,7 +260,7 @@ class Run:
             try:
                 yield
                 if not self._in_transaction:
-                    self._db.commit()
+                    self._commit()
             except BaseException as exc:
                 if not self._in_transaction:
                     self._rollback()
@@ -274,7 +291,7 @@ class Run:
             self._in_transaction = True
             try:
                 yield self
-                self._db.commit()
+                self._commit()
             except BaseException as exc:
                 self._rollback()
                 if isinstance(exc, sqlite3.Error):

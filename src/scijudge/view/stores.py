@@ -26,7 +26,7 @@ from typing import Any
 
 from scijudge.errors import InputError
 from scijudge.records import JSON_COLUMNS, RUN_COLUMNS
-from scijudge.run._open import check_header, check_tables
+from scijudge.run._open import check_header, check_owner, check_tables
 
 MAX_STORES = 10
 """SQLite attaches at most 10 databases to one connection (its compile-time default)."""
@@ -159,6 +159,7 @@ class StoreView:
                     with self._reading() as db:
                         db.execute(f"DETACH DATABASE s{at}")
                         db.execute(f"ATTACH DATABASE ? AS s{at}", (f"{path.resolve().as_uri()}?mode=ro",))
+                        check_owner(db, path, path, f"s{at}")
                     self._immutable[at] = False
             self._build(version)
 
@@ -201,6 +202,8 @@ class StoreView:
         self._immutable[at] = not wal
         try:
             self._db.execute(f"ATTACH DATABASE ? AS s{at}", (f"{path.resolve().as_uri()}?{query}",))
+            if wal:
+                check_owner(self._db, path, path, f"s{at}")  # a -wal of another store is never read as this one's
             existing = [r[1] for r in self._db.execute(f"PRAGMA s{at}.table_info(judgments)")]
             tables = {r[0] for r in self._db.execute(f"SELECT name FROM s{at}.sqlite_master WHERE type = 'table'")}
         except sqlite3.DatabaseError as exc:
