@@ -80,10 +80,11 @@ def _kind(head: bytes) -> str:
 
 
 class ReadConnection:
-    """A read-only connection to a store and the private copy it reads, if any (removed on ``close``)."""
+    """A read-only connection to a store and the private copy it reads, if any (removed on ``close``); ``uri`` is
+    what it opened (a reader that ATTACHes the store elsewhere opens the same)."""
 
-    def __init__(self, db: sqlite3.Connection, copy: tempfile.TemporaryDirectory[str] | None) -> None:
-        self.db, self._copy = db, copy
+    def __init__(self, db: sqlite3.Connection, copy: tempfile.TemporaryDirectory[str] | None, uri: str = "") -> None:
+        self.db, self._copy, self.uri = db, copy, uri
 
     def close(self) -> None:
         self.db.close()
@@ -101,15 +102,15 @@ def connect_read(path: Path) -> ReadConnection:
     wal_size = wal.stat().st_size if wal.exists() else 0
     if not wal.exists() or (wal_size == 0 and not shm.exists()):
         # the file is all there is (its last writer closed it, or nothing was ever written to the WAL)
-        return ReadConnection(_open(f"{uri}?mode=ro&immutable=1", path), None)
+        return ReadConnection(_open(f"{uri}?mode=ro&immutable=1", path), None, f"{uri}?mode=ro&immutable=1")
     if shm.exists():  # a writer may be active: read through its WAL and shared memory, in place
         try:
             db = _open(f"{uri}?mode=ro", path)
         except sqlite3.OperationalError:  # the shared memory cannot be used here (a read-only file system)
             if wal_size == 0:
-                return ReadConnection(_open(f"{uri}?mode=ro&immutable=1", path), None)
+                return ReadConnection(_open(f"{uri}?mode=ro&immutable=1", path), None, f"{uri}?mode=ro&immutable=1")
         else:
-            return _owned(ReadConnection(db, None), path, path)
+            return _owned(ReadConnection(db, None, f"{uri}?mode=ro"), path, path)
     return _private_copy(path, wal)
 
 
@@ -156,7 +157,8 @@ def _private_copy(path: Path, wal: Path) -> ReadConnection:
         copy = Path(folder.name) / "run.sqlite"
         shutil.copyfile(path, copy)
         shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
-        reader = ReadConnection(_open(f"{copy.resolve().as_uri()}?mode=ro", path), folder)
+        copied = f"{copy.resolve().as_uri()}?mode=ro"
+        reader = ReadConnection(_open(copied, path), folder, copied)
     except OSError as exc:
         folder.cleanup()
         raise InputError(f"cannot read the judgments in {wal.name} (a copy of the store and its WAL to "

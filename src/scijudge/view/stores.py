@@ -19,14 +19,14 @@ import json
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from scijudge.errors import InputError
 from scijudge.records import JSON_COLUMNS, RUN_COLUMNS
-from scijudge.run._open import check_header, check_owner, check_tables
+from scijudge.run._open import ReadConnection, check_columns, check_tables, connect_read
 
 MAX_STORES = 10
 """SQLite attaches at most 10 databases to one connection (its compile-time default)."""
@@ -115,52 +115,64 @@ class StoreView:
         if len(self.paths) > MAX_STORES:
             raise InputError(f"at most {MAX_STORES} run stores at once, got {len(self.paths)}", field="runs")
         self._lock = threading.RLock()
-        self._immutable: dict[int, bool] = {}
+        self._readers: dict[int, ReadConnection] = {}
         self._db = sqlite3.connect("file:scijudge-view?mode=memory", uri=True, check_same_thread=False)
         self._db.execute("PRAGMA temp_store = MEMORY")
-        selects = []
-        for at, path in enumerate(self.paths):
-            columns = self._attach(at, path)
-            if columns is not None:
-                selects.append(f"SELECT {at} AS store, rowid AS rid, {columns} FROM s{at}.judgments")
         self._db.execute("CREATE TABLE labels (item_id TEXT, judge TEXT, part TEXT, human REAL, n INTEGER, "
                          "PRIMARY KEY (item_id, judge, part))")
-        body = " UNION ALL ".join(selects) if selects else \
-            f"SELECT 0 AS store, 0 AS rid, {', '.join('NULL AS ' + c for c in RUN_COLUMNS)} WHERE 0"
-        self._db.execute(f"CREATE TEMP VIEW every AS {body}")
-        self._db.execute("CREATE TEMP VIEW cur AS SELECT * FROM every WHERE current = 1")
+        self._attached = self._version()
+        self._open_stores()
         self._built: tuple[Any, ...] | None = None
         self._spread_built: tuple[Any, ...] | None = None
         self._spreading = False
         self._cache: dict[Any, Any] = {}
 
+    def _open_stores(self) -> None:
+        """Attach every store as the common reader opens it, and the views over them (``every``, ``cur``)."""
+        selects = []
+        for at, path in enumerate(self.paths):
+            columns = self._attach(at, path)
+            if columns is not None:
+                selects.append(f"SELECT {at} AS store, rowid AS rid, {columns} FROM s{at}.judgments")
+        body = " UNION ALL ".join(selects) if selects else \
+            f"SELECT 0 AS store, 0 AS rid, {', '.join('NULL AS ' + c for c in RUN_COLUMNS)} WHERE 0"
+        self._db.execute("DROP VIEW IF EXISTS cur")
+        self._db.execute("DROP VIEW IF EXISTS every")
+        self._db.execute(f"CREATE TEMP VIEW every AS {body}")
+        self._db.execute("CREATE TEMP VIEW cur AS SELECT * FROM every WHERE current = 1")
+
+    def _close_stores(self) -> None:
+        for at in list(self._readers):
+            with suppress(sqlite3.Error):
+                self._db.execute(f"DETACH DATABASE s{at}")
+            self._readers.pop(at).close()
+
     def _version(self) -> tuple[Any, ...]:
-        """What changes when a store is written: each file's and its ``-wal``'s size and modification time."""
+        """What changes when a store is written or replaced: each file's and its ``-wal``'s identity, size and
+        modification time."""
         found: list[Any] = []
         for path in self.paths:
             for file in (path, path.with_name(path.name + "-wal")):
                 try:
                     stat = file.stat()
-                    found.append((stat.st_mtime_ns, stat.st_size))
+                    found.append((stat.st_ino, stat.st_mtime_ns, stat.st_size))
                 except OSError:
                     found.append(None)
         return tuple(found)
 
     def _fresh(self) -> None:
-        """Build the key table (and drop every cached answer) when a store changed since it was built."""
+        """When a store changed since it was attached: attach it again as the reader opens it now (a writer that
+        started since makes a store read through its WAL; one that ended, from its file), and build the key table
+        (and drop every cached answer). No read transaction is held between calls: writers checkpoint freely."""
         with self._lock:
             version = self._version()
             if version == self._built:
                 return
-            for at, path in enumerate(self.paths):
-                if self._immutable.get(at) and path.with_name(path.name + "-wal").exists():
-                    # a writer opened the store since: read it through its WAL (immutable reads would not see the
-                    # writer's pages and could see a checkpoint half done)
-                    with self._reading() as db:
-                        db.execute(f"DETACH DATABASE s{at}")
-                        db.execute(f"ATTACH DATABASE ? AS s{at}", (f"{path.resolve().as_uri()}?mode=ro",))
-                        check_owner(db, path, path, f"s{at}")
-                    self._immutable[at] = False
+            if version != self._attached:
+                self._close_stores()
+                self._attached = None  # until every store is attached again
+                self._open_stores()
+                self._attached = version
             self._build(version)
 
     def _spreads_quietly(self) -> None:
@@ -179,6 +191,11 @@ class StoreView:
             db.execute("DROP TABLE IF EXISTS main.spreads")
             db.execute(f"CREATE TABLE main.keys AS SELECT {', '.join(_KEYS)} FROM cur")
             db.execute("CREATE INDEX main.keys_stored ON keys(store, rid)")
+            db.execute("CREATE INDEX main.keys_item ON keys(item_id)")
+            for at, path in enumerate(self.paths):  # a damaged row is refused as every reader refuses it
+                rows = db.execute(f"SELECT {', '.join(_KEYS)} FROM main.keys WHERE store = ?", (at,)).fetchall()
+                if rows:
+                    check_columns(_KEYS, list(zip(*rows)), rows, path)
             db.execute("CREATE TEMP VIEW listed AS SELECT k.*, l.human, l.n AS n_labels, "
                        "ABS(k.score - l.human) AS disagreement FROM main.keys k LEFT JOIN main.labels l "
                        "ON l.item_id = k.item_id AND l.judge = k.judge AND l.part = k.part")
@@ -192,18 +209,22 @@ class StoreView:
         return self._cache[key]
 
     def _attach(self, at: int, path: Path) -> str | None:
-        """Attach one store read-only as ``s{at}``; the SQL of its ``RUN_COLUMNS`` (None: no judgment table)."""
-        if not path.is_file():
-            raise InputError("run store not found" if not path.exists() else "expected a run store file",
-                             file=path)
-        check_header(path)  # an empty, JSONL or text file is not a store (as every other reader says)
-        wal = path.with_name(path.name + "-wal").exists()
-        query = "mode=ro" if wal else "mode=ro&immutable=1"
-        self._immutable[at] = not wal
+        """Attach one store read-only as ``s{at}``, as ``Run`` opens it (``connect_read``: through its WAL, or from
+        a private copy where the WAL cannot be read in place); the SQL of its ``RUN_COLUMNS`` (None: no judgment
+        table). What ``Run`` refuses (not a store, another program's file, a newer schema) is refused here in the
+        same words."""
+        from scijudge.run.store import Run
+
+        with Run(path, create=False):
+            pass
         try:
-            self._db.execute(f"ATTACH DATABASE ? AS s{at}", (f"{path.resolve().as_uri()}?{query}",))
-            if wal:
-                check_owner(self._db, path, path, f"s{at}")  # a -wal of another store is never read as this one's
+            reader = connect_read(path)
+        except sqlite3.Error as exc:
+            raise InputError(f"cannot open the run store ({exc})", file=path) from None
+        reader.db.close()  # its URI is attached below; its private copy, if any, lives until the store is detached
+        self._readers[at] = reader
+        try:
+            self._db.execute(f"ATTACH DATABASE ? AS s{at}", (reader.uri,))
             existing = [r[1] for r in self._db.execute(f"PRAGMA s{at}.table_info(judgments)")]
             tables = {r[0] for r in self._db.execute(f"SELECT name FROM s{at}.sqlite_master WHERE type = 'table'")}
         except sqlite3.DatabaseError as exc:
@@ -226,6 +247,7 @@ class StoreView:
 
     def close(self) -> None:
         with self._lock:
+            self._close_stores()
             self._db.close()
 
     @contextmanager
@@ -339,20 +361,30 @@ class StoreView:
 
     def _details(self, rows: list[dict[str, Any]]) -> None:
         """Add each row's ``_DETAILS`` from its store, by rowid."""
-        by_store: dict[int, list[dict[str, Any]]] = {}
+        found = {(r["store"], r["rid"]): r for r in self._by_rowid(rows, ", ".join(_DETAILS))}
         for row in rows:
-            by_store.setdefault(row["store"], []).append(row)
-        for store, mine in by_store.items():
-            marks = ", ".join("?" for _ in mine)
-            found = {r["rid"]: r for r in self._all(
-                f"SELECT rid, {', '.join(_DETAILS)} FROM every WHERE store = ? AND rid IN ({marks})",
-                [store, *(r["rid"] for r in mine)])}
-            for row in mine:
-                row.update({k: v for k, v in found.get(row["rid"], {}).items() if k != "rid"})
+            row.update({k: v for k, v in found.get((row["store"], row["rid"]), {}).items() if k not in ("store", "rid")})
+
+    def _by_rowid(self, keys: Sequence[dict[str, Any]], columns: str) -> list[dict[str, Any]]:
+        """``columns`` of the stored rows named by (store, rid), in the order given (each store read by rowid)."""
+        by_store: dict[int, list[int]] = {}
+        for key in keys:
+            by_store.setdefault(key["store"], []).append(key["rid"])
+        found: dict[tuple[int, int], dict[str, Any]] = {}
+        for store, rids in by_store.items():
+            marks = ", ".join("?" for _ in rids)
+            for row in self._all(f"SELECT store, rid, {columns} FROM every WHERE store = ? AND rid IN ({marks})",
+                                 [store, *rids]):
+                found[(row["store"], row["rid"])] = row
+        return [found[(k["store"], k["rid"])] for k in keys if (k["store"], k["rid"]) in found]
 
     def item(self, item_id: str) -> list[dict[str, Any]]:
-        """Every current judgment of one item in every store, JSON columns decoded (an indexed look-up)."""
-        rows = self._all("SELECT * FROM cur WHERE item_id = ? ORDER BY judge, part, model, store", [item_id])
+        """Every current judgment of one item in every store, JSON columns decoded: found in the key table, then
+        read from the stores by rowid (as every reader reads a store: a damaged index of a store is never used)."""
+        self._fresh()
+        keys = self._all("SELECT store, rid FROM main.keys WHERE item_id = ? ORDER BY judge, part, model, store",
+                         [item_id])
+        rows = self._by_rowid(keys, "*")
         for row in rows:
             for column in JSON_COLUMNS:
                 text = row.get(column)
@@ -395,8 +427,9 @@ class StoreView:
 
     def judges_of(self, item_id: str) -> list[tuple[str, str]]:
         """The (judge, part) pairs judged on one item."""
+        self._fresh()
         return [(r["judge"], r["part"]) for r in self._all(
-            "SELECT DISTINCT judge, part FROM cur WHERE item_id = ? ORDER BY judge, part", [item_id])]
+            "SELECT DISTINCT judge, part FROM main.keys WHERE item_id = ? ORDER BY judge, part", [item_id])]
 
     def scale_rows(self) -> list[dict[str, Any]]:
         """(judge, family, spec_hash, decoding) of the current judgments: what scales are resolved from."""
