@@ -34,7 +34,7 @@ _LAZY: dict[str, str] = {
     "Abstained": "scijudge.chain.chain", "ChainConfig": "scijudge.chain.chain", "StructuredChain": "scijudge.chain.chain",
     # calibration and optimization
     "calibrate": "scijudge.metrics.calibration", "optimize": "scijudge.optimization",
-    "estimate": "scijudge.estimation", "select_labels": "scijudge.estimation.select",
+    "estimate": "scijudge.estimation", "sequential": "scijudge.estimation", "select_labels": "scijudge.estimation.select",
     "jury": "scijudge.metrics.jury", "cascade": "scijudge.metrics.selective", "distill": "scijudge.distillation",
     # shipped data (example datasets, specs, recipes)
     "bundled_path": "scijudge._resources",
@@ -46,7 +46,7 @@ __all__ = [
     "JudgeResult", "JudgeSpec", "LikertRating", "ModelError", "PairwiseJudgment", "Paper", "Run", "RunFields",
     "RunSummary", "ScijudgeError", "SpecError", "StructuredChain", "UnknownJudgeError", "__version__", "bundled_path",
     "calibrate", "cascade", "distill", "estimate", "get_spec", "judge_items", "jury", "list_specs", "load_items", "load_judge",
-    "load_labels", "load_spec_file", "make_lm", "optimize", "select_labels",
+    "load_labels", "load_spec_file", "make_lm", "optimize", "select_labels", "sequential",
 ]
 
 
@@ -67,7 +67,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from scijudge.data import Item, Paper, load_items
     from scijudge.distillation import distill
-    from scijudge.estimation import estimate
+    from scijudge.estimation import estimate, sequential
     from scijudge.estimation.select import select_labels
     from scijudge.judges import Judge, load_judge
     from scijudge.labels import HumanLabel, load_labels

@@ -105,6 +105,28 @@ def _recommendation_line(table: Any) -> str:
     return line
 
 
+def _sequential_out(units: Any, loaded: Any, width: float, alpha: float, start: int, t_opt: int,
+                    out: Path | None) -> Any:
+    """``estimate --sequential``: the sequences to DIR/sequential.csv, one line per sequence on where it stops."""
+    from scijudge.commands._console import console
+    from scijudge.estimation.sequential import sequential_units, stop_line
+
+    table = sequential_units(units, loaded, target_width=width, alpha=alpha, t_opt=t_opt, start=start)
+    if out is not None:
+        from scijudge._files import atomic_output
+
+        with atomic_output(out / "sequential.csv", newline="") as handle:
+            table.to_csv(handle, index=False)
+        console.print(f"confidence sequences written to {out / 'sequential.csv'} (one row per number of labels)",
+                      highlight=False, soft_wrap=True)
+    console.print(f"anytime-valid prediction-powered confidence sequences ({1 - alpha:.0%} at every number of labels "
+                  f"at once; labels in the order given; tightest near {t_opt}, first interval at {start}):",
+                  highlight=False, soft_wrap=True)
+    for stop in table.attrs["stops"]:
+        console.print("  " + stop_line(stop, width, alpha, start), highlight=False, soft_wrap=True)
+    return table
+
+
 def estimate_cmd(
     run: Annotated[list[Path], typer.Option("--run", "-r", help="Run store; repeat for several runs.")],
     labels: Annotated[Path, typer.Option("--labels", "-l", help="Human labels on a random subset of the judged items: JSONL or CSV.")],
@@ -114,20 +136,27 @@ def estimate_cmd(
     pair_by: Annotated[str | None, typer.Option("--pair-by", help="Item meta field that pairs items across groups (e.g. the question), for paired differences.")] = None,
     alpha: Annotated[float, typer.Option("--alpha", help="1 - confidence of the intervals.")] = 0.05,
     coverage: Annotated[float, typer.Option("--coverage", help="Target coverage of the conformal sets of human scores.")] = 0.9,
-    target_width: Annotated[float | None, typer.Option("--target-width", help="Print how many labels give an interval this wide (PPI++ and human only).")] = None,
+    target_width: Annotated[float | None, typer.Option("--target-width", help="Print how many labels give an interval this wide (PPI++ and human only); with --sequential, the width at which the sequence is certain enough.")] = None,
     judge: Annotated[list[str] | None, typer.Option("--judge", "-j", help="Only these judges: name, prefix or glob; repeatable.")] = None,
     scale: Annotated[list[str] | None, typer.Option(help="Scale 'lo,hi,step' (or 'lo,hi,step,continuous') for every judge, or 'JUDGE=lo,hi,step[,continuous]'; repeatable (default: the run's stored scale, the judge's spec or family).")] = None,
     human: Annotated[Literal["mean", "median"], typer.Option("--human", help="What the estimate targets: 'mean' (each item's mean over its annotators, averaged: the mean human rating) or 'median' (the median consensus snapped to the scale, as calibrate uses).")] = "mean",
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Folder for estimate.csv, conformal.csv, conformal_coverage.csv, labels_needed.csv, estimate.html.")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the conformal calibration/held-out splits.")] = 0,
     picks: Annotated[Path | None, typer.Option("--picks", help="picks.csv from `scijudge select-labels`: the labels were chosen by that design; estimates weight them by 1/pi (active PPI) or by stratum.")] = None,
+    sequential: Annotated[bool, typer.Option("--sequential", help="Anytime-valid confidence sequences (valid at every number of labels at once, for labels picked uniformly at random): labels read in the order given (labelled_at, else file order); writes DIR/sequential.csv (judge, model, n, estimate, lo, hi) and prints where each sequence first is --target-width wide.")] = False,
+    start: Annotated[int, typer.Option("--start", min=2, help="With --sequential: labels before the first interval.")] = 20,
+    t_opt: Annotated[int, typer.Option("--t-opt", min=1, help="With --sequential: the number of labels where the sequence is tightest.")] = 100,
 ) -> Any:
     """Mean human score per (judge, model, group): PPI++ from judge scores plus a random subset of human labels,
     beside human-only and judge-only estimates; conformal sets of human scores per judgment; labels needed.
 
     Groups are item meta values (--by FIELD, read from --items ITEMS.jsonl) or, without --by, the runs.
+    Methods: ppi (PPI++), ppi-cal (PPI++ on a cross-fitted isotonic calibration of the score; with several models,
+    one row on all their scores at once), human-only, judge-only; with --picks, active or stratified PPI.
+    With --sequential: the anytime-valid prediction-powered confidence sequence per (judge, model) and per judge
+    over its models at once, and where it first is --target-width wide.
 
-    Example: scijudge estimate --run panel.sqlite --labels datasets/yescieval_example/labels.jsonl --compare judge-a judge-b --out est/   (panel.sqlite from: scijudge import-judgments datasets/jury_example/panel.jsonl --run panel.sqlite)
+    Example: scijudge estimate --run panel.sqlite --labels datasets/yescieval_example/labels.jsonl --items datasets/yescieval_example/items.jsonl --by intended_quality --compare high low --out est/   (panel.sqlite from: scijudge import-judgments datasets/jury_example/panel.jsonl --run panel.sqlite; add --sequential --target-width 1 --start 5 for the confidence sequences)
     """
     from scijudge.commands.calibrate import _scale_mapping
     from scijudge.estimation import conformal_units, estimate_units, labels_needed_units, match_units
@@ -141,6 +170,15 @@ def estimate_cmd(
         raise InputError(f"--coverage must be between 0 and 1, got {coverage}", field="coverage")
     if target_width is not None and target_width <= 0:
         raise InputError(f"--target-width must be > 0, got {target_width}", field="target-width")
+    if sequential and target_width is None:
+        raise InputError("--sequential needs --target-width W (the width at which to stop)", field="target-width")
+    if sequential and (picks is not None or compare):
+        raise InputError("--sequential is for labels picked uniformly at random, one mean per (judge, model): "
+                         "leave out --picks and --compare", field="picks" if picks is not None else "compare")
+    if sequential and out is not None:
+        from scijudge._files import refuse_overwrite
+
+        refuse_overwrite(out / "sequential.csv", [*run, labels, items])
     design = None
     if picks is not None:  # read first: a bad picks file is reported before any store is read
         from scijudge.estimation.select import read_picks
@@ -150,12 +188,16 @@ def estimate_cmd(
     for path in run:
         if not Path(path).exists():
             raise InputError("run store not found", file=path)
-    label_frame = labels_to_frame(load_labels(labels))
+    loaded = load_labels(labels)
+    label_frame = labels_to_frame(loaded)
     judgments, stored = _load_judgments(list(run), judge)
     groups, pairs = _item_maps(items, by, pair_by)
     scales = _scale_mapping(scale, sorted(judgments["judge"].unique()), stored)
     units = match_units(judgments, label_frame, groups=groups, pairs=pairs, group_field=by or "group",
                         scale=scales, estimand=human)
+    if sequential:
+        assert target_width is not None
+        return _sequential_out(units, loaded, target_width, alpha, start, t_opt, out)
     table = estimate_units(units, compare=list(compare) if compare else None, alpha=alpha, picks=design)
     source_text, from_model = provenance_note(label_frame)
     table = _with_provenance(table, label_frame, source_text, from_model)
