@@ -72,6 +72,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
               "with a\n95% paired-t interval."),
     "distill": ("distill", "distill_cmd",
                 "Distil a judge into a small local LoRA judge, from human labels or a teacher's stored judgments."),
+    "serve-fake": ("serve_fake", "serve_fake_cmd",
+                   "Serve a fake OpenAI-compatible judge model on 127.0.0.1 until Ctrl-C: its answers fit each "
+                   "request's schema\nand mean nothing."),
     "view": ("view", "view_cmd",
              "Browse run stores and label items in the browser: runs, a paged items table, one item, calibration, "
              "/label."),

@@ -87,11 +87,14 @@ class OpenAICompatServer:
     Args:
         handler: maps the request JSON to a Reply, a Fault, or plain text (a Reply with that content).
         latency: seconds added before every answer (simulates a remote provider).
+        port: the port on 127.0.0.1 (0: any free one; ``port`` holds it once started).
     """
 
-    def __init__(self, handler: Handler, *, latency: float = 0.0) -> None:
+    def __init__(self, handler: Handler, *, latency: float = 0.0, port: int = 0) -> None:
         self.handler = handler
         self.latency = latency
+        self._asked_port = port
+        self._start_error: BaseException | None = None
         self.requests: list[dict[str, Any]] = []
         self.auth_headers: list[str] = []
         self._lock = threading.Lock()
@@ -118,6 +121,8 @@ class OpenAICompatServer:
         self._thread.start()
         if not ready.wait(60):
             raise RuntimeError("loopback server did not start")
+        if self._start_error is not None:  # e.g. the port is taken: raised here, in the caller's thread
+            raise self._start_error
         return self
 
     def stop(self) -> None:
@@ -159,8 +164,15 @@ class OpenAICompatServer:
         self._add_routes(app)
         self._runner = web.AppRunner(app, access_log=None)
         loop.run_until_complete(self._runner.setup())
-        site = web.TCPSite(self._runner, "127.0.0.1", 0, backlog=1024)
-        loop.run_until_complete(site.start())
+        site = web.TCPSite(self._runner, "127.0.0.1", self._asked_port, backlog=1024)
+        try:
+            loop.run_until_complete(site.start())
+        except OSError as exc:
+            self._start_error = exc
+            loop.run_until_complete(self._runner.cleanup())
+            self._loop = None
+            ready.set()
+            return
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         ready.set()
         loop.run_forever()
