@@ -66,7 +66,12 @@ def test_table_columns_and_agreement_with_the_formulas() -> None:
     expected = ppi_mean(lab_a["score"].to_numpy(), a.loc[lab_a.index, "score"].to_numpy(),
                         a.drop(index=lab_a.index)["score"].to_numpy())
     row = table[(table["group"] == "A") & (table["method"] == "ppi")].iloc[0]
-    assert (row["estimate"], row["lo"], row["hi"]) == pytest.approx((expected.estimate, expected.lo, expected.hi))
+    # ppi_mean's point and se (ppi-python's); the table's interval: Student's t on 40 - 1 df
+    from scipy.stats import t
+
+    half = t.ppf(0.975, 39) * expected.se
+    assert (row["estimate"], row["se"]) == pytest.approx((expected.estimate, expected.se), rel=1e-12)
+    assert (row["lo"], row["hi"]) == pytest.approx((expected.estimate - half, expected.estimate + half), rel=1e-12)
     assert (row["n_labeled"], row["n_unlabeled"]) == (40, 260)
     judge_only = table[(table["group"] == "A") & (table["method"] == "judge-only")].iloc[0]
     assert judge_only["estimate"] == pytest.approx(a["score"].mean())
@@ -156,7 +161,13 @@ def test_paired_difference_matches_ppi_python_on_pair_differences() -> None:
     d_y = np.array([human[f"A{i}"] - human[f"B{i}"] for i in ids[both]])
     lo, hi = ppi_py.ppi_mean_ci(d_y, d_f[both], d_f[~both], alpha=0.05)
     assert bool(row["paired"]) and row["n_labeled"] == both.sum() and row["n_unlabeled"] == (~both).sum()
-    assert (row["lo"], row["hi"]) == pytest.approx((lo[0], hi[0]), rel=1e-10)
+    # ppi-python's point and standard error; the table's interval is Student's t on n - 1 df around them
+    from scipy.stats import norm, t
+
+    point, half = (lo[0] + hi[0]) / 2, (hi[0] - lo[0]) / 2
+    assert row["estimate"] == pytest.approx(point, rel=1e-10)
+    ratio = t.ppf(0.975, both.sum() - 1) / norm.ppf(0.975)
+    assert (row["lo"], row["hi"]) == pytest.approx((point - half * ratio, point + half * ratio), rel=1e-10)
 
 
 def test_model_versions_and_endpoints_are_told_apart() -> None:

@@ -46,12 +46,35 @@ def test_a_run_compared_with_itself_is_flagged_identical() -> None:
     table = estimate(both, labels, compare=("A", "B"), scale=(1, 5, 1))
     diff = table[table["kind"] == "difference"]
     assert (diff["estimate"] == 0).all() and diff["note"].str.contains("identical inputs").all()
+    assert not diff["recommended"].any()  # 0 by construction: no method is recommended
+
+
+def test_recommendation_is_one_method_for_every_alpha_and_ties_go_to_the_simpler() -> None:
+    rng = np.random.default_rng(5)
+    ids = [f"i{k}" for k in range(400)]
+    human = rng.integers(1, 6, 400).astype(float)
+    score = np.clip(human + rng.choice([0.0, 1.0], 400, p=[0.6, 0.4]), 1, 5)
+    judgments = pd.DataFrame({"item_id": ids, "judge": JUDGE, "score": score})
+    chosen = set()
+    for n in (40, 60, 120):
+        labels = pd.DataFrame({"item_id": ids[:n], "judge": JUDGE, "score": human[:n]})
+        picks = [tuple(estimate(judgments, labels, alpha=a, scale=(1, 5, 1)).query("recommended")["method"])
+                 for a in (0.01, 0.05, 0.1, 0.2, 0.5)]
+        assert len(set(picks)) == 1, (n, picks)
+        chosen.add(picks[0])
+    every = pd.DataFrame({"item_id": ids, "judge": JUDGE, "score": human})  # every unit labelled: ppi = human-only
+    table = estimate(judgments, every, scale=(1, 5, 1)).set_index("method")
+    assert table.loc["ppi", "estimate"] == pytest.approx(table.loc["human-only", "estimate"], abs=1e-12)
+    assert bool(table.loc["human-only", "recommended"]) and not bool(table.loc["ppi", "recommended"])
+    assert table.loc["judge-only", "design"].startswith("no labels")
 
 
 def test_recommended_is_the_narrowest_of_ppi_ppi_cal_and_human_only() -> None:
     def e(width: float) -> Estimate:
         return Estimate(3.0, 3.0 - width / 2, 3.0 + width / 2, width / 4, 50, 950)
 
+    assert recommended_method({"ppi": e(0.3), "human-only": e(0.3 * (1 + 1e-15))}) == "human-only"  # a tie
+    assert recommended_method({"ppi": e(0.0), "human-only": e(0.0)}) is None  # zero width: 0 by construction
     assert recommended_method({"ppi": e(0.4), "ppi-cal": e(0.3), "human-only": e(0.5)}) == "ppi-cal"
     assert recommended_method({"ppi": e(0.37), "human-only": e(0.34)}) == "human-only"  # stratified, few labels
     assert recommended_method({"ppi": e(0.3), "ppi-cal": e(0.3), "human-only": e(0.5)}) == "ppi"
@@ -93,7 +116,7 @@ def test_estimate_csv_and_html_carry_the_label_provenance(tmp_path) -> None:
     assert set(table["estimand"]) == {"mean model-made label rating"}
     page = (out / "estimate.html").read_text()
     assert "labels: 20 llm" in page and "not human ones" in page
-    assert "recommended (the narrowest of ppi" in result.output
+    assert "recommended (the narrowest at alpha = 0.1 of ppi (PPI++)" in result.output
 
 
 @pytest.mark.parametrize("method", ["ppi", "ppi-cal"])

@@ -89,15 +89,18 @@ def _with_provenance(table: Any, labels: Any, source_text: str, from_model: bool
 
 def _recommendation_line(table: Any) -> str:
     """One line: which label-corrected estimate the table recommends, and how often."""
-    from scijudge.estimation.estimate import JOINT_SEPARATOR
+    from scijudge.estimation.estimate import JOINT_SEPARATOR, REFERENCE_ALPHA
 
     joint = table["model"].astype(str).str.contains(JOINT_SEPARATOR, regex=False) & (table["method"] == "ppi-cal")
     chosen = table.loc[table["recommended"].astype(bool) & ~joint, "method"].value_counts()
     if chosen.empty:
         return "recommended: none (too few labels for an interval)"
     parts = [f"{method} for {int(n)} of {int(chosen.sum())} rows" for method, n in chosen.items()]
-    line = ("recommended (the narrowest of ppi, ppi-cal -- a cross-fitted isotonic calibration of the judge's "
-            "score -- and human-only): " + ", ".join(parts))
+    present = [m for m in ("ppi", "ppi-cal", "human-only") if (table["method"] == m).any()]
+    named = {"ppi": "ppi (PPI++)", "ppi-cal": "ppi-cal (PPI++ on a cross-fitted isotonic calibration of the score)",
+             "human-only": "human-only"}
+    line = (f"recommended (the narrowest at alpha = {REFERENCE_ALPHA:g} of {', '.join(named[m] for m in present)}; "
+            "one choice for every alpha, ties to the simpler; never a zero-width interval): " + ", ".join(parts))
     if joint.any():
         won = table[joint & table["recommended"].astype(bool)]
         line += (f"; ppi-cal on several models' scores at once is narrower than every single model for "

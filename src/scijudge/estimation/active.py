@@ -255,14 +255,15 @@ def _full_y(y: np.ndarray, picked: np.ndarray) -> np.ndarray:
 def _interval(theta: float, se: float, alpha: float, n: int, big_n: int, lam: float, method: str, design: str,
               extra: dict[str, Any] | None = None, df: float | None = None) -> Estimate:
     """The normal interval, or Student's t with ``df`` degrees of freedom (at least 1) when ``df`` is given."""
+    used = math.inf
     if df is None:
         half = z_value(alpha) * se
     else:
         z_value(alpha)  # checks alpha
-        half = float(student_t.ppf(1.0 - alpha / 2.0, max(float(df), 1.0) if math.isfinite(df) else max(n - 1, 1)))
-        half *= se
+        used = max(float(df), 1.0) if math.isfinite(df) else float(max(n - 1, 1))
+        half = float(student_t.ppf(1.0 - alpha / 2.0, used)) * se
     return Estimate(float(theta), float(theta - half), float(theta + half), float(se), n, big_n - n, float(lam),
-                    method, design, extra or {})
+                    df=used, method=method, design=design, extra=extra or {})
 
 
 def active_ppi_mean(f: np.ndarray, picked: np.ndarray, y: np.ndarray, pi: np.ndarray, *, alpha: float = 0.1,

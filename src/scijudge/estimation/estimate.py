@@ -18,7 +18,15 @@ import pandas as pd
 from scijudge.errors import InputError
 from scijudge.estimation._units import ESTIMANDS, Units, match_units
 from scijudge.estimation.calibrated import joint_columns, ppi_cal_joint_mean, ppi_cal_mean
-from scijudge.estimation.ppi import Estimate, classical_mean, difference, labels_needed, ppi_mean
+from scijudge.estimation.ppi import (
+    Estimate,
+    classical_mean,
+    difference,
+    labels_needed,
+    ppi_mean,
+    reference_width,
+    with_t,
+)
 
 METHODS = ("ppi", "ppi-cal", "human-only", "judge-only")
 """``ppi``: PPI++ (equal to ppi-python); ``ppi-cal``: PPI++ on a cross-fitted isotonic calibration of the judge's
@@ -29,6 +37,7 @@ ESTIMATE_COLUMNS = [
     "n_abstained", "n_label_only", "lam", "kind", "paired", "alpha", "estimand", "design", "recommended", "note",
 ]
 SRS_DESIGN = "labels as a simple random sample"
+JUDGE_ONLY_DESIGN = "no labels: the judge's scores on every scored unit"
 _DIMENSIONS = ("judge", "model", "group")  # the order of the per-(judge, model, group) keys
 _SEARCH = ("group", "model", "judge")  # which dimension two --compare names are looked up in, first to last
 
@@ -45,9 +54,9 @@ def _three_arrays(is_ok: np.ndarray, score: np.ndarray, human: np.ndarray, alpha
     unlabeled = ok & np.isnan(human)
     y, f = human[labeled], score[labeled]
     return {
-        "ppi": ppi_mean(y, f, score[unlabeled], alpha),
+        "ppi": with_t(ppi_mean(y, f, score[unlabeled], alpha), alpha),
         "ppi-cal": ppi_cal_mean(y, f, score[unlabeled], alpha),
-        "human-only": classical_mean(y, alpha),
+        "human-only": with_t(classical_mean(y, alpha), alpha),
         "judge-only": classical_mean(score[ok], alpha, n_labeled=0, n_unlabeled=int(ok.sum())),
     }
 
@@ -62,9 +71,9 @@ def _paired_three(a: pd.DataFrame, b: pd.DataFrame, alpha: float) -> dict[str, E
     labeled = (ok & both["human_a"].notna() & both["human_b"].notna()).to_numpy()
     unlabeled = ok.to_numpy() & ~labeled
     return {
-        "ppi": ppi_mean(d_y[labeled], d_f[labeled], d_f[unlabeled], alpha),
+        "ppi": with_t(ppi_mean(d_y[labeled], d_f[labeled], d_f[unlabeled], alpha), alpha),
         "ppi-cal": ppi_cal_mean(d_y[labeled], d_f[labeled], d_f[unlabeled], alpha),
-        "human-only": classical_mean(d_y[labeled], alpha),
+        "human-only": with_t(classical_mean(d_y[labeled], alpha), alpha),
         "judge-only": classical_mean(d_f[ok.to_numpy()], alpha, n_labeled=0, n_unlabeled=int(ok.sum())),
     }
 
@@ -107,7 +116,7 @@ def _designed_three(sub: pd.DataFrame, picks: pd.DataFrame, alpha: float,
     judge_only = classical_mean(f, alpha, n_labeled=0, n_unlabeled=int(f.size))
 
     def plain(e: Any) -> Estimate:  # the small-sample t interval (Kish / Welch-Satterthwaite df: see active.py)
-        return Estimate(e.estimate, e.lo, e.hi, e.se, e.n_labeled, e.n_unlabeled, e.lam)
+        return Estimate(e.estimate, e.lo, e.hi, e.se, e.n_labeled, e.n_unlabeled, e.lam, e.df)
 
     return {"ppi": plain(ppi), "human-only": plain(human), "judge-only": judge_only}, label, counts
 
@@ -137,18 +146,33 @@ def _rows(judge: str, model: str, group: str, results: Mapping[str, Estimate], *
                "recommended": method == best}
         if method not in CORRECTED:
             row["lam"] = math.nan
+        if method == "judge-only":
+            row["design"] = JUDGE_ONLY_DESIGN
         out.append(row)
     return out
 
 
+SIMPLER_FIRST = ("human-only", "ppi", "ppi-cal")
+"""The label-using methods from the simplest: a tie goes to the earlier one."""
+REFERENCE_ALPHA = 0.1
+"""The one alpha at which the recommendation compares widths, whatever alpha the table is for."""
+TIE = 1e-9
+"""Widths within this relative difference are a tie (ppi equals human-only, up to rounding, when every unit is
+labelled)."""
+
+
 def recommended_method(results: Mapping[str, Estimate]) -> str | None:
-    """The estimate with the narrowest interval among ``ppi``, ``ppi-cal`` and ``human-only`` (in that order on a
-    tie): a PPI interval wider than the labels alone (few labels, e.g. per stratum) is never the one recommended;
-    None when nothing has an interval."""
-    order = (*CORRECTED, "human-only")
-    widths = {m: results[m].hi - results[m].lo for m in order if m in results}
-    finite = {m: w for m, w in widths.items() if math.isfinite(w)}
-    return min(finite, key=lambda m: (finite[m], order.index(m))) if finite else None
+    """The label-using estimate (``ppi``, ``ppi-cal`` or ``human-only``) with the narrowest interval at
+    ``REFERENCE_ALPHA`` (each with its own normal or t quantile): one choice for every alpha. A tie (within ``TIE``)
+    goes to the simpler method; an interval of zero width (a difference that is 0 by construction, labels that
+    do not vary) is never recommended; None when nothing has an interval."""
+    widths = {m: reference_width(results[m].se, results[m].df, REFERENCE_ALPHA) for m in SIMPLER_FIRST
+              if m in results}
+    finite = {m: w for m, w in widths.items() if math.isfinite(w) and w > 0}
+    if not finite:
+        return None
+    best = min(finite.values())
+    return next(m for m in SIMPLER_FIRST if m in finite and finite[m] <= best * (1.0 + TIE))
 
 
 FEW_UNITS = 30
@@ -222,6 +246,19 @@ JOINT_SEPARATOR = " + "
 """Joins the models of a joint ``ppi-cal`` row in its ``model`` column (``a + b + c``)."""
 
 
+def _several_contenders(units: Units, keys: Sequence[str]) -> bool:
+    """Whether some judge (and group, when the groups are not the runs) has two or more (model, run) contenders,
+    read from the (judge, model, group) index without touching the frame."""
+    index = units.index if units.index is not None else units.frame.groupby(_DIMENSIONS, sort=True).indices
+    seen: dict[tuple[str, ...], tuple[str, str]] = {}
+    for judge, model, group in index:
+        key = (judge,) if len(keys) == 1 else (judge, group)
+        first = seen.setdefault(key, (model, group))
+        if first != (model, group):
+            return True
+    return False
+
+
 def _joint_rows(frame: pd.DataFrame, units: Units, alpha: float,
                 single_rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """``ppi-cal`` on several models' scores at once (``calibrated.ppi_cal_joint_mean``): one row per judge (and
@@ -229,10 +266,10 @@ def _joint_rows(frame: pd.DataFrame, units: Units, alpha: float,
     unit and the labels suffice (``calibrated.joint_labels_needed``). Its ``model`` is the models joined by
     " + ", its ``design`` says what was fitted; ``recommended`` when it is narrower than every
     single-model estimate of that judge (and group); ``n_label_only`` is the fewest of its models'."""
-    is_ok = (frame["status"] == "ok") & frame["score"].notna()
-    if not is_ok.any():
-        return []
     keys = ["judge"] if units.by_run else ["judge", "group"]
+    if not _several_contenders(units, keys):  # one model per judge (and group): nothing to fit, nothing to pay
+        return []
+    is_ok = (frame["status"] == "ok") & frame["score"].notna()
     out: list[dict[str, Any]] = []
     for key, whole in frame.groupby(keys, sort=True):
         sub = whole[is_ok.loc[whole.index]]
@@ -258,8 +295,8 @@ def _joint_rows(frame: pd.DataFrame, units: Units, alpha: float,
             continue
         group = (JOINT_SEPARATOR.join(sorted(set(sub["group"].astype(str)))) if units.by_run
                  else str(key[1]))
-        single = [r["hi"] - r["lo"] for r in single_rows if r["kind"] == "mean" and r["recommended"]
-                  and r["judge"] == judge and (units.by_run or r["group"] == group)]
+        single = [reference_width(r["se"], r["df"], REFERENCE_ALPHA) for r in single_rows if r["kind"] == "mean"
+                  and r["recommended"] and r["judge"] == judge and (units.by_run or r["group"] == group)]
         n_abstained = int(whole[["item_id", "part"]].drop_duplicates().shape[0] - len(scores))
         design = (f"{SRS_DESIGN}; ppi-cal on {len(names)} models' scores at once (least squares on "
                   f"{covariates.shape[1]} columns, t on n - p df), units any of them scored")
@@ -269,7 +306,8 @@ def _joint_rows(frame: pd.DataFrame, units: Units, alpha: float,
                     **result.as_dict(), "n_abstained": n_abstained, "n_label_only": min(label_only) if label_only else 0,
                     "kind": "mean", "paired": None, "alpha": alpha,
                     "estimand": ESTIMANDS.get(units.estimand, units.estimand), "design": design,
-                    "recommended": bool(single and width < min(single))})
+                    "recommended": bool(single and reference_width(result.se, result.df, REFERENCE_ALPHA)
+                                        < min(single))})
     return out
 
 

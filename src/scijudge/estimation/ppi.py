@@ -25,7 +25,8 @@ from scipy.stats import t as student_t
 
 @dataclass(frozen=True)
 class Estimate:
-    """A point estimate with its (1 - alpha) normal interval, the sample sizes behind it and ``lam`` (PPI only)."""
+    """A point estimate with its (1 - alpha) interval, the sample sizes behind it, ``lam`` (PPI only) and the
+    degrees of freedom of its Student's t quantile (inf: the normal one)."""
 
     estimate: float
     lo: float
@@ -34,6 +35,7 @@ class Estimate:
     n_labeled: int
     n_unlabeled: int
     lam: float = math.nan
+    df: float = math.inf
 
     def as_dict(self) -> dict[str, float | int]:
         return asdict(self)
@@ -49,8 +51,25 @@ def _z(alpha: float) -> float:
 def _interval(point: float, se: float, alpha: float, n_labeled: int, n_unlabeled: int,
               lam: float = math.nan, df: float | None = None) -> Estimate:
     """The normal interval, or Student's t on ``df`` degrees of freedom when ``df`` is given."""
-    half = _z(alpha) * se if df is None else _t(alpha, df) * se
-    return Estimate(float(point), float(point - half), float(point + half), float(se), n_labeled, n_unlabeled, lam)
+    half = _z(alpha) * se if df is None or math.isinf(df) else _t(alpha, df) * se
+    return Estimate(float(point), float(point - half), float(point + half), float(se), n_labeled, n_unlabeled, lam,
+                    math.inf if df is None else float(df))
+
+
+def with_t(e: Estimate, alpha: float) -> Estimate:
+    """The same point and standard error with Student's t on n - 1 degrees of freedom (n the labels): the
+    small-sample interval the estimate table prints (normal quantiles under-cover at n = 50)."""
+    if not math.isfinite(e.se) or e.n_labeled < 2:
+        return e
+    return _interval(e.estimate, e.se, alpha, e.n_labeled, e.n_unlabeled, e.lam, df=e.n_labeled - 1)
+
+
+def reference_width(se: float, df: float = math.inf, alpha: float = 0.1) -> float:
+    """An interval's width at a fixed ``alpha`` (its own quantile: normal, or t on ``df``): what the
+    recommendation compares, so the method it picks does not move with the alpha asked for."""
+    if not math.isfinite(se):
+        return math.nan
+    return 2.0 * se * (_z(alpha) if math.isinf(df) else _t(alpha, df))
 
 
 def _t(alpha: float, df: float) -> float:
