@@ -23,7 +23,7 @@ def batches_cmd(
 ) -> None:
     """List the provider batches a run created: status, counts, strategy, price basis.
 
-    Example: scijudge batches runs/qa.sqlite
+    Example: scijudge batches runs/demo.sqlite   (after `scijudge demo`; a run judged with --batch lists its batches)
     """
     from rich.console import Console
     from rich.table import Table

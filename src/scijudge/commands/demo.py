@@ -32,7 +32,7 @@ def demo_cmd(
     (no network) and runs the whole path through it: constrained JSON, dynamic batching, the fallback chain,
     the run store. Its scores are meaningless; the point is that every part runs.
 
-    Example: scijudge demo            (offline)    |    scijudge demo --model openai/gpt-4o-mini
+    Example: scijudge demo   (offline; with an API model instead: --model openai/gpt-4o-mini)
     """
     from scijudge.data import load_items
     from scijudge.judges.build import build_judge

@@ -47,7 +47,7 @@ def distill_cmd(
     including 0), is flagged in one line. Ctrl-C keeps the last checkpoint: run the same command again to resume.
     Exit codes: 0 done, 1 the student did not learn (unless --allow-no-gain), 2 bad input, 130 interrupted.
 
-    Example: scijudge distill --judge yescieval.qa.correctness --items items.jsonl --labels labels.jsonl --base hf:models/qwen-0.5b --out students/correctness
+    Example: scijudge distill --judge yescieval.qa.correctness --items datasets/yescieval_example/items.jsonl --labels datasets/yescieval_example/labels.jsonl --base hf:smollm2 --out students/correctness --epochs 2
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 

@@ -52,7 +52,7 @@ def import_judgments_cmd(
 
     A score off its judge's scale (--scale, the store's recorded scale, or the row's family) is a bad row.
 
-    Example: scijudge import-judgments ratings.csv --run runs/released.sqlite --map rating=score --map llm=model
+    Example: scijudge import-judgments datasets/jury_example/panel.jsonl --run panel.sqlite   (a CSV with other column names: add --map rating=score --map llm=model)
     """
     from scijudge._files import refuse_overwrite
     from scijudge.commands import _interop

@@ -20,7 +20,7 @@ def import_lematerial_cmd(
 ) -> None:
     """Import LeMaterial's LLM-judge and human evaluations as a run store plus human labels.
 
-    Example: scijudge import-lematerial annotations/ --run runs/lemat.sqlite --labels lemat_labels.jsonl   (annotations/: a LeMaterial llm-synthesis annotations folder, <paper>/result.json and result_human.json; none is bundled)
+    Example: scijudge import-lematerial datasets/lematerial_example/annotations/ --run runs/lemat.sqlite --labels lemat_labels.jsonl   (a LeMaterial llm-synthesis annotations folder: <paper>/result.json and result_human.json)
     """
     from scijudge._files import atomic_output, refuse_overwrite
     from scijudge.commands._store import write_records

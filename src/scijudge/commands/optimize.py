@@ -152,7 +152,7 @@ def optimize_cmd(
 ) -> Any:
     """Optimize a judge's instructions and demos against human labels; report held-out agreement before/after.
 
-    Example: scijudge optimize --judge yescieval.qa.correctness --items items.jsonl --labels labels.jsonl --model openai/gpt-4o-mini --recipe optimizers/mipro.toml --out optimized/
+    Example: scijudge optimize --judge yescieval.qa.correctness --items datasets/yescieval_example/items.jsonl --labels datasets/yescieval_example/labels.jsonl --model openai/gpt-4o-mini --recipe optimizers/mipro.toml --out optimized/
 
     The checklist judge: --judge researchrubrics.checklist --tasks tasks.jsonl --reports reports/ --labels verdicts.jsonl
     with a recipe whose metric is verdict_balanced.
