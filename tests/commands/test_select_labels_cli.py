@@ -34,7 +34,7 @@ def test_uncertainty_picks_have_probabilities_summing_to_the_budget(tmp_path):
     store = _store(tmp_path / "r.sqlite")
     out = tmp_path / "picks.csv"
     result = _cli("--run", str(store), "-j", "j", "--budget", "10", "--strategy", "uncertainty", "--seed", "3",
-                  "--out", str(out))
+                  "--no-check", "--out", str(out))
     assert result.exit_code == 0, result.output
     picks = pd.read_csv(out)
     assert list(picks.columns[:3]) == ["item_id", "pi", "picked"] and len(picks) == 40
@@ -48,7 +48,8 @@ def test_uncertainty_picks_have_probabilities_summing_to_the_budget(tmp_path):
     expected = pd.Series(variance).reindex(picks.item_id).to_numpy()
     assert np.corrcoef(picks.pi, np.sqrt(expected))[0, 1] > 0.99
     again = tmp_path / "again.csv"
-    _cli("--run", str(store), "-j", "j", "--budget", "10", "--strategy", "uncertainty", "--seed", "3", "--out", str(again))
+    _cli("--run", str(store), "-j", "j", "--budget", "10", "--strategy", "uncertainty", "--seed", "3", "--no-check",
+         "--out", str(again))
     assert again.read_text() == out.read_text(), "the same seed draws the same items"
 
 
@@ -61,12 +62,22 @@ def test_stratified_picks_draw_the_allocation_exactly(tmp_path):
         writer.writerows([(f"i{i:02d}", "small" if i < 10 else "big") for i in range(40)])
     out = tmp_path / "picks.csv"
     result = _cli("--run", str(store), "-j", "j", "--budget", "8", "--strategy", "stratified", "--strata", str(strata),
-                  "--out", str(out))
+                  "--no-check", "--out", str(out))
     assert result.exit_code == 0, result.output
     picks = pd.read_csv(out)
     counts = picks[picks.picked].groupby("stratum").size().to_dict()
     assert counts == {"big": 6, "small": 2}  # proportional: 8 x 30/40 and 8 x 10/40
     assert np.allclose(picks.groupby("stratum").pi.first().to_dict()["big"], 6 / 30)
+
+
+def test_no_design_runs_without_a_check(tmp_path):
+    store = _store(tmp_path / "r.sqlite")
+    out = tmp_path / "picks.csv"
+    result = _cli("--run", str(store), "-j", "j", "--budget", "10", "--strategy", "uncertainty", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert "uniform picks instead of uncertainty: a design runs only after a check on at least 10" in result.output
+    picks = pd.read_csv(out)
+    assert set(picks.design) == {"uniform"} and np.allclose(picks.pi, 10 / 40)
 
 
 def test_bad_requests_get_one_line(tmp_path):
@@ -103,6 +114,14 @@ def test_plan_prints_labels_needed_per_design_and_auto_explains_its_choice(tmp_p
     table = pd.read_csv(plan)
     assert {"uniform", "human-only", "uncertainty"} <= set(table["design"]) and (table["n_pilot"] == 20).all()
     assert "Labels needed" in result.output
+    # the sequential column: where the boundary of anytime.py, at the pilot's spread, first reaches the width
+    from scijudge.estimation.anytime import labels_to_width
+
+    row = table.set_index("design")
+    y = np.array([json.loads(line)["score"] for line in labels.read_text().splitlines()])
+    assert row.loc["human-only", "labels_sequential"] == labels_to_width(float(np.std(y)), 1.0, 0.1)
+    assert row.loc["uniform", "labels_sequential"] >= row.loc["uniform", "labels_needed"]
+    assert np.isnan(row.loc["uncertainty", "labels_sequential"])
     refused = _cli("--run", str(store), "-j", "j", "--plan", "--labels", str(labels))
     assert refused.exit_code == 2 and "--plan needs --target-width" in refused.output
     picks = tmp_path / "picks.csv"

@@ -15,7 +15,7 @@ def select_labels_cmd(
     judge: Annotated[str, typer.Option("--judge", "-j", help="The judge whose judgments drive the design.")],
     budget: Annotated[int | None, typer.Option(min=1, help="Labels to collect (expected count; stratified: exact); not needed with --plan.")] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="CSV to write: item_id, pi, picked, ... (one row per item); with --plan, the plan table.")] = None,
-    strategy: Annotated[str, typer.Option(help="auto (the design the planner expects to be narrowest, from --labels, when at least 10% narrower than uniform; uniform otherwise), uniform, uncertainty (label where the judge is unsure; checked on --labels, uniform when the check fails) or stratified.")] = "auto",
+    strategy: Annotated[str, typer.Option(help="auto (the design the planner expects to be narrowest, from --labels, when at least 10% narrower than uniform; uniform otherwise), uniform, uncertainty (label where the judge is unsure) or stratified. Every design but uniform is checked first on at least 10 labels already collected (--labels) and gives way to uniform picks, saying why, when the check fails or cannot be made.")] = "auto",
     seed: Annotated[int, typer.Option(help="Seed of the draw (the same seed draws the same items).")] = 0,
     strata: Annotated[Path | None, typer.Option(help="CSV item_id,stratum for --strategy stratified (e.g. domain or system).")] = None,
     labels: Annotated[Path | None, typer.Option(help="Labels collected so far: fit a residual model for the uncertainty.")] = None,
@@ -23,6 +23,7 @@ def select_labels_cmd(
     plan: Annotated[bool, typer.Option("--plan", help="Print the labels each design needs for --target-width (from --labels) instead of drawing picks.")] = False,
     target_width: Annotated[float | None, typer.Option("--target-width", help="Total interval width the --plan aims at.")] = None,
     alpha: Annotated[float, typer.Option("--alpha", help="1 - confidence of the planned interval.")] = 0.1,
+    check: Annotated[bool, typer.Option("--check/--no-check", help="Check a design on --labels before it runs (uniform picks when it does not help); --no-check runs the design asked for unchecked.")] = True,
 ) -> None:
     """Choose the items to label so that `estimate --picks` gets the most certainty per label.
 
@@ -70,12 +71,13 @@ def select_labels_cmd(
 
         if out is not None:
             _write_csv(table, out)
-        print_frame(table, f"Labels needed for a {1 - alpha:.0%} interval of width {target_width:g}, per design",
-                    console_out)
+        print_frame(table, f"Labels needed for a {1 - alpha:.0%} interval of width {target_width:g}, per design "
+                    "(labels_needed: a fixed-n interval sized in advance; labels_sequential: the anytime-valid "
+                    "sequence of estimate --sequential, looking after every label)", console_out)
         return
     assert out is not None and budget is not None
     picks = select_labels(judgments, judge=judge, budget=budget, strategy=strategy, seed=seed, strata=mapping,
-                          labels=known, tau=floor)
+                          labels=known, tau=floor, check=check)
     _write_csv(picks, out)
     for note in picks.attrs.get("notes") or []:
         typer.echo(f"note: {note}")

@@ -89,7 +89,10 @@ def uncertainty_check(u: np.ndarray, y: np.ndarray, f: np.ndarray) -> tuple[bool
     var_f = float(np.var(f))
     lam = float(np.clip(np.cov(y, f, ddof=0)[0, 1] / var_f, 0.0, 1.0)) if var_f > 0 else 0.0
     residual = y - lam * f
-    squared = (residual - residual.mean()) ** 2
+    # rounded to 1e-9: residuals equal on paper but apart in the last bit are a tie, so the ranks (and the
+    # decision) do not depend on the order of floating-point sums
+    squared = np.round((residual - residual.mean()) ** 2, 9)
+    u = np.round(np.asarray(u, float), 9)
     if np.ptp(u) == 0 or np.ptp(squared) == 0:
         return False, math.nan, math.nan
     rho, p = spearmanr(u, squared, alternative="greater")
@@ -126,9 +129,45 @@ def _budget_variances(f: np.ndarray, pilot: np.ndarray, y: np.ndarray, budget: i
     return out
 
 
+def _cross_fitted_residual(f: np.ndarray, pilot: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The residual model's uncertainty at each pilot item from a fit on the other half of the pilot (alternate
+    items in the pilot's order): checked like any other source, never on the labels that fitted it."""
+    out = np.empty(pilot.size)
+    half = np.arange(pilot.size) % 2 == 0
+    for fold in (half, ~half):
+        x_fit, x_new = f[pilot][~fold][:, None], f[pilot][fold][:, None]
+        out[fold] = D.fit_residual_model(x_fit, y[~fold] - x_fit[:, 0], x_new)
+    return out
+
+
+def _checked(design: str, f: np.ndarray, pilot: np.ndarray, y: np.ndarray, budget: int, *, u: np.ndarray | None,
+             tau: float, stratum: np.ndarray | None, neyman_scale: Mapping[str, float] | None,
+             notes: list[str]) -> str:
+    """``design`` when the planner, from at least ``CHECK_MIN_LABELS`` labels already collected, expects its
+    interval at this budget to be at most ``AUTO_MARGIN`` of uniform picks' width; uniform picks otherwise, with a
+    note saying why. The same check for every design and every source of its uncertainty."""
+    if pilot.size < CHECK_MIN_LABELS:
+        notes.append(f"uniform picks instead of {design}: a design runs only after a check on at least "
+                     f"{CHECK_MIN_LABELS} labels already collected ({pilot.size} given; pass them with --labels)")
+        return "uniform"
+    variances = _budget_variances(f, pilot, y, budget, u=u if design == "uncertainty" else None, tau=tau,
+                                  stratum=stratum if design == "stratified" else None, neyman_scale=neyman_scale)
+    if design not in variances:
+        notes.append(f"uniform picks instead of {design}: the planner could not size it at this budget")
+        return "uniform"
+    ratio = math.sqrt(variances[design] / variances["uniform"])
+    if ratio > AUTO_MARGIN:
+        notes.append(f"uniform picks instead of {design}: from the {pilot.size} labels already collected the "
+                     f"planner expects its interval at {budget} labels to be {ratio:.3f}x uniform's (a design runs "
+                     f"only at {AUTO_MARGIN:g} or less)")
+        return "uniform"
+    notes.append(f"{design} picks: the planner expects {ratio:.3f}x uniform's interval width at {budget} labels")
+    return design
+
+
 def select_labels(judgments: pd.DataFrame, *, judge: str, budget: int, strategy: str = "auto", seed: int = 0,
                   strata: Mapping[str, str] | None = None, labels: Mapping[str, float] | None = None,
-                  tau: float = DEFAULT_FLOOR, neyman: bool = True) -> pd.DataFrame:
+                  tau: float = DEFAULT_FLOOR, neyman: bool = True, check: bool = True) -> pd.DataFrame:
     """The items to label: one row per item judged by ``judge`` (``item_id``, ``pi``, ``picked`` and the design).
 
     Args:
@@ -146,6 +185,10 @@ def select_labels(judgments: pd.DataFrame, *, judge: str, budget: int, strategy:
             residual uncertainty model.
         tau: the uniform floor's share: every pi >= tau * budget / N, so no weight 1/pi exceeds 1/tau times a
             uniform one (default 0.5: at most twice).
+        check: a design other than uniform runs only when the labels already collected (at least
+            ``CHECK_MIN_LABELS``) pass its checks: the uncertainty ranks the corrected residual (every source; the
+            residual model cross-fitted) and the planner expects at most ``AUTO_MARGIN`` of uniform's width;
+            uniform picks otherwise, with a note. ``check=False`` runs the design asked for unchecked.
 
     The returned frame's ``attrs["notes"]`` holds one line per decision (a fallback, the auto choice).
     """
@@ -178,19 +221,16 @@ def select_labels(judgments: pd.DataFrame, *, judge: str, budget: int, strategy:
     f = mine.groupby("item_id")["score"].mean().reindex(items).to_numpy(float)
     pilot = _pilot(items, labels)
     y_pilot = np.array([float(labels[items[i]]) for i in pilot]) if labels else np.zeros(0)
-    if u is not None and strategy in ("uncertainty", "auto") and source != "residual":
-        if pilot.size >= CHECK_MIN_LABELS:
-            passed, rho, p = uncertainty_check(u[pilot], y_pilot, f[pilot])
-            if not passed:
-                notes.append(f"the {source} uncertainty does not rank the corrected residual on the {pilot.size} "
-                             f"labels already collected (Spearman {rho:.2f}, one-sided p = {p:.2g}): "
-                             + ("uniform picks instead" if strategy == "uncertainty" else
-                                "the uncertainty design is left out"))
-                u = None
-        elif strategy == "uncertainty":
-            notes.append(f"only {pilot.size} labels to check the {source} uncertainty against (the check needs "
-                         f"{CHECK_MIN_LABELS}); its weights are bounded by the floor {tau:g} (each at most "
-                         f"{1 / tau:.3g}x a uniform one)")
+    if u is not None and strategy in ("uncertainty", "auto") and check and pilot.size >= CHECK_MIN_LABELS:
+        shown = _cross_fitted_residual(f, pilot, y_pilot) if source == "residual" else u[pilot]
+        passed, rho, p = uncertainty_check(shown, y_pilot, f[pilot])
+        if not passed:
+            notes.append(f"the {source} uncertainty does not rank the corrected residual on the {pilot.size} "
+                         f"labels already collected (Spearman {rho:.2f}, one-sided p = {p:.2g}"
+                         + (", residual model cross-fitted on two halves" if source == "residual" else "") + "): "
+                         + ("uniform picks instead" if strategy == "uncertainty" else
+                            "the uncertainty design is left out"))
+            u = None
     stratum = None
     neyman_scale = None
     if strategy == "stratified" or (strategy == "auto" and strata):
@@ -205,6 +245,13 @@ def select_labels(judgments: pd.DataFrame, *, judge: str, budget: int, strategy:
     chosen = strategy
     if strategy == "uncertainty" and u is None:
         chosen = "uniform"
+    if chosen in ("uncertainty", "stratified") and not check:
+        notes.append(f"{chosen} picks without a check on labels already collected (asked for): its weights are "
+                     f"bounded by the floor {tau:g}" if chosen == "uncertainty" else "stratified picks without a check "
+                     "on labels already collected (asked for)")
+    elif chosen in ("uncertainty", "stratified"):
+        chosen = _checked(chosen, f, pilot, y_pilot, budget, u=u, tau=tau, stratum=stratum,
+                          neyman_scale=neyman_scale, notes=notes)
     if strategy == "auto":
         if pilot.size >= CHECK_MIN_LABELS:
             variances = _budget_variances(f, pilot, y_pilot, budget, u=u, tau=tau, stratum=stratum,
@@ -268,12 +315,28 @@ def plan_table(judgments: pd.DataFrame, *, judge: str, labels: Mapping[str, floa
         source = ""
     stratum = None if not strata else [str(strata.get(i, "")) for i in items]
     plan = plan_labels(f, pilot, y, width, alpha=alpha, u_all=u, tau=tau, strata=stratum)
-    rows = [{"design": name, "labels_needed": row["labels"], "target_width": width, "alpha": alpha,
-             "n_pilot": int(pilot.size), "n_items": int(items.size),
+    sequential = _sequential_plan(f, pilot, y, width, alpha)
+    rows = [{"design": name, "labels_needed": row["labels"], "labels_sequential": sequential.get(name, math.nan),
+             "target_width": width, "alpha": alpha, "n_pilot": int(pilot.size), "n_items": int(items.size),
              "note": (f"uncertainty from {source}, floor {row['tau']:g}" if name == "uncertainty" else
-                      "PPI++ on labels alone (lam = 0)" if name == "human-only" else "")}
+                      "PPI++ on labels alone (lam = 0)" if name == "human-only" else "")
+             + ("" if name in sequential else "; no anytime-valid sequence for this design (uniform picks only)")}
             for name, row in plan.items()]
     return pd.DataFrame(rows)
+
+
+def _sequential_plan(f: np.ndarray, pilot: np.ndarray, y: np.ndarray, width: float, alpha: float,
+                     ) -> dict[str, float]:
+    """Labels until the anytime-valid sequence (``estimate --sequential``) is ``width`` wide, expected from the
+    pilot's spread of ``y - lam (f - mean f)`` (uniform picks, ``lam`` PPI++'s clipped slope) and of ``y``
+    (human-only): what a loop that looks after every label should plan for."""
+    from scijudge.estimation.anytime import labels_to_width
+
+    fp = f[pilot]
+    var_f = float(np.var(fp))
+    lam = float(np.clip(np.cov(y, fp, ddof=0)[0, 1] / var_f, 0.0, 1.0)) if var_f > 0 else 0.0
+    return {"uniform": labels_to_width(float(np.std(y - lam * (fp - f.mean()))), width, alpha),
+            "human-only": labels_to_width(float(np.std(y)), width, alpha)}
 
 
 def read_picks(path: Any) -> pd.DataFrame:
