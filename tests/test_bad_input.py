@@ -86,7 +86,7 @@ def test_rubric_weights_labels_and_corrupt_stores_are_one_line_errors(tmp_path):
     (tmp_path / "garbage.sqlite").write_bytes(b"this is not SQLite at all" * 100)
     store = tmp_path / "broken.sqlite"
     db = sqlite3.connect(store)
-    from scijudge.run.store import _SCHEMA
+    from scijudge.run._schema import SCHEMA_SQL as _SCHEMA
 
     db.executescript(_SCHEMA)
     db.execute("INSERT INTO judgments (key, item_id, judge, part, family, spec_hash, model, status, result) "
@@ -111,7 +111,7 @@ def test_rubric_weights_labels_and_corrupt_stores_are_one_line_errors(tmp_path):
     assert tasks_read == [] and [(s.line, s.field) for s in skipped] == [(1, "rubrics"), (2, "rubrics.0.weight")]
     assert "weight 1e+308 is too large" in skipped[1].reason
     assert garbage.returncode == 2 and "garbage.sqlite: not a scijudge run store" in garbage.stderr, garbage.stderr
-    assert broken.returncode == 2 and "broken.sqlite, field 'result': corrupt run store" in broken.stderr, broken.stderr
+    assert broken.returncode == 2 and "broken.sqlite, field 'result': damaged run store" in broken.stderr, broken.stderr
     assert labels.returncode == 2 and "labels.jsonl:1, field 'score': score must be a number, not true" in labels.stderr
 
 

@@ -54,6 +54,14 @@ class InputError(ScijudgeError, ValueError):
         return (", ".join(where) + ": " if where else "") + self.reason
 
 
+class DamagedRow(InputError):
+    """A stored row that cannot be read (``Run`` names every such row: ``run._damage``); ``detail``: what is wrong."""
+
+    def __init__(self, message: str, *, file: str | Path, field: str, detail: str) -> None:
+        super().__init__(message, file=file, field=field)
+        self.detail = detail
+
+
 class SpecError(InputError):
     """A judge spec (TOML) that cannot be loaded or compiled."""
 

@@ -46,7 +46,7 @@ def test_bad_row_exits_1_and_bad_options_exit_2(tmp_path):
     path = _promptfoo(tmp_path / "results.json", score='"high"')
     done = runner.invoke(app, ["import-judgments", str(path), "--run", str(tmp_path / "a.sqlite"), "--from", "promptfoo"])
     assert done.exit_code == 1
-    assert "results.results[0].gradingResult.componentResults[0]" in done.output and "1 judgments" in done.output
+    assert "results.results[0].gradingResult.componentResults[0]" in done.output and "1 judgment ->" in done.output
     strict = runner.invoke(app, ["import-judgments", str(path), "--run", str(tmp_path / "b.sqlite"), "--strict"])
     assert strict.exit_code == 2 and "nothing written" in strict.output
     for args, message in (
@@ -68,7 +68,7 @@ def test_generic_files_keep_the_generic_path(tmp_path):
     done = CliRunner().invoke(app, ["import-judgments", str(path), "--run", str(tmp_path / "g.sqlite"),
                                     "--map", "id=item_id"])
     assert done.exit_code == 0, done.output
-    assert "1 judgments" in done.output and "promptfoo" not in done.output
+    assert "1 judgment ->" in done.output and "promptfoo" not in done.output
 
 
 @pytest.mark.slow

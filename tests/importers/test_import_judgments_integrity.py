@@ -111,7 +111,7 @@ def test_deeply_nested_json_is_a_bad_row(tmp_path):
                                          {"item_id": "b", "judge": "j", "model": "m", "score": 3}])
     done = _cli(path, "--run", tmp_path / "r.sqlite")
     assert done.exit_code == 1 and "Traceback" not in done.output
-    assert f"{path}:1: JSON nested too deeply" in done.output and "1 judgments" in done.output
+    assert f"{path}:1: JSON nested too deeply" in done.output and "1 judgment ->" in done.output
 
 
 def test_an_import_never_silently_supersedes_what_scijudge_judged(tmp_path):
@@ -128,7 +128,7 @@ def test_an_import_never_silently_supersedes_what_scijudge_judged(tmp_path):
         assert [(r["item_id"], r["score"]) for r in run.rows()] == [("a", 2.0)]  # nothing written
         assert "imports" not in run.meta()
     allowed = _cli(path, "--run", store, "--supersede")
-    assert allowed.exit_code == 0 and "1 judgments made by scijudge are now history" in allowed.output
+    assert allowed.exit_code == 0 and "1 judgment made by scijudge is now history" in allowed.output
     with Run(store, create=False) as run:
         assert sorted((r["item_id"], r["score"], r["current"]) for r in run.rows(history=True)) == [
             ("a", 2.0, False), ("a", 5.0, True), ("b", 4.0, True)]

@@ -322,7 +322,8 @@ def test_to_pandas_decodes_json_columns_as_json_does_nan_and_corrupt_rows_includ
     db.execute("UPDATE judgments SET result = '{\"x\": ' WHERE item_id = 'q3'")
     db.commit()
     db.close()
-    with Run(path, create=False) as run, pytest.raises(InputError, match="corrupt run store: unreadable result"):
+    with Run(path, create=False) as run, pytest.raises(InputError, match="damaged run store: 1 row cannot be "
+                                                       "read .item 'q3', judge '[^']*': result is not readable JSON"):
         run.to_pandas(columns=["result"])
 
 
@@ -384,7 +385,8 @@ def test_to_pandas_refuses_a_value_the_schema_does_not_allow(tmp_path, sql, colu
     db.close()
     with Run(path, create=False) as run:
         for read in (run.to_pandas, lambda: list(run.rows()), lambda: run.export(tmp_path / "o.jsonl")):
-            with pytest.raises(InputError, match=f"damaged run store: the row of item 'q3' has {column} ") as info:
+            with pytest.raises(InputError, match=f"damaged run store: 1 row cannot be read .item 'q3', judge "
+                                                 f"[^:]*: {column} ") as info:
                 read()
             assert info.value.file == str(path) and info.value.field == column
         others = [c for c in ("item_id", "score", "tokens_in") if c != column]
@@ -428,7 +430,8 @@ def test_to_pandas_refuses_stored_json_that_is_valid_only_joined_to_its_neighbou
         db.execute("UPDATE judgments SET probs = ? WHERE item_id = ?", (text, item))
     db.commit()
     db.close()
-    with Run(path, create=False) as run, pytest.raises(InputError, match="corrupt run store: unreadable probs"):
+    with Run(path, create=False) as run, pytest.raises(InputError, match="damaged run store: 3 rows cannot be read "
+                                                       ".item 'q0', judge '[^']*': probs is not readable JSON"):
         run.to_pandas(columns=["item_id", "probs"])
 
 

@@ -22,6 +22,11 @@ def settle_after_imports() -> None:
         gc.freeze()
 
 
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``n`` and the noun in agreement with it: "1 bad row", "2 bad rows" (``many``: an irregular plural)."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
 # What the library's messages say to a Python caller, and what the command line calls it (the library speaks of its
 # keyword arguments; a command's user never typed one). tests/commands/test_cli_words.py reaches each message.
 _CLI_WORDS: tuple[tuple[str, str], ...] = (

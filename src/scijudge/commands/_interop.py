@@ -12,6 +12,7 @@ from typing import Any
 import typer
 from rich.markup import escape
 
+from scijudge.commands._console import plural
 from scijudge.errors import InputError
 
 FROM_CHOICES = ("inspect", "mlflow", "promptfoo", "deepeval", "lm-eval")
@@ -107,9 +108,10 @@ def import_foreign(
     for error in imported.errors[:_SHOWN_ERRORS]:
         err.print(f"[yellow]bad row:[/] {escape(str(error))}")
     if len(imported.errors) > _SHOWN_ERRORS:
-        err.print(f"[yellow]... and {len(imported.errors) - _SHOWN_ERRORS} more bad rows[/]")
+        err.print(f"[yellow]... and {plural(len(imported.errors) - _SHOWN_ERRORS, 'more bad row')}[/]")
     if strict and imported.errors:
-        raise InputError(f"{len(imported.errors)} bad row(s); nothing written (--strict)", file=imported.source)
+        raise InputError(f"{plural(len(imported.errors), 'bad row')}; nothing written (--strict)",
+                         file=imported.source)
     if not imported.results and not imported.labels:
         raise InputError("no judgment could be imported" + _skipped_text(imported.skipped, hint=not all_scorers),
                          file=imported.source)
@@ -127,8 +129,8 @@ def import_foreign(
     out = Console(highlight=False, soft_wrap=True)
     skipped = _skipped_text(imported.skipped, hint=False).replace(" (", "; ", 1).rstrip(")") if imported.skipped \
         else ""
-    out.print(f"{imported.format}: {written} judgments -> {escape(str(run))} ({imported.n_abstained} abstentions); "
-              f"{len(imported.errors)} bad rows{skipped}" + (f"; source sha256 {imported.sha256[:12]}"
+    out.print(f"{imported.format}: {plural(written, 'judgment')} -> {escape(str(run))} "
+              f"({plural(imported.n_abstained, 'abstention')}); {plural(len(imported.errors), 'bad row')}{skipped}" + (f"; source sha256 {imported.sha256[:12]}"
                                                              if imported.sha256 else ""))
     if counts is not None:
         note = reimport_note(counts)

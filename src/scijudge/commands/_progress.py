@@ -43,6 +43,7 @@ def print_summary(summary, run_path: Path) -> None:
         ("judged now", summary.judged), ("ok", summary.ok), ("abstained", summary.abstained),
         ("already done (skipped)", summary.skipped_done),
         ("items changed since the last run (judged again)", summary.changed),
+        *([("damaged rows in the store (judged again)", summary.damaged)] if summary.damaged else []),
         ("no answer (not stored; re-run to retry)", getattr(summary, "no_answer", 0)),
         ("not applicable (pairwise judge, one answer)", summary.not_applicable),
         ("tokens in/out", f"{summary.tokens_in:,} / {summary.tokens_out:,}"),

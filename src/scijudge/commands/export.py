@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from scijudge.commands._console import out
+from scijudge.commands._console import out, plural
 from scijudge.errors import InputError
 
 
@@ -20,6 +20,8 @@ def export_cmd(
                                                 "like it with the format's suffix).")] = None,
     history: Annotated[bool, typer.Option(
         help="Also export judgments superseded by a newer one (column 'current' tells them apart).")] = False,
+    skip_damaged: Annotated[bool, typer.Option(
+        "--skip-damaged", help="Leave out the rows that cannot be read (a damaged store) and export the rest.")] = False,
     to: Annotated[str | None, typer.Option("--to", help="mlflow: log the judgments as MLflow assessments (jsonl/csv: as --format).")] = None,
     tracking_uri: Annotated[str | None, typer.Option(help="MLflow tracking URI (with --to mlflow).")] = None,
     experiment: Annotated[str | None, typer.Option(help="MLflow experiment name (with --to mlflow).")] = None,
@@ -52,5 +54,11 @@ def export_cmd(
         raise InputError(f"the default output {target} is the run store itself: give another path", field="output")
     refuse_overwrite(target, stores=[run], field="output")
     with Run(run, create=False) as store:
-        count = store.export(target, fmt, history=history)
-    out.print(f"wrote {count} judgments to {escape(str(target))}", highlight=False)
+        damaged = store.damaged_rows(history=history) if skip_damaged else []
+        count = store.export(target, fmt, history=history, skip_damaged=[d.rowid for d in damaged])
+    out.print(f"wrote {plural(count, 'judgment')} to {escape(str(target))}", highlight=False)
+    if damaged:
+        named = ", ".join(f"{d.item_id!r} ({d.judge}, {d.column})" for d in damaged[:5])
+        more = f" and {len(damaged) - 5} more" if len(damaged) > 5 else ""
+        out.print(f"left out {plural(len(damaged), 'damaged row')}: {escape(named)}{more}; judge the same items into "
+                  "this --run again to judge them anew", highlight=False)

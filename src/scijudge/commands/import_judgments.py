@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from scijudge.commands._console import plural
 from scijudge.errors import EXIT_INTERRUPTED, InputError
 
 _SHOWN_ERRORS = 20
@@ -92,7 +93,7 @@ def import_judgments_cmd(
         source.finish()
         if strict and source.errors:
             _print_bad(err, source)
-            raise InputError(f"{len(source.errors)} bad row(s); nothing written (--strict)", file=file)
+            raise InputError(f"{plural(len(source.errors), 'bad row')}; nothing written (--strict)", file=file)
         if not source.n_imported:
             raise InputError("no judgment could be imported", file=file)
 
@@ -116,10 +117,11 @@ def import_judgments_cmd(
 
     notes = f"; {reimport_note(counts)}" if reimport_note(counts) else ""
     if counts.superseded:
-        notes += f"; {counts.superseded} judgments made by scijudge are now history (--supersede)"
+        notes += (f"; {plural(counts.superseded, 'judgment')} made by scijudge "
+                  f"{'is' if counts.superseded == 1 else 'are'} now history (--supersede)")
     Console(highlight=False, soft_wrap=True).print(
-        f"{counts.written} judgments -> {escape(str(run))} ({stream.n_abstained} abstentions, {stream.n_variants} "
-        f"perturbed variants); {len(stream.errors)} bad rows; source sha256 {stream.sha256[:12]}{notes}")
+        f"{plural(counts.written, 'judgment')} -> {escape(str(run))} ({plural(stream.n_abstained, 'abstention')}, "
+        f"{plural(stream.n_variants, 'perturbed variant')}); {plural(len(stream.errors), 'bad row')}; source sha256 {stream.sha256[:12]}{notes}")
     if stream.errors:
         raise typer.Exit(1)
     return counts.written
@@ -145,4 +147,4 @@ def _print_bad(err: Any, stream: Any) -> None:
     for error in stream.errors[:_SHOWN_ERRORS]:
         err.print(f"[yellow]bad row:[/] {escape(str(error))}")
     if len(stream.errors) > _SHOWN_ERRORS:
-        err.print(f"[yellow]... and {len(stream.errors) - _SHOWN_ERRORS} more bad rows[/]")
+        err.print(f"[yellow]... and {plural(len(stream.errors) - _SHOWN_ERRORS, 'more bad row')}[/]")

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from scijudge.errors import InputError
+from scijudge.errors import DamagedRow, InputError
 from scijudge.records import RUN_COLUMNS
 from scijudge.run._orjson import loads_each
 
@@ -231,11 +231,11 @@ def check_row(row: Mapping[str, Any], path: Path) -> None:
             continue
         if not isinstance(value, types):
             expected = _EXPECTED[_SQL_TYPES[name]]
-            raise InputError(f"damaged run store: {where} has {name} {value!r}, not {expected}", file=path,
-                             field=name)
+            raise DamagedRow(f"damaged run store: {where} has {name} {value!r}, not {expected}", file=path,
+                             field=name, detail=f"{name} {value!r}, not {expected}")
         if name == "status" and value not in STATUSES:
-            raise InputError(f"damaged run store: {where} has status {value!r}, not ok or abstained", file=path,
-                             field=name)
+            raise DamagedRow(f"damaged run store: {where} has status {value!r}, not ok or abstained", file=path,
+                             field=name, detail=f"status {value!r}, not ok or abstained")
 
 
 def column_names(columns: Sequence[str] | None) -> list[str]:
@@ -267,4 +267,5 @@ def loads_column(value: Any, column: str, path: Path, item_id: Any) -> Any:
         return json.loads(value)
     except (ValueError, TypeError, RecursionError):
         where = f" in the row of item {item_id!r}" if item_id is not None else ""
-        raise InputError(f"corrupt run store: unreadable {column}{where}", file=path, field=column) from None
+        raise DamagedRow(f"corrupt run store: unreadable {column}{where}", file=path, field=column,
+                         detail=f"{column} is not readable JSON") from None

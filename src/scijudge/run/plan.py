@@ -28,6 +28,8 @@ class Plan:
     skipped: int
     changed_items: set[str]
     not_applicable: list[tuple[str, str]]
+    damaged: int = 0
+    """Tasks whose stored row is damaged (a JSON text cut short): judged again."""
 
 
 def plan_run(items: Sequence[Item], judges: Sequence[JudgeProtocol], run: Run | None, *,
@@ -36,7 +38,8 @@ def plan_run(items: Sequence[Item], judges: Sequence[JudgeProtocol], run: Run | 
     of items whose content changed since their current judgment, and the (item, judge) pairs with nothing to
     judge (a pairwise judge and an item with one answer). Computing identities reads every input, so a
     missing one fails here, before any LM call."""
-    done = run.completed_keys(include_abstained=not retry_abstained) if run is not None else set()
+    done, damaged = run.keys_by_state(include_abstained=not retry_abstained) if run is not None else (set(), set())
+    redone = 0
     current = run.current_index() if run is not None else {}
     tasks: list[Task] = []
     skipped = 0
@@ -63,8 +66,9 @@ def plan_run(items: Sequence[Item], judges: Sequence[JudgeProtocol], run: Run | 
                     continue
                 if row is not None and row.input_hash and row.input_hash != first.input_hash:
                     changed.add(item.id)
+                redone += any(one.key in damaged for one in identities)
                 tasks.append((item, judge, part))
-    return Plan(tasks, skipped, changed, not_applicable)
+    return Plan(tasks, skipped, changed, not_applicable, redone)
 
 
 def pending(items: Sequence[Item], judges: Sequence[JudgeProtocol], run: Run | None, *, retry_abstained: bool,
@@ -73,7 +77,7 @@ def pending(items: Sequence[Item], judges: Sequence[JudgeProtocol], run: Run | N
     found = plan_run(items, judges, run, retry_abstained=retry_abstained, select=select)
     tasks = found.tasks[:limit] if limit is not None else found.tasks
     return tasks, RunSummary(planned=len(tasks), skipped_done=found.skipped, not_applicable=len(found.not_applicable),
-                             changed=len(found.changed_items))
+                             changed=len(found.changed_items), damaged=found.damaged)
 
 
 def valid_items(items: Sequence[Item], judges: Sequence[JudgeProtocol]) -> tuple[list[Item], list[Exception]]:

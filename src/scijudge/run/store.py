@@ -17,7 +17,6 @@ from the cursor, so exporting a large store takes flat memory.
 from __future__ import annotations
 
 import json
-import secrets
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -25,30 +24,22 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from scijudge._bulk import collector_paused, text_array
-from scijudge.errors import InputError, ScijudgeError, StoreWriteError
+from scijudge._bulk import collector_paused
+from scijudge.errors import DamagedRow, InputError, ScijudgeError, StoreWriteError
 from scijudge.records import (
-    COLUMN_SQL, CURRENT_GROUP, JSON_COLUMNS, RUN_COLUMNS, Columns, JudgeResult, safe_endpoint,
+    CURRENT_GROUP, JSON_COLUMNS, RUN_COLUMNS, Columns, JudgeResult, safe_endpoint,
 )
 from scijudge.redaction import redact_data
 from scijudge.run._open import ReadConnection, check_columns, check_header, check_tables, connect_read, quick_check
-from scijudge.run._open import STATUSES, check_owner, column_names, decoded, loads_column, store_id
+from scijudge.run._damage import damage_error, find_damaged, intact_sql
+from scijudge.run._schema import ADDED_IN_V2 as _ADDED_IN_V2
+from scijudge.run._schema import GROUP_INDEX as _GROUP_INDEX
+from scijudge.run._schema import SCHEMA_VERSION, frame_of, migrate
+from scijudge.run._schema import V1_CURRENT as _V1_CURRENT
+from scijudge.run._open import STATUSES, check_owner, column_names, loads_column
 from scijudge.run._writer_lock import WriterLock as _WriterLock
 from scijudge.run.rows import CURRENT_AT, chunks, group_of, row_of, rows_of
 
-SCHEMA_VERSION = 2
-_GROUP_INDEX = "CREATE INDEX IF NOT EXISTS judgments_group ON judgments(item_id, judge, part, model, endpoint, current)"
-_SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS judgments ({", ".join(f"{name} {sql}" for name, sql in COLUMN_SQL.items())});
-DROP INDEX IF EXISTS judgments_item;
-{_GROUP_INDEX};
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
-"""
-# judgments_item (item_id, judge), written by earlier releases, is a prefix of judgments_group: every look-up it
-# served, judgments_group serves, and keeping it cost a fifth of each insert.
-_ADDED_IN_V2 = {name: COLUMN_SQL[name] for name in ("endpoint", "input_hash", "decoding", "current")}
-_V1_CURRENT = ("CASE WHEN rowid IN (SELECT MAX(rowid) FROM judgments GROUP BY item_id, judge, part, model) "
-               "THEN 1 ELSE 0 END")
 _CHUNK = 5000
 _DONE = f"IN ({', '.join(repr(s) for s in STATUSES)})"  # any other status (a damaged row) is not a judgment
 _MODEL, _ENDPOINT = CURRENT_GROUP.index("model"), CURRENT_GROUP.index("endpoint")
@@ -173,37 +164,8 @@ class Run:
             raise
 
     def _migrate(self) -> None:
-        """Bring a store written by an earlier release up to this schema (columns added, history marked)."""
-        existing = [r[1] for r in self._db.execute("PRAGMA table_info(judgments)")]
-        if existing:
-            row = self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() \
-                if self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone() else None
-            version = json.loads(row[0]) if row and row[0] else None
-            if isinstance(version, int) and version > SCHEMA_VERSION:
-                raise InputError(f"run store has schema version {version}, newer than the version {SCHEMA_VERSION} "
-                                 "this scijudge writes; upgrade scijudge", file=self.path)
-            missing = {c: d for c, d in _ADDED_IN_V2.items() if c not in existing}
-            if missing:
-                with self._db:
-                    for column, decl in missing.items():
-                        self._db.execute(f"ALTER TABLE judgments ADD COLUMN {column} {decl}")
-                    self._db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
-                    row = self._db.execute("SELECT value FROM meta WHERE key = 'api_base'").fetchone()
-                    endpoint = safe_endpoint(json.loads(row[0])) if row and row[0] else ""
-                    # Rows of v1 had no endpoint: the store's recorded api_base is the best evidence there is.
-                    self._db.execute("UPDATE judgments SET endpoint = ?", (endpoint,))
-                    self._db.execute(f"UPDATE judgments SET current = {_V1_CURRENT}")
-        self._id = store_id(self._db)
-        fresh = not self._id
-        if fresh:
-            self._id = secrets.randbelow(2**31 - 1) + 1
-        with self._db:
-            self._db.executescript(_SCHEMA)
-            self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
-                             (json.dumps(SCHEMA_VERSION),))
-            self._db.execute(f"PRAGMA user_version = {self._id}")
-        if fresh:  # the id into the file itself now, so that a WAL of another store can be told apart from its own
-            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        """Bring a store written by an earlier release up to this schema; give it an id (``_schema.migrate``)."""
+        self._id = migrate(self._db, self.path)
 
     def _commit(self) -> None:
         """Commit, the store's id stamped into the transaction: every page-1 frame of the WAL carries it
@@ -419,10 +381,39 @@ class Run:
 
     def completed_keys(self, *, include_abstained: bool = True) -> set[str]:
         """Keys already judged; abstentions count unless the caller wants to retry them."""
+        return self.keys_by_state(include_abstained=include_abstained)[0]
+
+    def keys_by_state(self, *, include_abstained: bool = True) -> tuple[set[str], set[str]]:
+        """Keys already judged, and keys whose row is damaged (a JSON text cut short): judged again."""
         if not self._columns:
-            return set()
-        query = "SELECT key FROM judgments WHERE status " + (_DONE if include_abstained else "= 'ok'")
-        return {k for (k,) in self._query(query)}
+            return set(), set()
+        query = (f"SELECT key, {intact_sql(self._columns, self._has_json())} FROM judgments WHERE status "
+                 + (_DONE if include_abstained else "= 'ok'"))
+        done: set[str] = set()
+        damaged: set[str] = set()
+        for key, intact in self._query(query):
+            (done if intact else damaged).add(key)
+        return done, damaged
+
+    @contextmanager
+    def _naming_damage(self, history: bool) -> Iterator[None]:
+        """A damaged row met while reading: one line naming every damaged row read (``_damage``)."""
+        try:
+            yield
+        except DamagedRow:
+            found = self.damaged_rows(history=history)
+            if not found:
+                raise
+            raise damage_error(found, self.path) from None
+
+    def damaged_rows(self, *, history: bool = False) -> list[Any]:
+        """The current rows (or all) that cannot be read, as ``_damage.Damaged``: a scan with the readers' checks."""
+        if not self._columns:
+            return []
+        where = "" if history else f" WHERE {self._current_is()}"
+        with self._lock, self._reading():
+            fetched = self._db.execute(f"SELECT rowid, {self._select(RUN_COLUMNS)} FROM judgments{where}").fetchall()
+        return find_damaged(fetched, self.path)
 
     def current_index(self) -> dict[tuple[str, ...], CurrentRow]:
         """The current judgment of every (item, judge, part, model, endpoint) group."""
@@ -468,13 +459,14 @@ class Run:
             return
         where = "" if history else f" WHERE {self._current_is()}"
         json_columns = [c for c in JSON_COLUMNS if c in names] if decode else []
-        for values in self._stream(f"SELECT {self._select(names)} FROM judgments{where} ORDER BY rowid", names):
-            row = dict(zip(names, values))
-            for column in json_columns:
-                row[column] = loads_column(row[column], column, self.path, row.get("item_id"))
-            if "current" in row:
-                row["current"] = bool(row["current"])
-            yield row
+        with self._naming_damage(history):
+            for values in self._stream(f"SELECT {self._select(names)} FROM judgments{where} ORDER BY rowid", names):
+                row = dict(zip(names, values))
+                for column in json_columns:
+                    row[column] = loads_column(row[column], column, self.path, row.get("item_id"))
+                if "current" in row:
+                    row["current"] = bool(row["current"])
+                yield row
 
     def _stream(self, sql: str, names: Sequence[str]) -> Iterator[tuple[Any, ...]]:
         """The rows of one query (its first columns: ``names``), fetched in chunks under the store's lock (flat
@@ -497,21 +489,25 @@ class Run:
         """Like ``rows()``, but a JSON column that SQLite finds well-formed comes as its stored text
         (``RawJSON``) instead of being decoded; the others are decoded (and raise when corrupt). For writers
         that copy JSON through (exports): decoding and encoding again is most of their cost."""
-        for values in self.raw_tuples(history=history):
-            yield self.raw_row(values)
+        with self._naming_damage(history):
+            for values in self.raw_tuples(history=history):
+                yield self.raw_row(values)
 
-    def raw_tuples(self, *, history: bool = False) -> Iterator[tuple[Any, ...]]:
+    def raw_tuples(self, *, history: bool = False, skip: Sequence[int] = ()) -> Iterator[tuple[Any, ...]]:
         """The rows as stored, for writers that copy them through: values in ``RUN_COLUMNS`` order (JSON
         columns as their text, ``current`` 0/1), then one flag, true where SQLite found every JSON column of the
         row well-formed (always false where SQLite has no JSON functions); a damaged row is refused in one line.
         ``raw_row`` turns one into a ``raw_rows()`` dict. Streams from the cursor: a tuple costs a fraction of a
-        dict."""
+        dict. ``skip``: rowids left out (``damaged_rows``)."""
         if not self._columns:
             return
         where = "" if history else f" WHERE {self._current_is()}"
+        if skip:
+            where += (" AND " if where else " WHERE ") + f"rowid NOT IN ({', '.join(str(int(r)) for r in skip)})"
         valid = " AND ".join(self._well_formed(c) for c in JSON_COLUMNS)
-        yield from self._stream(f"SELECT {self._select(RUN_COLUMNS)}, {valid} FROM judgments{where} ORDER BY rowid",
-                                RUN_COLUMNS)
+        with self._naming_damage(history):
+            yield from self._stream(f"SELECT {self._select(RUN_COLUMNS)}, {valid} FROM judgments{where} ORDER BY "
+                                    "rowid", RUN_COLUMNS)
 
     def raw_row(self, values: Sequence[Any]) -> dict[str, Any]:
         """One ``raw_tuples()`` tuple as a ``raw_rows()`` dict (JSON columns as ``RawJSON`` when well-formed,
@@ -558,46 +554,28 @@ class Run:
             return pd.DataFrame(columns=names)
         where = "" if history else f" WHERE {self._current_is()}"
         json_columns = [c for c in JSON_COLUMNS if c in names]
-        with collector_paused():  # 10^5 rows of tuples: the collector's passes would walk them again and again
-            return self._frame(names, json_columns, where)
+        with self._naming_damage(history), collector_paused():  # 10^5 rows of tuples: the collector's passes
+            return self._frame(names, json_columns, where)  # would walk them again and again
 
     def _frame(self, names: list[str], json_columns: list[str], where: str) -> Any:
-        """The frame of the fetched rows, built a column at a time: text columns by pyarrow (``text_array``), JSON
-        columns decoded (``_decoded``), every other column inferred by pandas as ``DataFrame.from_records`` infers
-        it (which is what the whole frame was built by before: the same dtypes and values)."""
-        import pandas as pd
-
+        """The frame of the fetched rows (``_schema.frame_of``)."""
         with self._lock, self._reading():
-            cursor = self._db.execute(f"SELECT {self._select(names)} FROM judgments{where} ORDER BY rowid")
-            fetched = cursor.fetchall()
-        if not fetched:
-            return pd.DataFrame.from_records(fetched, columns=names, coerce_float=True)
-        values = list(zip(*fetched))
-        check_columns(names, values, fetched, self.path)  # a damaged row: refused in one line naming it
-        built: dict[str, Any] = {column: decoded(values[names.index(column)], column, self.path)
-                                 for column in json_columns}
-        for at, name in enumerate(names):
-            if name not in built and (array := text_array(values[at])) is not None:
-                built[name] = array
-        rest = [name for name in names if name not in built]
-        index = pd.RangeIndex(len(fetched))
-        inferred = pd.DataFrame.from_records(list(zip(*(values[names.index(n)] for n in rest))), columns=rest,
-                                             coerce_float=True) if rest else pd.DataFrame(index=index)
-        frame = pd.DataFrame({name: built[name] if name in built else inferred[name] for name in names}, index=index)
-        if "current" in names:
-            frame["current"] = frame["current"].astype(bool)
-        return frame
+            fetched = self._db.execute(f"SELECT {self._select(names)} FROM judgments{where} ORDER BY rowid").fetchall()
+        return frame_of(fetched, names, json_columns, self.path)
 
-    def export(self, out: str | Path, fmt: str = "jsonl", *, history: bool = False) -> int:
+    def export(self, out: str | Path, fmt: str = "jsonl", *, history: bool = False,
+               skip_damaged: Sequence[int] = ()) -> int:
         """Write current judgments (or all) to JSONL or CSV, streamed, to a temporary file renamed to ``out`` when
-        every row was written (never over this store); returns the number of rows written."""
+        every row was written (never over this store); returns the number of rows written. ``skip_damaged``: the
+        rowids of ``damaged_rows()`` to leave out (else a damaged row refuses the whole export)."""
         from scijudge._files import refuse_overwrite
         from scijudge.run.export import write_tuples
 
         refuse_overwrite(out, stores=[self.path])
         if fmt not in ("jsonl", "csv"):
             raise InputError(f"unknown export format {fmt!r}: use jsonl or csv", field="format")
-        return write_tuples(self.raw_tuples(history=history), out, fmt, self.raw_row)
+        with self._naming_damage(history):
+            return write_tuples(self.raw_tuples(history=history, skip=skip_damaged), out, fmt, self.raw_row)
 
 
 class RawJSON(str):

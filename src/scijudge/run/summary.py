@@ -22,6 +22,8 @@ class RunSummary:
     skipped_done: int = 0
     not_applicable: int = 0
     changed: int = 0
+    damaged: int = 0
+    """Stored rows found damaged (a JSON text cut short) and judged again."""
     judged: int = 0
     ok: int = 0
     abstained: int = 0
