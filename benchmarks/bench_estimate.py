@@ -5,7 +5,8 @@ a fresh random label set for every call, as a simulation or a planner makes them
 whole table (PPI++, human-only, judge-only with intervals and counts) from frames; ppi-python gets the three
 arrays it needs, already split. Both are timed call by call, interleaved, and the medians are compared, in CPU
 time (``time.process_time``: what a busy shared machine does not inflate) and in wall time. The benchmark also
-checks that the two PPI++ intervals agree.
+checks that the PPI++ point and standard error agree with ppi-python's (the table's interval is Student's t on
+n - 1 df around them).
 
 Usage: python benchmarks/bench_estimate.py [--n 1000] [--labels 100] [--calls 300]
 """
@@ -20,6 +21,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from ppi_py import ppi_mean_ci, ppi_mean_pointestimate
+from scipy.stats import norm
+from scipy.stats import t as student_t
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
@@ -59,10 +62,13 @@ def main() -> None:
         wall["scijudge"].append(w1 - w0)
         wall["ppi-python"].append(w2 - w1)
         row = table[table["method"] == "ppi"].iloc[0]
-        worst = max(worst, abs(row["lo"] - float(np.ravel(lo)[0])), abs(row["hi"] - float(np.ravel(hi)[0])),
-                    abs(row["estimate"] - float(np.ravel(point)[0])))
+        # the table's interval is Student's t on n - 1 df around ppi-python's point and standard error
+        se = (float(np.ravel(hi)[0]) - float(np.ravel(lo)[0])) / (2 * norm.ppf(0.95))
+        half = student_t.ppf(0.95, args.labels - 1) * se
+        worst = max(worst, abs(row["se"] - se), abs(row["lo"] - (row["estimate"] - half)),
+                    abs(row["hi"] - (row["estimate"] + half)), abs(row["estimate"] - float(np.ravel(point)[0])))
     print(f"estimate() on {args.n} items x {args.labels} labels, {args.calls} calls (a new label set each call); "
-          f"max |scijudge - ppi-python| on the PPI++ interval {worst:.1e}")
+          f"max |scijudge - ppi-python| on the PPI++ point, se and t interval {worst:.1e}")
     for name, times in (("CPU", cpu), ("wall", wall)):
         ours, theirs = (float(np.median(times[k])) * 1000 for k in ("scijudge", "ppi-python"))
         print(f"  {name:4s} median per call: scijudge.estimate {ours:.2f} ms, ppi-python {theirs:.2f} ms, "
