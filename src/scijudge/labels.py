@@ -45,6 +45,7 @@ class HumanLabel(BaseModel):
     verdict: str | None = None
     annotator: str | None = None
     rationale: str | None = None
+    comment: str | None = Field(default=None, description="A reviewer's free-text note on the label (`scijudge view`).")
     source: Literal["expert", "crowd", "human", "llm", "unknown"] = Field(
         default="unknown", description="Who labelled: expert, crowd, human (a person), llm (another model) or unknown.")
     labelled_at: str | None = Field(default=None, description="When the label was given (ISO 8601; `scijudge view`).")
@@ -178,7 +179,8 @@ def _plain_chunk(raws: list[bytes], loads: Any, same: dict[Any, Any]) -> list[li
     elif not (score_types == _NONE and verdict_types == {str}):
         return None
     annotators, rationales, sources = column("annotator"), column("rationale"), column("source", "unknown")
-    if not set(map(type, annotators)) | set(map(type, rationales)) | set(map(type, column("labelled_at"))) <= _TEXT_OR_NONE \
+    if not set(map(type, annotators)) | set(map(type, rationales)) | set(map(type, column("labelled_at"))) \
+            | set(map(type, column("comment"))) <= _TEXT_OR_NONE \
             or set(map(type, sources)) != {str} or not set(sources) <= _SOURCE_SET:
         return None
     keep = same.setdefault
@@ -426,7 +428,7 @@ def _plain_values(obj: dict[str, Any]) -> tuple[Any, ...] | None:
         return None
     annotator, rationale, source = obj.get("annotator"), obj.get("rationale"), obj.get("source", "unknown")
     if type(annotator) not in _TEXT_OR_NONE or type(rationale) not in _TEXT_OR_NONE or type(source) is not str \
-            or type(obj.get("labelled_at")) not in _TEXT_OR_NONE \
+            or type(obj.get("labelled_at")) not in _TEXT_OR_NONE or type(obj.get("comment")) not in _TEXT_OR_NONE \
             or source not in LABEL_SOURCES:
         return None
     return item_id, judge, part, score, verdict, annotator, rationale, source  # LABEL_COLUMNS order

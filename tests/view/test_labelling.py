@@ -93,7 +93,7 @@ def test_bad_label_files_are_refused_clearly(tmp_path):
     assert caught.value.line == 2
 
 
-def test_the_queue_is_picks_by_pi_then_escalated_then_the_rest_and_skips_what_is_done(tmp_path):
+def test_the_queue_is_picks_by_pi_then_escalated_and_ends_there_and_skips_what_is_done(tmp_path):
     world = make_world(tmp_path, n=12)
     escalated = tmp_path / "escalated.csv"
     escalated.write_text("item_id,pi,picked\ni001,1,true\ni003,1,true\ni002,1,false\n")
@@ -103,7 +103,8 @@ def test_the_queue_is_picks_by_pi_then_escalated_then_the_rest_and_skips_what_is
     order = [(e.unit[0], e.why.split(" ")[0]) for e in queue.entries(set(), set())]
     assert order[:5] == [("i006", "picks.csv"), ("i003", "picks.csv"), ("i009", "picks.csv"), ("i000", "picks.csv"),
                          ("i001", "escalated.csv")]  # i003 escalated too: it counts once, first
-    assert [u for u, _ in order[5:]] == [f"i{k:03d}" for k in (2, 4, 5, 7, 8, 10, 11)]
+    assert order[5:] == []  # the queue ends with the picks: estimate --picks leaves unpicked labels out
+    assert [e.unit[0] for e in Queue(view, [], judges=[J1]).entries(set(), set())] == [f"i{k:03d}" for k in range(12)]
     assert all(e.unit[1] == J1 for e in queue.entries(set(), set()))
     done = {("i006", J1, "")}
     assert queue.next(done, {("i003", J1, "")}).unit == ("i009", J1, "")

@@ -58,11 +58,11 @@ def view_cmd(
         counts = export_site(viewer.site, export, n_boot=n_boot)
         typer.echo(f"wrote {export}: " + ", ".join(f"{n} {kind}" for kind, n in counts.items()))
         return
-    viewer.warm()  # with --label-out: the judges' scales, before the URL is printed
     from scijudge.view.server import serve
 
-    try:
-        serve(build_app(viewer), viewer.token, host=host, port=port, open_browser=not no_browser)
+    try:  # with --label-out: the judges' scales and the picks are read once the URL is printed (seconds of imports)
+        serve(build_app(viewer), viewer.token, host=host, port=port, open_browser=not no_browser,
+              background=viewer.warm)
     except KeyboardInterrupt:
         pass
     finally:

@@ -12,18 +12,24 @@ import hashlib
 import secrets
 import threading
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
 from scijudge.errors import InputError, ScijudgeError
-from scijudge.view.labelling import LabelFile, Queue, QueueEntry, Unit, unit_of
+from scijudge.view.labelling import LabelFile, LabelWriteError, Queue, QueueEntry, Unit, unit_of
 from scijudge.view.pages import Links, Site
 from scijudge.view.stores import Filters
 
 KEYS = {**{str(k): float(k) for k in range(1, 10)}, "0": 10.0}
 """Keyboard keys -> the score they give (``0`` gives 10)."""
+MAX_NOTE = 10_000
+"""The longest comment or rationale a label takes (characters)."""
+StopRule = Callable[[list[dict[str, Any]]], "str | None"]
+"""A label-page hook: given every label so far, a line to show above the queue (None: nothing to say), e.g. the
+current interval and whether it is certain enough to stop labelling."""
 
 
 def cookie_name(token: str) -> str:
@@ -65,8 +71,13 @@ class Viewer:
         self.links = live_links()
         self._scales: dict[str, Any] | None = None
         self._specs: dict[str, Any] | None = None
+        self._inputs: dict[str, set[str]] = {}  # judge -> the item fields its spec reads
         self._calibration: tuple[Any, str] | None = None
         self.n_boot = 1000
+        self.stop_rules: list[StopRule] = []
+        self.ready = threading.Event()  # set once ``warm`` has run
+        self.failed: BaseException | None = None
+        self._warming = threading.Lock()
 
     # --- scales and rubrics ----------------------------------------------------------------------------
     def scale_of(self, judge: str) -> tuple[float, float, float]:
@@ -100,19 +111,40 @@ class Viewer:
         spec = self._specs.get(judge)
         if spec is None:
             return "", {}
+        if spec.inputs:
+            self._inputs[judge] = {i.name for i in spec.inputs}
         anchors = dict(spec.scale.anchors) if spec.scale is not None else {}
         return f"{spec.description}\n\n{spec.instructions}".strip(), anchors
 
     def warm(self) -> None:
-        """Resolve the judges' scales and rubrics now, before serving (the labelling page needs them, and resolving
-        them imports the calibration stack: seconds, which would hold up the pages served meanwhile)."""
-        if self.labelling is not None:
-            self.scale_of("")
-            self.rubric_of("")
+        """Resolve the judges' scales and rubrics and read the picks files (the labelling page needs them; they
+        import the calibration and estimation stacks: seconds). Run in the background once the server listens, so
+        start-up stays quick; the label routes wait for it, and an error stops the server (``failed``)."""
+        with self._warming:
+            if self.ready.is_set():
+                return
+            try:
+                if self.labelling is not None:
+                    self.scale_of("")
+                    self.rubric_of("")
+                    _ = self.labelling.queue.picks
+            except BaseException as exc:
+                self.failed = exc
+                raise
+            finally:
+                self.ready.set()
+
+    def _wait_ready(self) -> None:
+        """Wait for ``warm`` (running it here when nothing has started it)."""
+        with suppress(BaseException):
+            self.warm()
+        if self.failed is not None:
+            raise InputError(f"the viewer could not start labelling: {self.failed}")
 
     # --- labelling pages ---------------------------------------------------------------------------------
     def label_page(self, flash: str = "", nonce: str = "") -> str:
         assert self.labelling is not None
+        self._wait_ready()
         labels = self.site.refresh_labels()
         done = self.labelling.done(labels)
         with self.labelling.lock:
@@ -123,7 +155,8 @@ class Viewer:
         counts = (f"{mine} labelled by {self.labelling.file.annotator} in {self.labelling.file.path.name}; "
                   f"{self.labelling.queue.remaining_picks(done)} picked units left; {len(skipped)} skipped")
         values: dict[str, Any] = {"entry": entry, "flash": flash, "counts": counts, "nonce": nonce, "unit": None,
-                                  "keys": {}, "item": [], "judgments": []}
+                                  "keys": {}, "item": [], "judgments": [], "picks": bool(self.labelling.queue.picks_files),
+                                  "stop_notes": [n for rule in self.stop_rules if (n := rule(labels))]}
         if entry is not None:
             values.update(self._entry_values(entry))
         return self.site.render("label.html", self.links, "label", "Label", **values)
@@ -144,30 +177,41 @@ class Viewer:
                                                            if level.is_integer() else "")))
         inputs = self.site.items.get(item_id)
         judgments = [j for j in self.site.view.item(item_id) if j["judge"] == judge and j["part"] == part]
+        shown, hidden = _split_fields(inputs if isinstance(inputs, list) else [], self._inputs.get(judge))
         return {"unit": list(entry.unit), "keys": keys, "levels": levels, "rubric": rubric,
                 "anchors": sorted(anchors.items(), key=lambda kv: _as_float(kv[0])),
-                "scale_text": f"{lo:g}–{hi:g} in steps of {step:g}",
-                "item": inputs if isinstance(inputs, list) else [], "no_item": inputs if isinstance(inputs, str) else "",
-                "judgments": judgments}
+                "scale_text": f"{lo:g}–{hi:g} in steps of {step:g}", "item": shown, "hidden_fields": hidden,
+                "no_item": inputs if isinstance(inputs, str) else "", "judgments": judgments}
 
     def add_label(self, body: dict[str, Any]) -> tuple[int, str]:
-        """Store one label from the page: 200 written, 409 this annotator had labelled it, 400 bad input."""
+        """Store one label from the page: 200 written, 409 this annotator had labelled it (another tab, another
+        viewer), 400 bad input, 507/503 not written (a full disk; the file locked or unwritable)."""
         assert self.labelling is not None
+        self._wait_ready()
         unit = _unit(body)
         score = body.get("score")
         if isinstance(score, bool) or not isinstance(score, (int, float)):
             return 400, "score must be a number"
+        notes = {name: body.get(name) or "" for name in ("comment", "rationale")}
+        for name, text in notes.items():
+            if not isinstance(text, str) or len(text) > MAX_NOTE:
+                return 400, f"{name} must be text of at most {MAX_NOTE} characters"
         lo, hi, step = self.scale_of(unit[1])
         k = (float(score) - lo) / step
         if not lo - 1e-9 <= score <= hi + 1e-9 or abs(k - round(k)) > 1e-6:
             return 400, f"score {score:g} is not on the scale {lo:g}-{hi:g} in steps of {step:g} of {unit[1]}"
         if not self.site.view.judges_of(unit[0]) or (unit[1], unit[2]) not in self.site.view.judges_of(unit[0]):
             return 400, f"no judgment of item {unit[0]!r} by {unit[1]!r} in these stores"
-        written, label = self.labelling.file.add(unit, float(score))
+        try:
+            written, label = self.labelling.file.add(unit, float(score), comment=notes["comment"].strip(),
+                                                     rationale=notes["rationale"].strip())
+        except LabelWriteError as exc:
+            return exc.status, str(exc)
         with self.labelling.lock:
             self.labelling.skipped.discard(unit)
         if not written:
-            return 409, f"already labelled by {label.get('annotator')} (score {label.get('score')}): undo it first"
+            return 409, (f"not saved: {unit[0]} · {unit[1]} was labelled already by {label.get('annotator')} (score "
+                         f"{label.get('score')}), in another tab or viewer; undo that label first to change it")
         return 200, f"labelled {unit[0]} {unit[1]}: {score:g}"
 
     def skip(self, body: dict[str, Any]) -> tuple[int, str]:
@@ -179,6 +223,7 @@ class Viewer:
 
     def undo(self) -> dict[str, Any] | None:
         assert self.labelling is not None
+        self._wait_ready()
         return self.labelling.file.undo()
 
     def calibration_page(self) -> str:
@@ -201,6 +246,16 @@ class Viewer:
                                         message=f"cannot calibrate: {exc}")
             self._calibration = (seen, page.replace("<body>", "<body><p><a href='/'>← back to the viewer</a></p>", 1))
         return self._calibration[1]
+
+
+def _split_fields(fields: list[tuple[str, str]], names: set[str] | None) -> tuple[list[Any], list[Any]]:
+    """An item's fields as (what the judge's spec reads, the rest): the rest (``meta``, other inputs: often the
+    answer key, an intended quality, known flaws) stays behind the switch that hides the judgments."""
+    def read(name: str) -> bool:
+        field_name = "papers" if name.startswith("paper [") else name
+        return field_name != "meta" and (names is None or field_name in names)
+
+    return [f for f in fields if read(f[0])], [f for f in fields if not read(f[0])]
 
 
 def _as_float(text: str) -> float:
@@ -252,6 +307,24 @@ def build_app(viewer: Viewer) -> Any:
                                        "frame-ancestors 'none'; base-uri 'none'",
             "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"})
 
+    def one_line(handler: Callable[[Request], Response]) -> Callable[[Request], Response]:
+        """A GET page whose failure is one line (a store found damaged since start: as every reader says it; a
+        bug: its type and message, also on the console), never a traceback."""
+
+        def guarded(request: Request) -> Response:
+            try:
+                return handler(request)
+            except ScijudgeError as exc:
+                return PlainTextResponse(f"scijudge view: {exc}", status_code=500)
+            except Exception as exc:
+                import sys
+
+                line = f"scijudge view: {request.url.path} failed: {type(exc).__name__}: {exc}"
+                print(line, file=sys.stderr, flush=True)
+                return PlainTextResponse(line, status_code=500)
+
+        return guarded
+
     # GET pages are plain functions: Starlette runs them in its thread pool, off the event loop.
     def runs(request: Request) -> Response:
         return page(viewer.site.runs_page(viewer.links))
@@ -270,6 +343,8 @@ def build_app(viewer: Viewer) -> Any:
         item_id = request.query_params.get("id")
         if not item_id:
             return PlainTextResponse("give the item as /item?id=ITEM", status_code=400)
+        if not viewer.site.known(item_id):
+            return PlainTextResponse(f"no item {item_id!r} in these stores or items files", status_code=404)
         return page(viewer.site.item_page(viewer.links, item_id))
 
     def calibration(request: Request) -> Response:
@@ -283,7 +358,7 @@ def build_app(viewer: Viewer) -> Any:
         if viewer.labelling is None:
             return no_labelling()
         nonce = secrets.token_urlsafe(12)
-        return page(viewer.label_page(nonce=nonce), nonce)
+        return page(viewer.label_page(flash=request.query_params.get("note", "")[:500], nonce=nonce), nonce)
 
     async def labelling_post(request: Request, act: Callable[[dict[str, Any]], tuple[int, str]]) -> Response:
         """A POST of the labelling page: 404 when labelling is off, 400 for a body that is not a JSON object or
@@ -308,7 +383,10 @@ def build_app(viewer: Viewer) -> Any:
     async def undo(request: Request) -> Response:
         if viewer.labelling is None:
             return no_labelling()
-        removed = await run_in_threadpool(viewer.undo)
+        try:
+            removed = await run_in_threadpool(viewer.undo)
+        except LabelWriteError as exc:
+            return PlainTextResponse(str(exc), status_code=exc.status)
         if "application/json" not in request.headers.get("content-type", ""):  # the plain form: back to the page
             return RedirectResponse("/label", status_code=303)
         return JSONResponse({"removed": removed})
@@ -320,8 +398,9 @@ def build_app(viewer: Viewer) -> Any:
             return PlainTextResponse("expected a JSON object", status_code=400)
         return body if isinstance(body, dict) else PlainTextResponse("expected a JSON object", status_code=400)
 
-    routes = [Route("/", runs), Route("/items", items), Route("/item", item), Route("/drift", drift),
-              Route("/calibration", calibration), Route("/label", label_get, methods=["GET"]),
+    routes = [Route("/", one_line(runs)), Route("/items", one_line(items)), Route("/item", one_line(item)),
+              Route("/drift", one_line(drift)), Route("/calibration", one_line(calibration)),
+              Route("/label", one_line(label_get), methods=["GET"]),
               Route("/label", label_post, methods=["POST"]), Route("/label/skip", skip, methods=["POST"]),
               Route("/label/undo", undo, methods=["POST"])]
     return TokenGate(Starlette(routes=routes), viewer.token)
@@ -384,9 +463,10 @@ def make_viewer(runs: Sequence[Path], *, labels: Sequence[Path] = (), picks: Seq
             raise InputError("picks file not found", file=path)
     if picks and label_out is None:  # the picks order the /label queue only: never ignored in silence
         raise InputError("--picks orders the items to label at /label: add --label-out FILE", field="picks")
-    if label_out is not None and any(Path(label_out).resolve() == Path(p).resolve() for p in [*runs, *labels, *picks]):
-        raise InputError("--label-out must be a new file, not one of the inputs", file=label_out)
-    site = Site(view=view, items=ItemIndex(list(items) if items is not None else recorded_items(view)),
+    items_files = list(items) if items is not None else recorded_items(view)
+    if label_out is not None:
+        refuse_input_as_output(Path(label_out), [*runs, *labels, *picks, *items_files])
+    site = Site(view=view, items=ItemIndex(items_files),
                 label_paths=[Path(p) for p in labels], label_out=Path(label_out) if label_out is not None else None)
     if site.label_files():
         site.refresh_labels()  # every labels file read (and checked) now: a bad line is one error before serving
@@ -395,6 +475,21 @@ def make_viewer(runs: Sequence[Path], *, labels: Sequence[Path] = (), picks: Seq
         queue = Queue(view, [Path(p) for p in picks], judges)
         labelling = Labelling(file=LabelFile(label_out, annotator), queue=queue)
     return Viewer(site, token or secrets.token_urlsafe(24), labelling)
+
+
+def refuse_input_as_output(out: Path, inputs: Sequence[Path]) -> None:
+    """Refuse an output that is one of the inputs, by file identity (a hard link, a symlink or another spelling of
+    the same path included; a store's ``-wal`` and ``-shm`` too)."""
+    import os
+
+    named = [*inputs, *(Path(str(p) + suffix) for p in inputs for suffix in ("-wal", "-shm"))]
+    for path in named:
+        same = Path(out).resolve() == Path(path).resolve()
+        if not same and Path(out).exists() and Path(path).exists():
+            same = os.path.samefile(out, path)
+        if same:
+            raise InputError(f"--label-out must be a new file or a label file of its own, not the input {path}",
+                             file=out)
 
 
 def recorded_items(view: Any) -> list[Path]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 from urllib.parse import quote
@@ -45,6 +46,7 @@ def export_site(site: Site, out: Path, *, n_boot: int = 1000) -> dict[str, int]:
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=out.name + ".", suffix=".tmp"))
     try:
         counts = _write(site, tmp, n_boot)
+        os.chmod(tmp, stat.S_IMODE((tmp / "items").stat().st_mode))  # mkdtemp's 0700: the mode mkdir gives instead
         os.replace(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

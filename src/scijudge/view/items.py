@@ -43,6 +43,9 @@ class ItemIndex:
                 self._offsets = offsets
             return self._offsets
 
+    def has(self, item_id: str) -> bool:
+        return bool(self.paths) and item_id in self._index()
+
     def get(self, item_id: str) -> list[tuple[str, str]] | str:
         """The item's inputs as (name, text) in reading order, or a sentence saying why there are none."""
         if not self.paths:

@@ -1,22 +1,29 @@
 """Labelling from the viewer: the label file (``--label-out``) and the queue of what to label next.
 
 The label file is JSONL that ``load_labels``, ``calibrate`` and ``estimate --picks`` read as it is: one line per
-label (``item_id``, ``judge``, ``part``, ``score``, ``annotator``, ``source: "human"``, ``labelled_at``). A label is
-appended with one ``write`` under a file lock (``<label-out>.lock``, the ``filelock`` package: the lock works across
+label (``item_id``, ``judge``, ``part``, ``score``, ``annotator``, ``source: "human"``, ``labelled_at``, and the
+reviewer's ``comment`` and ``rationale`` when given). A label is appended with one ``write`` under a file lock
+(``<label-out>.lock``, the ``filelock`` package: the lock works across
 processes and threads), after the file is read again under that lock: a second label by the same annotator for the
 same (item, judge, part), from another tab or another viewer on the same file, is refused, so nothing is duplicated
 and nothing lost. An undo removes the annotator's last line: the file is rewritten, under the same lock, to a
-temporary file that replaces it (every other line kept byte for byte), since ``load_labels`` knows no tombstones.
+temporary file that replaces it (every other line kept byte for byte, the file's mode kept), since ``load_labels``
+knows no tombstones. A write is all or nothing: on an error (a full disk) the file is cut back to its length before
+it, so no torn line is ever left, and the error is a ``LabelWriteError`` (507 for a full disk, 503 otherwise).
 
 The queue is the picked items of each ``--picks`` file (``select-labels``' picks.csv, or a file of escalated items in
-the same format), highest inclusion probability first, then every other (item, judge, part) the stores judged, in
-the order stored; a unit somebody has labelled already is left out, so a restarted viewer resumes where it was.
+the same format), highest inclusion probability first, and ends there (``estimate --picks`` leaves unpicked labels
+out); without picks, every (item, judge, part) the stores judged, in the order stored. A unit somebody has labelled
+already is left out, so a restarted viewer resumes where it was. The picks files are read when the queue is first
+used (``read_picks`` needs pandas: seconds of imports, after the viewer has started).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import tempfile
 import threading
 from collections.abc import Iterable, Sequence
@@ -26,6 +33,20 @@ from pathlib import Path
 from typing import Any
 
 from scijudge.errors import InputError
+
+class LabelWriteError(Exception):
+    """A label could not be written (nothing of it is in the file): the HTTP status and one line for the page."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _write_error(exc: OSError, path: Path) -> LabelWriteError:
+    full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    return LabelWriteError(507 if full else 503, f"label not written to {path.name}: "
+                           f"{exc.strerror or exc}{'; free some space and label again' if full else ''}")
+
 
 Unit = tuple[str, str, str]
 """(item_id, judge, part): what one label is about."""
@@ -69,7 +90,7 @@ class LabelFile:
             raise InputError("expected a JSONL file for the labels, got a folder", file=self.path)
         if self.path.suffix.lower() not in (".jsonl", ".ndjson", ".json"):
             raise InputError("the label file must end in .jsonl (load_labels reads it by its suffix)", file=self.path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        _check_writable(self.path)  # refused now in one line, not at the first label
         self._threads = threading.Lock()
         self._file_lock = FileLock(str(self.path) + ".lock", timeout=LOCK_TIMEOUT_S)
         self.labels()  # a bad file is refused now, not at the first label
@@ -77,34 +98,61 @@ class LabelFile:
     def _locked(self) -> Any:
         from contextlib import ExitStack
 
+        from filelock import Timeout
+
         stack = ExitStack()
         stack.enter_context(self._threads)
-        stack.enter_context(self._file_lock)
+        try:
+            stack.enter_context(self._file_lock)
+        except Timeout:
+            stack.close()
+            raise LabelWriteError(503, f"{self.path.name} is locked by another viewer for over {LOCK_TIMEOUT_S:g} s; "
+                                       "try again") from None
+        except OSError as exc:
+            stack.close()
+            raise _write_error(exc, self.path) from None
         return stack
 
     def labels(self) -> list[dict[str, Any]]:
         return read_label_lines(self.path)
 
-    def add(self, unit: Unit, score: float) -> tuple[bool, dict[str, Any]]:
-        """Append one label; (False, the label already there) when this annotator labelled the unit before."""
+    def add(self, unit: Unit, score: float, *, comment: str = "", rationale: str = "") -> tuple[bool, dict[str, Any]]:
+        """Append one label (with the reviewer's comment and rationale, when given); (False, the label already
+        there) when this annotator labelled the unit before. Raises ``LabelWriteError`` with nothing written."""
         item_id, judge, part = unit
         with self._locked():
             for label in self.labels():
                 if unit_of(label) == unit and label.get("annotator") == self.annotator:
                     return False, label
             label = {"item_id": item_id, "judge": judge, "part": part, "score": score, "annotator": self.annotator,
-                     "source": "human", "labelled_at": datetime.now(UTC).isoformat(timespec="seconds")}
-            line = (json.dumps(label, ensure_ascii=False) + "\n").encode()
+                     "source": "human", "labelled_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                     **({"comment": comment} if comment else {}), **({"rationale": rationale} if rationale else {})}
+            self._append((json.dumps(label, ensure_ascii=False) + "\n").encode())
+        return True, label
+
+    def _append(self, line: bytes) -> None:
+        """Append ``line`` whole, or leave the file as it was (cut back to its length before, on any error)."""
+        try:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise _write_error(exc, self.path) from None
+        try:
+            size = os.fstat(fd).st_size
+            if size and not _ends_with_newline(self.path):
+                line = b"\n" + line  # a hand-edited file without a final newline: keep lines apart
             try:
-                if os.fstat(fd).st_size and not _ends_with_newline(self.path):
-                    line = b"\n" + line  # a hand-edited file without a final newline: keep lines apart
                 while line:  # one write in practice; a short write (a signal, a full disk) goes on from there
                     line = line[os.write(fd, line):]
                 os.fsync(fd)
-            finally:
-                os.close(fd)
-        return True, label
+            except OSError as exc:
+                try:
+                    os.ftruncate(fd, size)
+                    os.fsync(fd)
+                except OSError:
+                    pass
+                raise _write_error(exc, self.path) from None
+        finally:
+            os.close(fd)
 
     def undo(self) -> dict[str, Any] | None:
         """Remove this annotator's last label (None when there is none); the file is replaced atomically."""
@@ -115,18 +163,39 @@ class LabelFile:
             last = labels[-1]
             kept = [raw for number, raw in enumerate(self.path.read_bytes().splitlines(keepends=True), start=1)
                     if number != last["_line"]]
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name + ".", suffix=".tmp")
+            mode = stat.S_IMODE(self.path.stat().st_mode)
+            try:
+                fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name + ".", suffix=".tmp")
+            except OSError as exc:
+                raise _write_error(exc, self.path) from None
             try:
                 with os.fdopen(fd, "wb") as handle:
                     handle.writelines(kept)
                     handle.flush()
+                    os.fchmod(handle.fileno(), mode)  # mkstemp's file is 0600: keep the label file's own mode
                     os.fsync(handle.fileno())
                 os.replace(tmp, self.path)
-            except BaseException:
+            except BaseException as exc:
                 Path(tmp).unlink(missing_ok=True)
+                if isinstance(exc, OSError):
+                    raise _write_error(exc, self.path) from None
                 raise
         last.pop("_line", None)
         return last
+
+
+def _check_writable(path: Path) -> None:
+    """Refuse a label file that cannot be written, in one line: the file opened to append (without writing), or,
+    for a new one, created and removed again in its folder."""
+    try:
+        if path.exists():
+            os.close(os.open(path, os.O_WRONLY | os.O_APPEND))
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        path.unlink()
+    except OSError as exc:
+        raise InputError(f"cannot write the label file here ({exc.strerror or exc})", file=path) from None
 
 
 def _ends_with_newline(path: Path) -> bool:
@@ -177,7 +246,13 @@ class Queue:
         self.view = view
         self.judges = list(judges) if judges else None
         self.picks_files = list(picks)
-        self.picks = read_queue_picks(self.picks_files)
+        self._picks: list[Pick] | None = None
+
+    @property
+    def picks(self) -> list[Pick]:
+        if self._picks is None:
+            self._picks = read_queue_picks(self.picks_files)
+        return self._picks
 
     def _pick_units(self) -> Iterable[QueueEntry]:
         for pick in self.picks:
@@ -195,6 +270,8 @@ class Queue:
                 found.append(entry)
                 if limit is not None and len(found) >= limit:
                     return found
+        if self.picks_files:  # the queue ends with the picks
+            return found
         rest = None if limit is None else limit - len(found)
         for unit in self.view.units(judges=self.judges, leave_out=done | skipped | given, limit=rest):
             found.append(QueueEntry(unit, "unlabelled"))

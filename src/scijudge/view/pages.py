@@ -151,6 +151,10 @@ class Site:
                            sorts=list(SORTS), choices=self.view.choices(), has_labels=has_labels,
                            page_url=lambda n: links.page_url(n, params))
 
+    def known(self, item_id: str) -> bool:
+        """The item has a judgment in the stores or a line in the items files (else its page is a 404)."""
+        return bool(self.view.judges_of(item_id)) or self.items.has(item_id)
+
     def item_page(self, links: Links, item_id: str) -> str:
         inputs = self.items.get(item_id)
         labels = [x for x in self.refresh_labels() if str(x.get("item_id")) == item_id] if self.label_files() else []

@@ -7,6 +7,7 @@ import ipaddress
 import socket
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any, TextIO
 
 LOOPBACK_NAMES = ("localhost",)
@@ -44,8 +45,9 @@ def url_of(host: str, port: int, token: str) -> str:
 
 
 def serve(app: Any, token: str, *, host: str = "127.0.0.1", port: int = 0, open_browser: bool = True,
-          out: TextIO | None = None, err: TextIO | None = None) -> None:
-    """Serve ``app`` until interrupted; the first line written to ``out`` is ``scijudge view: URL``."""
+          out: TextIO | None = None, err: TextIO | None = None, background: Callable[[], None] | None = None) -> None:
+    """Serve ``app`` until interrupted; the first line written to ``out`` is ``scijudge view: URL``. ``background``
+    runs in a thread meanwhile (the slow part of start-up); if it raises, the server stops and its error is raised."""
     import uvicorn
 
     out = out or sys.stdout
@@ -71,7 +73,19 @@ def serve(app: Any, token: str, *, host: str = "127.0.0.1", port: int = 0, open_
                 webbrowser.open(url)
 
         threading.Thread(target=opened, daemon=True).start()
+    failed: list[BaseException] = []
+    if background is not None:
+        def work() -> None:
+            try:
+                background()
+            except BaseException as exc:
+                failed.append(exc)
+                server.should_exit = True
+
+        threading.Thread(target=work, daemon=True, name="scijudge-view-warm").start()
     try:
         server.run(sockets=[sock])
     finally:
         sock.close()
+    if failed:
+        raise failed[0]

@@ -120,7 +120,7 @@ class StoreView:
         self._db.execute("PRAGMA temp_store = MEMORY")
         self._db.execute("CREATE TABLE labels (item_id TEXT, judge TEXT, part TEXT, human REAL, n INTEGER, "
                          "PRIMARY KEY (item_id, judge, part))")
-        self._attached = self._version()
+        self._attached: tuple[Any, ...] | None = self._version()
         self._open_stores()
         self._built: tuple[Any, ...] | None = None
         self._spread_built: tuple[Any, ...] | None = None
