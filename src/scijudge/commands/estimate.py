@@ -159,7 +159,7 @@ def estimate_cmd(
     With --sequential: the anytime-valid prediction-powered confidence sequence per (judge, model) and per judge
     over its models at once, and where it first is --target-width wide.
 
-    Example: scijudge estimate --run panel.sqlite --labels datasets/yescieval_example/labels.jsonl --items datasets/yescieval_example/items.jsonl --by intended_quality --compare high low --out est/   (panel.sqlite from: scijudge import-judgments datasets/jury_example/panel.jsonl --run panel.sqlite; add --sequential --target-width 1 --start 5 for the confidence sequences)
+    Example: scijudge estimate --run panel.sqlite --labels datasets/yescieval_example/labels.jsonl --items datasets/yescieval_example/items.jsonl --by intended_quality --compare high low --out est/   (panel.sqlite from: scijudge import-judgments datasets/jury_example/panel.jsonl --run panel.sqlite; the confidence sequences: scijudge estimate --run panel.sqlite --labels datasets/yescieval_example/labels.jsonl --sequential --target-width 1 --start 5 --out seq/)
     """
     from scijudge.commands.calibrate import _scale_mapping
     from scijudge.estimation import conformal_units, estimate_units, labels_needed_units, match_units
