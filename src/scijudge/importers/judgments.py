@@ -2,7 +2,9 @@
 
 A file (JSONL or CSV) or a DataFrame with one judgment per row: ``item_id``, ``judge``, ``model`` and
 ``score`` or ``verdict``; optionally ``part``, ``family``, ``rationale``, ``confidence``, ``endpoint``,
-``reason``, and for perturbed answers ``variant_of`` (the original item's id), ``level`` (``subtle``,
+``reason``, what ``scijudge export`` writes beside them (``probs``: a decision judgment's level probabilities,
+``decoding``, ``tokens_in``, ``tokens_out``: kept, so an export imports back whole), and for perturbed answers
+``variant_of`` (the original item's id), ``level`` (``subtle``,
 ``extreme`` or any name; ``original`` or empty marks an original) and ``changed`` (false: the variant's text
 equals the original's, so robustness leaves it out). A row with neither score nor verdict is
 an abstention with a reason. Bad rows are collected with their line and field, never guessed at: a score
@@ -34,7 +36,7 @@ IMPORTED_SPEC_HASH = "imported"
 """spec_hash of imported rows: they come from no scijudge spec, so they never share a key with one."""
 REQUIRED_FIELDS = ("item_id", "judge", "model")
 OPTIONAL_FIELDS = ("score", "verdict", "part", "family", "rationale", "confidence", "endpoint", "reason",
-                   "variant_of", "level", "changed")
+                   "variant_of", "level", "changed", "probs", "decoding", "tokens_in", "tokens_out")
 ORIGINAL_LEVELS = frozenset({"", "original", "benign", "none"})
 DEFAULT_FAMILY = "imported"
 _GROUP = ("item_id", "judge", "part", "model", "endpoint")
@@ -291,6 +293,7 @@ def _record(row: Mapping[str, Any], source: str, sha: str, line: int, created_at
         raise InputError("give a score or a verdict, not both", file=source, line=line, field="verdict")
     rationale = given.get("rationale")
     rationale = None if rationale is None else str(rationale)
+    kept = _kept(given, source, line)
     dump = dict(_TEMPLATE, item_id=item_id, judge=values["judge"], model=values["model"], part=text["part"] or "",
                 family=text["family"] or DEFAULT_FAMILY, spec_hash=IMPORTED_SPEC_HASH, endpoint=text["endpoint"] or "",
                 result=provenance, rationale=rationale, created_at=created_at, attempts=[])
@@ -300,11 +303,40 @@ def _record(row: Mapping[str, Any], source: str, sha: str, line: int, created_at
         dump.update(status="abstained", reason=reason or f"no score or verdict in {source} line {line}")
     else:
         dump.update(status="ok", score=score, verdict=verdict, confidence=confidence)
+    dump.update(kept)
     return dump
 
 
+def _kept(given: Mapping[str, Any], source: str, line: int) -> dict[str, Any]:
+    """The fields of an exported judgment an import keeps: ``probs`` (level -> probability in [0, 1], a mapping
+    or its JSON text, as a CSV export writes it), ``decoding`` (text), ``tokens_in``/``tokens_out`` (counts)."""
+    kept: dict[str, Any] = {}
+    probs = given.get("probs")
+    if probs is not None:
+        if isinstance(probs, str):
+            try:
+                probs = json.loads(probs)
+            except ValueError:
+                probs = None
+        if not isinstance(probs, dict) or not all(
+                isinstance(p, (int, float)) and not isinstance(p, bool) and 0.0 <= p <= 1.0 for p in probs.values()):
+            raise InputError("probs must map each level to a probability in [0, 1] (e.g. {\"1\": 0.2, \"2\": 0.8})",
+                             file=source, line=line, field="probs")
+        kept["probs"] = {str(k): float(p) for k, p in probs.items()}
+    if "decoding" in given:
+        kept["decoding"] = _text(given["decoding"], "decoding", source, line) if not isinstance(
+            given["decoding"], str) else given["decoding"]
+    for name in ("tokens_in", "tokens_out"):
+        if name in given:
+            count = _number(given[name], name, source, line)
+            if count < 0 or count != int(count):
+                raise InputError(f"{name} {count:g} is not a count", file=source, line=line, field=name)
+            kept[name] = int(count)
+    return kept
+
+
 _TEXT_FIELDS = ("level", "variant_of", "endpoint", "verdict", "part", "family")
-_RARE_FIELDS = frozenset(_TEXT_FIELDS) | {"changed", "reason"}
+_RARE_FIELDS = frozenset(_TEXT_FIELDS) | {"changed", "reason", "probs", "decoding", "tokens_in", "tokens_out"}
 _NUMBER_KINDS = frozenset({str, int, float})
 
 

@@ -10,13 +10,14 @@ counted (``Undeclared``), so the command can say so and name the option that rec
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from scijudge.errors import InputError
-from scijudge.records import Columns
+from scijudge.records import Columns, Same
 
 CONTINUOUS = "continuous"
 _ALL = ""
@@ -52,6 +53,26 @@ def fits(score: float, scale: list[Any]) -> bool:
         return True
     steps = (score - lo) / step
     return abs(steps - round(steps)) < 1e-6
+
+
+def _shipped_scale(judge: str) -> list[Any] | None:
+    """The score scale of the shipped spec named ``judge`` (``vocab.score_scale_of``), or None."""
+    return _shipped_scales().get(judge)
+
+
+@functools.cache
+def _shipped_scales() -> dict[str, list[Any]]:
+    from scijudge.errors import ScijudgeError
+    from scijudge.vocab import score_scale_of
+
+    try:
+        from scijudge.spec.judge_spec import list_specs
+
+        specs = list_specs(include_steps=True)
+    except (ScijudgeError, ImportError):
+        return {}
+    return {spec.name: [float(x) for x in score_scale_of(spec)] for spec in specs
+            if getattr(spec, "scale", None) is not None}
 
 
 def _text(scale: list[Any]) -> str:
@@ -92,6 +113,9 @@ class ScaleCheck:
         stored = self.stored.get(judge)
         if isinstance(stored, (list, tuple)) and len(stored) in (3, 4):
             return list(stored), "the run store's recorded scale"
+        shipped = _shipped_scale(judge)
+        if shipped is not None:
+            return shipped, f"its shipped spec {judge!r}"
         if family not in self._family:
             from scijudge.spec.families import find_family
 
@@ -104,7 +128,8 @@ class ScaleCheck:
         from scijudge.vocab import DEFAULT_SCALE
 
         scores, judges, families = chunk.column("score"), chunk.column("judge"), chunk.column("family")
-        results = chunk.column("result")
+        results, probs = chunk.column("result"), chunk.values.get("probs")
+        probs = probs.value if isinstance(probs, Same) else probs
         drop: list[int] = []
         self.seen.update(judges)
         for n, (score, judge, family) in enumerate(zip(scores, judges, families)):
@@ -117,6 +142,8 @@ class ScaleCheck:
                     seen = self.undeclared.off.setdefault(judge, [0, line, score])
                     seen[0] += 1
                 continue
+            if (probs[n] if isinstance(probs, list) else probs) and len(scale) == 3:
+                scale = [*scale, CONTINUOUS]  # a decision judgment: the expected level of its probabilities
             if not fits(score, scale):
                 errors.append(InputError(f"score {score:g} is outside the scale {_text(scale)} of judge {judge!r} "
                                          f"({where})", file=self.source, line=line, field="score"))
