@@ -70,7 +70,7 @@ def test_the_help_example_writes_a_store_picks_and_thresholds(example: dict) -> 
     assert set(queue["item_id"]) == set(escalated["item_id"]) and queue["picked"].all()
     doc = json.loads(saved.read_text())
     assert doc["format"] == "scijudge-cascade/1" and doc["members"][0]["member"] == "jury:panel"
-    assert doc["risk_split"] == "bonferroni" and doc["target"] == 0.6
+    assert doc["risk_split"] == "whole" and doc["target"] == 0.6
 
 
 @pytest.mark.parametrize("command", ["calibrate", "export"])
@@ -132,3 +132,53 @@ def test_calibrate_reports_the_selective_curve_with_the_guaranteed_point() -> No
     mark = curve[curve["guaranteed"]]
     assert len(mark) == 1 and int(mark["n_kept"].iloc[0]) == 33
     assert math.isclose(float(mark["threshold"].iloc[0]), conf[32])
+
+
+def _verdict_rows(n: int = 40) -> tuple[pd.DataFrame, pd.DataFrame]:
+    rows, labels = [], []
+    for i in range(n):
+        verdict = "Satisfied" if i < 30 else "Not_Satisfied"
+        other = "Not_Satisfied" if verdict == "Satisfied" else "Satisfied"
+        rows.append({"item_id": f"i{i:02d}", "judge": "rr.c1", "part": "", "family": "checklist", "spec_hash": "h",
+                     "model": "m", "status": "ok", "score": None, "verdict": verdict,
+                     "probs": {verdict: round(0.99 - i * 0.01, 2), other: round(0.01 + i * 0.01, 2)}})
+        labels.append({"item_id": f"i{i:02d}", "judge": "rr.c1", "verdict": "Satisfied", "annotator": "a"})
+    return pd.DataFrame(rows), pd.DataFrame(labels)
+
+
+def test_calibrate_draws_the_selective_curve_of_a_verdict_judge() -> None:
+    from scijudge import calibrate
+
+    # calibrate lower-cases verdicts; the probs keep the judge's own case: the curve used to be empty
+    rows, labels = _verdict_rows()
+    curve = calibrate(rows, labels, n_boot=0).selective
+    assert len(curve) == 40 and list(curve["agreement"].iloc[:30]) == [1.0] * 30
+    # same walk as the Likert case above: 30 agree, then disagreements; n_kept 33 at target 0.8, risk 0.1
+    assert int(curve.loc[curve["guaranteed"], "n_kept"].iloc[0]) == 33
+
+
+def test_calibrate_takes_the_selective_target_risk_and_tolerance(tmp_path: Path) -> None:
+    from scijudge import calibrate
+    from scijudge.records import JudgeResult
+
+    rows, labels = _verdict_rows()
+    # target 0.5, risk 0.2: P(Bin(40, .5) >= 30) = 0.00111 <= 0.2 at every step: all 40 kept
+    curve = calibrate(rows, labels, n_boot=0, selective={"target": 0.5, "risk": 0.2}).selective
+    mark = curve[curve["guaranteed"]]
+    assert int(mark["n_kept"].iloc[0]) == 40 and float(mark["target"].iloc[0]) == 0.5
+    store = tmp_path / "v.sqlite"
+    with Run(store) as run:
+        run.claim_writer()
+        run.record_many(JudgeResult(**{k: v for k, v in r.items() if k != "part"}, part="").model_dump(mode="json")
+                        for r in rows.to_dict("records"))
+    labels_path = tmp_path / "labels.jsonl"
+    labels.to_json(labels_path, orient="records", lines=True)
+    runner = CliRunner()
+    base = ["calibrate", "--labels", str(labels_path), "--run", str(store), "--n-boot", "0"]
+    ran = runner.invoke(app, [*base, "--selective-target", "0.5", "--selective-risk", "0.2",
+                              "--selective-tolerance", "0"], env=ENV)
+    assert ran.exit_code == 0, ran.output
+    assert "guaranteed >= 0.5 at risk 0.2" in " ".join(ran.output.split())
+    bad = runner.invoke(app, [*base, "--selective-risk", "1.5"], env=ENV)
+    assert bad.exit_code == 2 and "selective risk must be between 0 and 1" in bad.output
+    assert len([ln for ln in bad.output.splitlines() if ln.strip()]) == 1

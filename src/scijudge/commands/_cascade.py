@@ -20,7 +20,7 @@ def cascade_stages(path: Path, build: Callable[..., list[Any]]) -> tuple[list[An
     stages = []
     for m in plan["members"]:
         judges = build(m["model"], m["endpoint"] or None, m["mode"], m["decision_score"], m["rating_probs"])
-        stages.append(Stage(m["member"], judges, m["thresholds"]))
+        stages.append(Stage(m["member"], judges, m["thresholds"], m["confidence"]))
     names = [j.name for j in stages[0].judges]
     missing = [n for n in names if all(m["thresholds"].get(n) is None for m in plan["members"])]
     if missing:

@@ -109,6 +109,9 @@ def calibrate_cmd(
     allow_extra_labels: Annotated[bool, typer.Option(help="Accept labels for items no run judged (ignored).")] = False,
     spec: Annotated[list[Path] | None, typer.Option("--spec", help=_SPEC_HELP)] = None,
     tasks: Annotated[Path | None, typer.Option("--tasks", help="ResearchRubrics task file, for checklist labels that name a criterion by its position in the task.")] = None,
+    selective_target: Annotated[float, typer.Option("--selective-target", help="Selective curve: the agreement with humans whose guaranteed threshold is marked.")] = 0.8,
+    selective_risk: Annotated[float, typer.Option("--selective-risk", help="Selective curve: the probability that guarantee fails.")] = 0.1,
+    selective_tolerance: Annotated[float, typer.Option("--selective-tolerance", help="Selective curve: agreement is |score - human| <= T.")] = 0.0,
 ) -> Any:
     """Compare judges with human labels: agreement, bias, intervals, paired tests, robustness and a report.
 
@@ -130,6 +133,10 @@ def calibrate_cmd(
 
     # every option is checked before a label or a stored judgment is read
     _scale_mapping(scale, [], {})
+    from scijudge.metrics.selective.curve import selective_options
+
+    selective = selective_options({"target": selective_target, "risk": selective_risk,
+                                   "tolerance": selective_tolerance})
     specs = [load_spec_file(path) for path in spec or []]
     for path in run:
         if not Path(path).exists():
@@ -166,7 +173,8 @@ def calibrate_cmd(
     with _status(console, f"calibrating {judgments['judge'].nunique()} judge(s) against {n_units} label(s), "
                           f"{n_boot} bootstrap resamples ..."):
         result = calibrate(judgments[~is_variant] if is_variant.any() else judgments, label_frame, scale=scales, n_boot=n_boot, seed=seed,
-                           allow_extra_labels=allow_extra_labels, specs=specs, tasks=task_list, run_scales=run_scales)
+                           allow_extra_labels=allow_extra_labels, specs=specs, tasks=task_list, run_scales=run_scales,
+                           selective=selective)
         robust = _robustness(judgments, n_boot, seed)
         _attach_jury_and_provenance(result, judgments[~is_variant] if is_variant.any() else judgments, label_frame,
                                     list(run))

@@ -24,6 +24,11 @@ from scijudge.run.store import Run
 from scijudge.run.summary import RunSummary
 
 
+DIGITS = 12
+"""Confidences are compared at 12 decimals: probabilities equal up to float rounding (a sum taken in another
+order, a renormalisation) form one tie group instead of being split by their last bit."""
+
+
 def tie_key(seed: int, item_id: str, judge: str, part: str = "") -> float:
     """A number in [0, 1) fixed by the seed and the unit: orders judgments of equal confidence."""
     digest = hashlib.sha256(f"{seed}\x1f{item_id}\x1f{judge}\x1f{part}".encode()).hexdigest()
@@ -35,8 +40,13 @@ def confidence_of(score: Any, verdict: Any, probs: Any) -> float | None:
     score), as stored (not renormalised: mass a provider did not return counts against it); None without probs."""
     if not isinstance(probs, Mapping) or not probs:
         return None
-    if isinstance(verdict, str) and verdict in probs:
-        return _prob(probs[verdict])
+    if isinstance(verdict, str):
+        for key in (verdict, verdict.lower()):
+            if key in probs:
+                return _prob(probs[key])
+        lowered = {str(k).lower(): p for k, p in probs.items()}
+        if verdict.lower() in lowered:  # a verdict stored or read in another case than its probs' keys
+            return _prob(lowered[verdict.lower()])
     if score is None or (isinstance(score, float) and math.isnan(score)):
         return None
     levels: list[tuple[float, Any]] = []
@@ -48,12 +58,22 @@ def confidence_of(score: Any, verdict: Any, probs: Any) -> float | None:
     return _prob(min(levels, key=lambda kp: kp[0])[1]) if levels else None
 
 
+def unit_confidence(score: Any, verdict: Any, probs: Any, stored: Any, source: str = "auto") -> float | None:
+    """A judgment's confidence in a cascade: from its ``probs`` (``confidence_of``), from its stored
+    ``confidence`` column, or (``auto``) from probs where it has them, else the stored column."""
+    if source in ("probs", "auto"):
+        found = confidence_of(score, verdict, probs)
+        if found is not None or source == "probs":
+            return found
+    return _prob(stored) if stored is not None else None
+
+
 def _prob(value: Any) -> float | None:
     try:
         p = float(value)
     except (TypeError, ValueError):
         return None
-    return p if math.isfinite(p) else None
+    return round(p, DIGITS) if math.isfinite(p) else None
 
 
 @dataclass(frozen=True)
@@ -86,6 +106,8 @@ class Stage:
     member: str
     judges: Sequence[Any]
     thresholds: Mapping[str, Threshold | None]
+    confidence: str = "auto"
+    """Where this member's confidence comes from (``unit_confidence``'s source), as at calibration."""
 
 
 @dataclass
@@ -104,7 +126,7 @@ Unit = tuple[str, str, str]
 
 
 def _stage_outcome(items: Sequence[Item], store: Run, judges: Sequence[Any], thresholds: Mapping[str, Threshold | None],
-                   seed: int) -> tuple[set[Unit], set[Unit]]:
+                   seed: int, source: str = "auto") -> tuple[set[Unit], set[Unit]]:
     """(units the member trusted, units it has a stored judgment of), found by the identity each judgment has now
     (an item whose content changed since is not stored, so it waits for a re-run of this member)."""
     keys: dict[str, Unit] = {}
@@ -115,14 +137,15 @@ def _stage_outcome(items: Sequence[Item], store: Run, judges: Sequence[Any], thr
                     keys[identity.key] = (item.id, identity.judge, part)
     trusted: set[Unit] = set()
     stored: set[Unit] = set()
-    for row in store.rows(columns=["key", "status", "score", "verdict", "probs"]):
+    for row in store.rows(columns=["key", "status", "score", "verdict", "probs", "confidence"]):
         unit = keys.get(row["key"])
         if unit is None:
             continue
         stored.add(unit)
         threshold = thresholds.get(unit[1])
         if threshold is not None and row["status"] == "ok" and threshold.trusts(
-                confidence_of(row["score"], row["verdict"], row["probs"]), tie_key(seed, *unit)):
+                unit_confidence(row["score"], row["verdict"], row["probs"], row["confidence"], source),
+                tie_key(seed, *unit)):
             trusted.add(unit)
     return trusted, stored
 
@@ -156,7 +179,7 @@ def judge_cascade(items: Sequence[Item], stages: Sequence[Stage], store: Run, *,
         out.sent[stage.member] = summary.judged + summary.no_answer
         if summary.interrupted or (stop is not None and stop.is_set()):
             break
-        trusted, stored = _stage_outcome(items, store, usable, stage.thresholds, seed)
+        trusted, stored = _stage_outcome(items, store, usable, stage.thresholds, seed, stage.confidence)
         for j in usable:
             reached = {u for u in stored if u[1] == j.name}
             if j.name in wanted:

@@ -52,6 +52,7 @@ def calibrate(
     specs: Any = None,
     tasks: Any = None,
     run_scales: Mapping[str, Mapping[str, Any]] | None = None,
+    selective: Mapping[str, float] | None = None,
 ) -> CalibrationResult:
     """Compare every (model, run, spec version) in ``judgments`` with the human ``labels``.
 
@@ -74,6 +75,8 @@ def calibrate(
         run_scales: the scales each run recorded, ``{source: {judge: 'lo,hi,step[,continuous]'}}`` (``source``: the
             judgments' ``source`` column; the CLI passes each store's meta ``scales``), for the judges ``scale``
             does not name.
+        selective: the selective curve's ``target``, ``risk`` and ``tolerance`` (default 0.8, 0.1, 0): the
+            threshold fixed-sequence testing guarantees is marked on each contender's curve.
 
     Each contender is calibrated on its own scale, so one contender's presence never changes another's figures:
     a judge has one grid (lo, hi, step) for all its contenders, and is continuous for a contender when ``scale``
@@ -86,12 +89,12 @@ def calibrate(
     with one_blas_thread() as caller_threads, trusted_library_arguments():
         return _calibrate(judgments, labels, scale=scale, n_boot=n_boot, seed=seed, level=level, n_bins=n_bins,
                           allow_extra_labels=allow_extra_labels, specs=specs, tasks=tasks, caller_threads=caller_threads,
-                          run_scales=run_scales)
+                          run_scales=run_scales, selective=selective)
 
 
 def _calibrate(judgments: pd.DataFrame, labels: pd.DataFrame, *, scale: Any, n_boot: int, seed: int, level: float,
                n_bins: int, allow_extra_labels: bool, specs: Any, tasks: Any, caller_threads: Any,
-               run_scales: Any = None) -> CalibrationResult:
+               run_scales: Any = None, selective: Mapping[str, float] | None = None) -> CalibrationResult:
     df = prepare_judgments(judgments)
     lab = _prepare_labels(labels)
     if df.empty:
@@ -168,15 +171,15 @@ def _calibrate(judgments: pd.DataFrame, labels: pd.DataFrame, *, scale: Any, n_b
         verdict_per_rubric=v_per_rubric, human_ceiling=ceiling, paired=paired, confusion=confusion,
         reliability=reliability, scales=scales, n_boot=n_boot, seed=seed, level=level, notes=notes,
         continuous=sorted(continuous), position=position,
-        selective=_selective(df_rel, lab),
+        selective=_selective(df_rel, lab, selective),
     )
 
 
-def _selective(judgments: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
-    """The selective curves of the contenders with rating probabilities (``scijudge.metrics.selective``)."""
-    from scijudge.metrics.selective.curve import selective_curves
+def _selective(judgments: pd.DataFrame, labels: pd.DataFrame, options: Mapping[str, float] | None) -> pd.DataFrame:
+    """The selective curves of the contenders with a confidence (``scijudge.metrics.selective``)."""
+    from scijudge.metrics.selective.curve import selective_curves, selective_options
 
-    return selective_curves(judgments, labels)
+    return selective_curves(judgments, labels, **selective_options(options))
 
 
 def _ids(frame: pd.DataFrame) -> set[Any]:

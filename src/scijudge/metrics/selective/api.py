@@ -1,18 +1,26 @@
-"""``cascade(...)``: selective judging with a guaranteed agreement with humans, over stored judgments (issue 37).
+"""``cascade(...)``: selective judging with a guaranteed agreement with humans, over stored judgments (issues 37, 50).
 
-For each judge (rubric) the members are tried in order, cheapest first. Member k sees the units no earlier member
-trusted; its threshold is chosen by fixed-sequence testing (``scijudge.metrics.selective.fst``) on the labelled
-units it sees, at level ``risk / K`` (K: the members covering the judge, a Bonferroni split fixed in advance);
-it trusts the units whose confidence reaches the threshold and passes the rest on. What no member trusts is
-escalated to humans.
+For each judge (rubric) the members are tried in order, cheapest first: a unit is decided by the first member
+whose confidence reaches its threshold, and escalated to humans when none does. The thresholds are chosen on the
+labelled units by fixed-sequence testing with exact binomial p-values (``scijudge.metrics.selective.fst``):
 
-Guarantee (per judge): each member's test errs with probability <= risk/K, so with probability >= 1 - risk no
-member's trusted share has agreement below ``target``, and then neither has their union: the agreement of all
-trusted judgments of the cascade is >= ``target``. It holds for new units drawn like the labelled ones.
+* ``split="whole"`` (default): ONE test over a path of threshold vectors fixed before the labels are seen --
+  every member's threshold lowered together along a common confidence scale -- at the full ``risk``, on all
+  trusted judgments of the cascade together. Guarantee (per judge): with probability >= 1 - risk, the trusted
+  judgments of the cascade, all members together, agree with humans on >= ``target`` of the units.
+* ``split="bonferroni"``: member k tested at ``risk / K`` on the labelled units no earlier member trusted;
+  guarantees each member's trusted share separately (and so their union), at a cost in coverage.
 
-Confidence is the probability the judge put on the level it gave (``probs``, see
-``scijudge.run.cascade.confidence_of``); agreement is ``|score - human| <= tolerance`` with ``human`` the mean of
-the raters' scores, or, for verdicts, the judge's verdict equal to the raters' strict-majority verdict.
+Both hold for new units drawn like the labelled ones. Confidence (``confidence=``): the probability the
+judgment's ``probs`` put on the level it gave (a decision probability, or a jury's vote share), or the stored
+``confidence`` column; ``auto`` takes probs where a judgment has them, else the stored column. With
+``calibrated=True`` (the default) each member's confidence is mapped to its agreement probability by isotonic
+regression fitted on a share (``fit_share``, chosen by a fixed hash of the unit) of the labelled units, and the
+test uses only the other units' labels (sample splitting keeps the guarantee); the fit also predicts where the
+test's walk starts. Thresholds stay on each member's own confidence, so ``judge --cascade`` applies them
+unchanged. Ties are tested as whole groups and nothing is seeded: the result is the same for every seed.
+Agreement is ``|score - human| <= tolerance`` with ``human`` the mean of the raters' scores, or, for verdicts,
+the judge's verdict equal to the raters' strict-majority verdict (a rater tie or no label: not labelled).
 """
 
 from __future__ import annotations
@@ -32,16 +40,18 @@ import pandas as pd
 from scijudge.errors import InputError
 from scijudge.metrics.jury.api import read_runs
 from scijudge.metrics.jury.members import Member, members_of_judge, select_members
-from scijudge.metrics.selective.fst import cascade_core, clopper_pearson
-from scijudge.run.cascade import Threshold, confidence_of, tie_key
+from scijudge.metrics.selective.fst import SPLITS, cascade_core, clopper_pearson
+from scijudge.run.cascade import Threshold, unit_confidence
 
 CASCADE_PREFIX = "cascade:"
 ESCALATED = "escalated"
 DECISION_COLUMNS = ("item_id", "judge", "part", "member", "score", "confidence", "trusted")
 THRESHOLD_COLUMNS = ("judge", "member", "position", "threshold", "tie", "reason", "risk_share", "n_reached",
                      "n_trusted", "coverage", "n_calibration", "n_kept", "n_agree", "agreement", "ci_low", "ci_high",
-                     "p_value")
-RISK_SPLIT = "bonferroni"
+                     "p_value", "split", "calibrated")
+CONFIDENCE_SOURCES = ("auto", "probs", "stored")
+JOINT_COLUMNS = ("judge", "scale_threshold", "n_calibration", "n_kept", "n_agree", "agreement", "ci_low", "ci_high",
+                 "p_value", "reason")
 
 
 @dataclass
@@ -55,13 +65,20 @@ class CascadeResult:
     members: list[dict[str, Any]]
     rows: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
     notes: list[str] = field(default_factory=list)
+    joint: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Under ``split="whole"``, per judge: the one test of all trusted judgments together (common-scale
+    threshold, kept and agreeing calibration units, interval, p-value)."""
 
     @property
     def guarantee(self) -> str:
         d = self.definition
+        how = ("one fixed-sequence test over the whole cascade at the full risk: the guarantee is on all trusted "
+               "judgments together" if d.get("risk_split", "whole") == "whole" else
+               f"risk {d['risk']:g} split equally over each judge's members, Bonferroni: it holds for each member's "
+               "trusted share too")
         return (f"with probability >= {1 - d['risk']:.3g}, the trusted judgments of each judge agree with humans "
                 f"(|score - human| <= {d['tolerance']:g}) on >= {d['target']:.3g} of the items, for items drawn like "
-                f"the labelled ones (risk {d['risk']:g} split equally over each judge's members, Bonferroni)")
+                f"the labelled ones ({how})")
 
     def coverage(self) -> pd.DataFrame:
         """Per judge and member: the share of all units it decided (``member`` '' = escalated)."""
@@ -112,12 +129,18 @@ def label_targets(labels: Any) -> pd.DataFrame:
     return pd.DataFrame(out, columns=["item_id", "judge", "part", "h_score", "h_verdict", "n_raters"])
 
 
-def _agreement(score: float, verdict: Any, h_score: float, h_verdict: Any, tolerance: float) -> float:
-    """1.0 / 0.0 when the judgment can be compared with its label, NaN when unlabelled."""
-    if not math.isnan(h_score) and score is not None and not math.isnan(score):
-        return float(abs(score - h_score) <= tolerance + 1e-9)
-    if verdict is not None and h_verdict is not None:
-        return float(str(verdict) == str(h_verdict))
+def _missing(value: Any) -> bool:
+    """None, NaN or pandas' NA: a reindexed unlabelled row carries NaN where a label frame has None."""
+    return value is None or (not isinstance(value, str) and bool(pd.isna(value)))
+
+
+def _agreement(score: Any, verdict: Any, h_score: Any, h_verdict: Any, tolerance: float) -> float:
+    """1.0 / 0.0 when the judgment can be compared with its label, NaN when unlabelled (no label, or the raters'
+    verdicts tie)."""
+    if not _missing(h_score) and not _missing(score):
+        return float(abs(float(score) - float(h_score)) <= tolerance + 1e-9)
+    if not _missing(verdict) and not _missing(h_verdict):  # calibrate lower-cases verdicts; a labels file may not
+        return float(str(verdict).strip().lower() == str(h_verdict).strip().lower())
     return math.nan
 
 
@@ -136,69 +159,56 @@ def _decoding_of(rows: pd.DataFrame) -> dict[str, Any]:
 
 
 def cascade(judgments: Any, labels: Any, *, members: Sequence[str | Member], target: float, risk: float = 0.1,
-            tolerance: float = 0.0, seed: int = 0, name: str = "cascade") -> CascadeResult:
+            tolerance: float = 0.0, seed: int = 0, name: str = "cascade", split: str = "whole",
+            confidence: str = "auto", calibrated: bool = True, fit_share: float = 0.5) -> CascadeResult:
     """Choose each member's confidence threshold on the labelled items and decide every stored unit.
 
     Args:
         judgments: a run-store frame (``Run.to_pandas()`` rows, several models), or run store paths.
         labels: human labels (path, HumanLabels or a labels frame); several raters per item -> their mean.
         members: the contenders in order, cheapest first, written as ``jury --member`` writes them
-            (``MODEL``, ``MODEL@ENDPOINT``, either with ``#JUDGE``); each needs stored ``probs``.
+            (``MODEL``, ``MODEL@ENDPOINT``, either with ``#JUDGE``); each needs a confidence (below).
         target: the agreement to guarantee on the trusted judgments, in (0, 1).
-        risk: the probability the guarantee may fail, in (0, 1), split equally over each judge's members.
+        risk: the probability the guarantee may fail, in (0, 1).
         tolerance: agreement is ``|score - human| <= tolerance`` (0: exact match).
-        seed: orders judgments of equal confidence (a seeded hash of the unit), so a threshold can keep part of
-            a tie; the same seed orders them the same way at judge time.
+        seed: recorded in the definition only: ties are tested as whole groups and the calibration split is a
+            fixed hash of the unit, so no seed changes the result.
+        split: ``whole`` (one test over the whole cascade at the full risk; the guarantee is on all trusted
+            judgments together) or ``bonferroni`` (risk / K per member; the guarantee holds per member too).
+        confidence: ``auto`` (probs, else the stored ``confidence`` column), ``probs`` or ``stored``.
+        calibrated: map each member's confidence to its agreement probability (isotonic regression fitted on
+            ``fit_share`` of the labelled units; the test uses only the rest). Default on: in the simulation of
+            ``benchmarks/bench_cascade.py`` it covers about twice the raw confidences at the same guarantee.
+            Without ``MIN_FIT`` fitting units for any member the raw confidences are tested on every label.
 
-    Decision rule: member k (of K) of a judge sees the units earlier members did not trust; on its labelled ones,
-    from the most confident down, starting at the candidate that keeps 10% of them (or the fewest, n0, that a
-    test can reject with: target**n0 <= risk/K), it tests H0 "agreement of the kept < target" with the exact
-    binomial p-value P(Bin(n, target) >= agreeing) at level risk/K and stops at the first non-rejection; its
-    threshold is the last rejected candidate (none if the first is not rejected: it then trusts nothing). A unit
-    is trusted when (confidence, tie key) >= the threshold; the first member that trusts it decides it.
+    Decision rule: module docstring and ``scijudge.metrics.selective.fst``.
     """
-    if not 0 < target < 1:
-        raise InputError(f"target must be between 0 and 1, got {target}", field="target")
-    if not 0 < risk < 1:
-        raise InputError(f"risk must be between 0 and 1, got {risk}", field="risk")
-    if not (tolerance >= 0 and math.isfinite(tolerance)):
-        raise InputError(f"tolerance must be >= 0, got {tolerance}", field="tolerance")
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._\-]*", name or ""):
-        raise InputError(f"cascade name {name!r}: use letters, digits, '.', '_' or '-'", field="name")
+    _check(target, risk, tolerance, name, split, confidence, fit_share)
     frame, _ = read_runs(judgments)
     sel, specs = select_members(frame, members, minimum=1)
-    if "probs" not in sel:
-        sel["probs"] = None
+    sel = _with_confidence(sel, specs, confidence)
     targets = label_targets(labels).set_index(["item_id", "judge", "part"])
-    ok = (sel["status"] == "ok").to_numpy()
-    sel["confidence"] = [confidence_of(s, v, p) if good else None
-                         for s, v, p, good in zip(sel["score"], sel["verdict"], sel["probs"], ok)]
-    sel["confidence"] = pd.to_numeric(sel["confidence"], errors="coerce").astype(float)
-    for spec in specs:
-        mine = sel[(sel["member"] == spec.label) & ok]
-        if len(mine) and mine["confidence"].isna().all():
-            raise InputError(f"member {spec.label!r} has no rating probabilities: judge it with --mode decision or "
-                             "--rating-probs (or use a majority or dawid-skene jury, whose rows carry vote shares)",
-                             field="member")
-    sel["tie"] = [tie_key(seed, i, j, p) for i, j, p in zip(sel["item_id"], sel["judge"], sel["part"])]
     lab = targets.reindex(pd.MultiIndex.from_arrays([sel["item_id"], sel["judge"], sel["part"]]))
     sel["agree"] = [_agreement(s, v, hs, hv, tolerance) for s, v, hs, hv in
                     zip(sel["score"], sel["verdict"], lab["h_score"].to_numpy(float), lab["h_verdict"].to_numpy(object))]
     definition = {"members": [s.label for s in specs], "target": float(target), "risk": float(risk),
-                  "tolerance": float(tolerance), "seed": int(seed), "risk_split": RISK_SPLIT}
+                  "tolerance": float(tolerance), "seed": int(seed), "risk_split": split, "confidence": confidence,
+                  "calibrated": bool(calibrated), **({"fit_share": float(fit_share)} if calibrated else {})}
     decisions: list[dict[str, Any]] = []
     thresholds: list[dict[str, Any]] = []
+    joints: list[dict[str, Any]] = []
     notes: list[str] = []
     for judge in sorted(sel["judge"].unique()):
         _judge_cascade(sel[sel["judge"] == judge], judge, members_of_judge(specs, judge), definition, decisions,
-                       thresholds, notes)
+                       thresholds, joints)
     dec = pd.DataFrame(decisions)
     result = CascadeResult(name, definition, dec[[*DECISION_COLUMNS, "labelled", "agree"]],
                            pd.DataFrame(thresholds, columns=list(THRESHOLD_COLUMNS)),
                            [{"member": s.label, "model": s.model,
                              "endpoint": s.endpoint if s.endpoint is not None else _endpoint(sel, s.label),
-                             **_decoding_of(sel[sel["member"] == s.label])} for s in specs],
-                           rows=dec, notes=notes)
+                             **_decoding_of(sel[sel["member"] == s.label]),
+                             "confidence": _source_of(sel[sel["member"] == s.label], confidence)} for s in specs],
+                           rows=dec, notes=notes, joint=pd.DataFrame(joints, columns=list(JOINT_COLUMNS)))
     small = result.thresholds[(result.thresholds["n_calibration"] < 30) & (result.thresholds["n_reached"] > 0)]
     if len(small):
         where = ", ".join(f"{r['judge']} / {r['member']} ({r['n_calibration']})" for r in small.to_dict("records"))
@@ -207,13 +217,62 @@ def cascade(judgments: Any, labels: Any, *, members: Sequence[str | Member], tar
     return result
 
 
+def _check(target: float, risk: float, tolerance: float, name: str, split: str, confidence: str,
+           fit_share: float) -> None:
+    if not 0 < target < 1:
+        raise InputError(f"target must be between 0 and 1, got {target}", field="target")
+    if not 0 < risk < 1:
+        raise InputError(f"risk must be between 0 and 1, got {risk}", field="risk")
+    if not (tolerance >= 0 and math.isfinite(tolerance)):
+        raise InputError(f"tolerance must be >= 0, got {tolerance}", field="tolerance")
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._\-]*", name or ""):
+        raise InputError(f"cascade name {name!r}: use letters, digits, '.', '_' or '-'", field="name")
+    if split not in SPLITS:
+        raise InputError(f"split must be one of {', '.join(SPLITS)}, got {split!r}", field="split")
+    if confidence not in CONFIDENCE_SOURCES:
+        raise InputError(f"confidence must be one of {', '.join(CONFIDENCE_SOURCES)}, got {confidence!r}",
+                         field="confidence")
+    if not 0 < fit_share < 1:
+        raise InputError(f"fit_share must be between 0 and 1, got {fit_share}", field="fit_share")
+
+
+def _with_confidence(sel: pd.DataFrame, specs: Sequence[Member], source: str) -> pd.DataFrame:
+    """``confidence`` of every ok judgment from its source (``unit_confidence``); a member with none is refused."""
+    for column in ("probs", "confidence"):
+        if column not in sel:
+            sel[column] = None
+    ok = (sel["status"] == "ok").to_numpy()
+    sel["confidence"] = pd.to_numeric(pd.Series(
+        [unit_confidence(s, v, p, c, source) if good else None
+         for s, v, p, c, good in zip(sel["score"], sel["verdict"], sel["probs"], sel["confidence"], ok)],
+        index=sel.index, dtype=object), errors="coerce").astype(float)
+    for spec in specs:
+        mine = sel[(sel["member"] == spec.label) & ok]
+        if len(mine) and mine["confidence"].isna().all():
+            what = {"probs": "rating probabilities", "stored": "stored confidence",
+                    "auto": "rating probabilities or stored confidence"}[source]
+            raise InputError(f"member {spec.label!r} has no {what}: judge it with --mode decision or --rating-probs, "
+                             "use a majority or dawid-skene jury (whose rows carry vote shares), or a store with a "
+                             "confidence column", field="member")
+    return sel
+
+
+def _source_of(rows: pd.DataFrame, source: str) -> str:
+    """Where a member's confidence came from, for judge time: ``probs`` or ``stored`` (``auto`` resolved)."""
+    if source != "auto":
+        return source
+    has = rows["probs"].map(lambda p: isinstance(p, dict) and bool(p)) if "probs" in rows else pd.Series([False])
+    return "probs" if bool(has.any()) else "stored"
+
+
 def _endpoint(sel: pd.DataFrame, label: str) -> str:
     found = sorted(set(sel.loc[sel["member"] == label, "endpoint"]))
     return found[0] if found else ""
 
 
 def _judge_cascade(rows: pd.DataFrame, judge: str, order: list[str], definition: dict[str, Any],
-                   decisions: list[dict[str, Any]], thresholds: list[dict[str, Any]], notes: list[str]) -> None:
+                   decisions: list[dict[str, Any]], thresholds: list[dict[str, Any]],
+                   joints: list[dict[str, Any]]) -> None:
     """The cascade of one judge (``cascade_core`` on its members' arrays), then one decision per unit."""
     units = sorted(set(zip(rows["item_id"], rows["part"])))
     index = pd.MultiIndex.from_tuples(units, names=["item_id", "part"])
@@ -221,9 +280,17 @@ def _judge_cascade(rows: pd.DataFrame, judge: str, order: list[str], definition:
     usable = [(g["status"] == "ok").to_numpy() & g["confidence"].notna().to_numpy() for g in by_member]
     conf = np.array([np.where(u, g["confidence"].to_numpy(float), np.nan) for g, u in zip(by_member, usable)])
     agree = np.array([np.where(u, g["agree"].to_numpy(float), np.nan) for g, u in zip(by_member, usable)])
-    tie = np.nanmax(np.array([g["tie"].to_numpy(float) for g in by_member]), axis=0)
-    core = cascade_core(conf, tie, agree, target=definition["target"], risk=definition["risk"])
-    delta = definition["risk"] / len(order)
+    scale, test = None, None
+    if definition["calibrated"]:
+        from scijudge.metrics.selective.scale import calibrated_scale, fit_units
+
+        fit = fit_units([(str(i), judge, str(p)) for i, p in units], definition["fit_share"])
+        scale = calibrated_scale(conf, agree, fit)
+        test = None if scale is None else ~fit
+    split = definition["risk_split"]
+    core = cascade_core(conf, agree, target=definition["target"], risk=definition["risk"], split=split,
+                        scale=scale, test=test)
+    share = definition["risk"] / len(order) if split == "bonferroni" else definition["risk"]
     decided = core.decided
     for k, (member, fst, n_reached) in enumerate(zip(order, core.tests, core.reached)):
         thr = fst.threshold
@@ -232,11 +299,18 @@ def _judge_cascade(rows: pd.DataFrame, judge: str, order: list[str], definition:
         thresholds.append({
             "judge": judge, "member": member, "position": k + 1,
             "threshold": thr[0] if thr else math.nan, "tie": thr[1] if thr else math.nan,
-            "reason": "" if thr else fst.reason, "risk_share": delta, "n_reached": n_reached,
+            "reason": "" if thr else fst.reason, "risk_share": share, "n_reached": n_reached,
             "n_trusted": n_trusted, "coverage": n_trusted / len(units) if units else math.nan,
             "n_calibration": fst.n_calibration, "n_kept": fst.n_kept if thr else 0,
             "n_agree": fst.n_agree if thr else 0, "agreement": fst.agreement if thr else math.nan,
-            "ci_low": lo, "ci_high": hi, "p_value": fst.p_value})
+            "ci_low": lo, "ci_high": hi, "p_value": fst.p_value, "split": split, "calibrated": scale is not None})
+    if core.joint is not None:
+        j = core.joint
+        lo, hi = clopper_pearson(j.n_agree, j.n_kept) if j.threshold else (math.nan, math.nan)
+        joints.append({"judge": judge, "scale_threshold": j.threshold[0] if j.threshold else math.nan,
+                       "n_calibration": j.n_calibration, "n_kept": j.n_kept, "n_agree": j.n_agree,
+                       "agreement": j.agreement, "ci_low": lo, "ci_high": hi, "p_value": j.p_value,
+                       "reason": j.reason})
     records = [g.to_dict("records") for g in by_member]
     tested = [t.threshold is not None for t in core.tests]
     for u, unit in enumerate(units):
@@ -274,10 +348,19 @@ def cost_per_item(result: CascadeResult) -> pd.DataFrame:
     (``cascade_cost`` / ``last_cost`` NaN where some judgment's cost is unknown)."""
     out = []
     for judge, g in result.rows.groupby("judge", sort=True):
-        out.append({"judge": judge, "last_member": g["last_member"].iloc[0], "units": len(g), "cascade_calls": float(g["calls"].mean()),
+        out.append({"judge": judge, "last_member": g["last_member"].iloc[0], "units": len(g),
+                    "cascade_calls": float(g["calls"].mean()), "escalated": float((g["member"] == "").mean()),
                     "cascade_cost": float(g["cost"].mean()) if g["cost"].notna().all() else math.nan,
                     "last_cost": float(g["last_cost"].mean()) if g["last_cost"].notna().all() else math.nan})
-    return pd.DataFrame(out, columns=["judge", "last_member", "units", "cascade_calls", "cascade_cost", "last_cost"])
+    return pd.DataFrame(out, columns=["judge", "last_member", "units", "cascade_calls", "escalated", "cascade_cost",
+                                      "last_cost"])
+
+
+def _source(value: Any, file: Path, where: str) -> str:
+    if value not in CONFIDENCE_SOURCES:
+        raise InputError(f"confidence must be one of {', '.join(CONFIDENCE_SOURCES)}, got {value!r}", file=file,
+                         field=where)
+    return str(value)
 
 
 def load_thresholds(path: str | Path) -> dict[str, Any]:
@@ -321,6 +404,7 @@ def load_thresholds(path: str | Path) -> dict[str, Any]:
                     "endpoint": str(m.get("endpoint") or ""), "mode": m.get("mode", "generate"),
                     "decision_score": str(m.get("decision_score") or "expected"),
                     "rating_probs": bool(m.get("rating_probs", m.get("mode", "generate") == "generate")),
+                    "confidence": _source(m.get("confidence", "auto"), file, f"{where}.confidence"),
                     "thresholds": thresholds})
     try:
         seed = int(doc.get("seed", 0))
