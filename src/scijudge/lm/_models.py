@@ -83,9 +83,13 @@ def parse_model_string(model: str) -> ModelRef:
             f"'hf:<base>+<adapter>'; got {model!r}"
         )
     body = model[len(PREFIX) :].strip()
+    from scijudge.lm import smollm2
+
+    if smollm2.is_alias(body):  # hf:smollm2: the real default model, converted once from its wheel
+        return ModelRef(smollm2.resolve_alias(body), None)
     if "+" in body and not Path(body).expanduser().exists():
         base_ref, adapter_ref = (part.strip() for part in body.split("+", 1))
-        base = _resolve_folder(base_ref, "base model")
+        base = smollm2.resolve_alias(base_ref) if smollm2.is_alias(base_ref) else _resolve_folder(base_ref, "base model")
         adapter = _resolve_folder(adapter_ref, "adapter")
         if not (adapter / "adapter_config.json").is_file():
             raise ModelError(f"{adapter} has no adapter_config.json, so it is not a PEFT adapter")

@@ -449,4 +449,7 @@ def local_lm(
         model, dtype=dtype, device_map=device_map, max_batch_size=max_batch_size, max_wait_ms=max_wait_ms,
         merge_adapter=merge_adapter, grammar=grammar, max_string_chars=max_string_chars, force_close=force_close,
     )
-    return dspy.LM(model, engine=engine, async_engine=AsyncLocalEngine(engine), **lm_kwargs)
+    from scijudge.lm.smollm2 import identity_name
+
+    # hf:smollm2 is stored as hf:smollm2@<weights hash>: a judgment names the weights that made it
+    return dspy.LM(identity_name(model), engine=engine, async_engine=AsyncLocalEngine(engine), **lm_kwargs)
