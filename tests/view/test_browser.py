@@ -30,7 +30,25 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    return make_world(tmp_path_factory.mktemp("browser"))
+    import json
+    import sqlite3
+
+    from scijudge.spec.judge_spec import list_specs
+
+    world = make_world(tmp_path_factory.mktemp("browser"))
+    hashes = {spec.name: spec.spec_hash() for spec in list_specs()}
+    db = sqlite3.connect(world.store)  # the shipped specs' hashes: the item pages can rebuild the prompts
+    with db:
+        for judge in {j["judge"] for j in world.judgments}:
+            db.execute("UPDATE judgments SET spec_hash = ? WHERE judge = ?", (hashes[judge], judge))
+        db.execute("UPDATE judgments SET result = json_object('rating', score, 'rationale', rationale) "
+                   "WHERE status = 'ok'")  # the stored answer, as the chain stores it
+    db.execute("PRAGMA journal_mode = DELETE")
+    db.close()
+    lines = [json.loads(line) for line in world.items.read_text().splitlines()]
+    world.items.write_text("".join(json.dumps({**x, "papers": [{"title": f"paper of {x['id']}", "abstract": "an "
+                                                                "abstract"}]}) + "\n" for x in lines))
+    return world
 
 
 @pytest.fixture(scope="module")
@@ -178,8 +196,91 @@ def test_label_three_by_keyboard_undo_one_and_read_the_file_back(server, browser
     _no_xss(browser)
 
 
-def test_the_store_is_unchanged_after_browsing_and_labelling(server, world):
+def test_the_store_is_unchanged_after_browsing_and_labelling(server, world):  # runs before the late judgments
     sha, listing = server["before"]
     time.sleep(0.1)
     assert sha256(world.store) == sha
     assert sorted(p.name for p in world.store.parent.iterdir() if not p.name.startswith("new_labels")) == listing
+
+
+def test_the_matrix_shows_every_model_coloured_and_sorts_by_disagreement(server, browser, world):
+    from selenium.webdriver.support.ui import Select
+
+    browser.get(server["base"] + "matrix")
+    Select(browser.find_element("name", "judge")).select_by_visible_text(J1)
+    Select(browser.find_element("name", "sort")).select_by_value("spread")
+    browser.find_element("id", "matrix-apply").click()
+    _wait(browser, lambda d: "sort=spread" in d.current_url)
+    headers = [e.text for e in browser.find_elements("css selector", "#matrix th.model")]
+    assert headers == ["m/alpha", "m/beta"]
+    rows = browser.find_elements("css selector", "#matrix tbody tr")
+    assert len(rows) == len({j["item_id"] for j in world.judgments if j["judge"] == J1})
+    spreads = [float(e.text) for e in browser.find_elements("css selector", "#matrix td.spread") if e.text]
+    assert spreads == sorted(spreads, reverse=True) and spreads[0] > 0
+    colours = {e.value_of_css_property("background-color") for e in browser.find_elements("css selector", "td.cell")}
+    assert len(colours) >= 3  # scores on the scale: several colours
+
+
+def test_an_items_prompt_and_its_stored_answer(server, browser):
+    browser.get(server["base"] + "items?judge=" + J1 + "&sort=score&desc=1")
+    first = browser.find_elements("css selector", "a.item-link")[1]
+    item_id = first.text
+    first.click()
+    _wait(browser, lambda d: d.title.startswith(f"Item {item_id}"))
+    assert browser.find_elements("id", "prev-item") and browser.find_elements("id", "next-item")
+    answers = browser.find_elements("css selector", ".raw-answer")
+    assert answers and '"rating":' in answers[0].text
+    browser.find_elements("css selector", "a.prompt-link")[0].click()
+    _wait(browser, lambda d: d.title.startswith("Prompt"))
+    roles = [e.get_attribute("data-role") for e in browser.find_elements("css selector", ".prompt-message")]
+    assert roles[0] == "system" and "user" in roles, browser.find_element("tag name", "main").text
+    user = browser.find_elements("css selector", ".prompt-message[data-role=user]")[0].text
+    assert f"question {int(item_id[1:])}?" in user and f"paper of {item_id}" in user
+    _no_xss(browser)
+
+
+def test_label_with_a_comment_and_a_second_tab_gets_a_message(server, browser):
+    import json
+
+    browser.get(server["base"] + "label")
+    unit = _unit(browser)
+    browser.find_element("id", "comment").send_keys("the second paragraph contradicts [1]")
+    browser.find_element("id", "rationale").send_keys("mostly right")
+    browser.find_element("css selector", "button.level[data-score='3']").click()
+    _wait(browser, lambda d: _unit(d) != unit)
+    line = json.loads(server["labels"].read_text().splitlines()[-1])
+    assert (line["item_id"], line["judge"], line["score"]) == (unit[0], unit[1], 3.0)
+    assert line["comment"] == "the second paragraph contradicts [1]" and line["rationale"] == "mostly right"
+    shown = _unit(browser)  # another tab labels the unit this page shows, then this page presses a key
+    browser.execute_script("return fetch('/label', {method: 'POST', headers: {'Content-Type': 'application/json'}, "
+                           "body: JSON.stringify({item_id: arguments[0], judge: arguments[1], part: '', score: 2})})",
+                           shown[0], shown[1])
+    time.sleep(0.3)
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    ActionChains(browser).send_keys("4").perform()
+    _wait(browser, lambda d: d.find_elements("id", "flash"))
+    assert "not saved" in browser.find_element("id", "flash").text and "another tab" in browser.find_element(
+        "id", "flash").text
+
+
+def test_a_judgment_stored_after_the_viewer_started_shows_without_a_reload(server, browser, world):
+    from scijudge.run.store import Run
+
+    browser.get(server["base"])
+    cell = 'tr[data-key="0|' + J1 + '|m/gamma"]'
+    assert not browser.find_elements("css selector", cell)
+    before = browser.find_element("css selector", "#progress").text
+    new = dict(world.judgments[0], model="m/gamma", item_id="late-item", score=5.0, status="ok")
+    with Run(world.store) as run:
+        run.record_dump(new)
+    _wait(browser, lambda d: d.find_elements("css selector", cell), timeout=20)
+    assert browser.find_element("css selector", cell + " td[data-col=ok]").text == "1"
+    browser.execute_script("window.__marker = 1")  # a new row reloads the page; a new count is put in place
+    with Run(world.store) as run:
+        run.record_dump(dict(new, item_id="later-item"))
+    _wait(browser, lambda d: d.find_element("css selector", cell + " td[data-col=ok]").text == "2", timeout=20)
+    assert browser.execute_script("return window.__marker") == 1  # updated in place by the poll, not reloaded
+    assert browser.find_element("css selector", "#progress").text != before
+    browser.get(server["base"] + "item?id=later-item")
+    assert "m/gamma" in browser.find_element("css selector", ".judgment").text

@@ -42,7 +42,7 @@ def test_export_writes_a_self_contained_read_only_site(tmp_path):
     assert result.exit_code == 0, result.output
     assert "5 items pages, 60 item pages" in result.output  # 240 judgments, 50 a page; one page per item
     pages = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.html"))
-    assert {"index.html", "items-1.html", "items-5.html", "calibration.html"} <= set(pages) and len(pages) == 67
+    assert {"index.html", "items-1.html", "items-5.html", "calibration.html", "matrix.html"} <= set(pages) and len(pages) == 68
     text = "".join(p.read_text() for p in out.rglob("*.html"))
     assert "<script" not in text.lower() and "http://" not in text and "https://" not in text
     assert XSS_ANSWER not in text and "&lt;img src=x onerror=" in text and XSS_RATIONALE not in text

@@ -263,6 +263,13 @@ class StructuredChain(JSONAdapter):  # DSPy's adapter class, looked up at run ti
             return strategy in self.memory.working.get(_model_key(lm), set())
 
     # --- DSPy adapter entry points ------------------------------------------------------------
+    def messages(self, signature: Any, demos: list[Any], inputs: dict[str, Any]) -> list[dict[str, Any]]:
+        """The chat messages every request of the chain carries for these inputs (what ``scijudge view`` shows as
+        the prompt sent)."""
+        signature, inputs = _drop_empty_optional(signature, inputs)
+        messages: list[dict[str, Any]] = self.format(signature, demos, inputs)
+        return messages
+
     def __call__(self, lm: Any, lm_kwargs: dict[str, Any], signature: Any, demos: list[dict[str, Any]],
                  inputs: dict[str, Any]) -> list[dict[str, Any]]:
         signature, inputs = _drop_empty_optional(signature, inputs)

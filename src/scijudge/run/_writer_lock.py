@@ -73,3 +73,22 @@ def _same_file(fd: int, path: Path) -> bool:
     except FileNotFoundError:
         return False
     return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+
+
+def writer_active(store: Path) -> bool:
+    """Whether a process holds the store's writer lock now (a run is writing it): the lock file opened read-only and
+    tested with a shared, non-blocking lock that is dropped at once. Creates and changes nothing."""
+    path = store.with_name(store.name + ".lock")
+    try:
+        import fcntl
+
+        fd = os.open(path, os.O_RDONLY)
+    except (ImportError, OSError):  # no lock file: no writer (or no advisory locks here to tell)
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # closing drops the shared lock, if it was taken
+    return False

@@ -20,7 +20,7 @@ from urllib.parse import quote, urlencode
 
 from scijudge.errors import InputError, ScijudgeError
 from scijudge.view.labelling import LabelFile, LabelWriteError, Queue, QueueEntry, Unit, unit_of
-from scijudge.view.pages import Links, Site
+from scijudge.view.pages import MATRIX_SORTS, Links, Site
 from scijudge.view.stores import Filters
 
 KEYS = {**{str(k): float(k) for k in range(1, 10)}, "0": 10.0}
@@ -72,6 +72,7 @@ class Viewer:
         self._scales: dict[str, Any] | None = None
         self._specs: dict[str, Any] | None = None
         self._inputs: dict[str, set[str]] = {}  # judge -> the item fields its spec reads
+        self._by_hash: dict[str, Any] | None = None
         self._calibration: tuple[Any, str] | None = None
         self.n_boot = 1000
         self.stop_rules: list[StopRule] = []
@@ -226,6 +227,19 @@ class Viewer:
         self._wait_ready()
         return self.labelling.file.undo()
 
+    def prompt_page(self, judgment: dict[str, Any]) -> str:
+        """The prompt of one judgment, rebuilt from its spec (``view.prompts``)."""
+        from scijudge.view.prompts import rebuilt
+
+        if self._by_hash is None:
+            from scijudge.metrics.calibration.scales import _specs_by_hash
+
+            self._by_hash = _specs_by_hash(None)
+        messages, why = rebuilt(self._by_hash, self.site.items.item(judgment["item_id"]), judgment)
+        return self.site.render("prompt.html", self.links, "items", f"Prompt · {judgment['item_id']}",
+                                item_id=judgment["item_id"], judge=judgment["judge"], part=judgment["part"],
+                                spec_hash=judgment.get("spec_hash"), messages=messages, why=why)
+
     def calibration_page(self) -> str:
         from scijudge.view.figures import calibration_page
 
@@ -327,7 +341,24 @@ def build_app(viewer: Viewer) -> Any:
 
     # GET pages are plain functions: Starlette runs them in its thread pool, off the event loop.
     def runs(request: Request) -> Response:
-        return page(viewer.site.runs_page(viewer.links))
+        nonce = secrets.token_urlsafe(12)
+        return page(viewer.site.runs_page(viewer.links, nonce=nonce), nonce)
+
+    def live(request: Request) -> Response:
+        """The runs page's numbers now (its script polls this while a run writes a store)."""
+        found = viewer.site.live()
+        return JSONResponse({"total": found["total"], "progress": found["progress"],
+                             "rows": [{"key": r["key"], "cells": r["cells"]} for r in found["rows"]]},
+                            headers={"Cache-Control": "no-store"})
+
+    def matrix(request: Request) -> Response:
+        try:
+            number = int(request.query_params.get("page") or 1)
+        except ValueError:
+            number = 1
+        sort = request.query_params.get("sort") or "spread"
+        return page(viewer.site.matrix_page(viewer.links, request.query_params.get("judge"),
+                                            sort if sort in MATRIX_SORTS else "spread", number))
 
     def drift(request: Request) -> Response:
         return page(viewer.site.drift_page(viewer.links))
@@ -345,7 +376,25 @@ def build_app(viewer: Viewer) -> Any:
             return PlainTextResponse("give the item as /item?id=ITEM", status_code=400)
         if not viewer.site.known(item_id):
             return PlainTextResponse(f"no item {item_id!r} in these stores or items files", status_code=404)
-        return page(viewer.site.item_page(viewer.links, item_id))
+        filters, sort, descending, _number = filters_of(request.query_params)
+        kept = [(k, v) for k, v in request.query_params.multi_items() if k not in ("id", "page", "token")]
+        return page(viewer.site.item_page(
+            viewer.links, item_id, neighbours=viewer.site.view.neighbours(item_id, filters, sort=sort,
+                                                                         descending=descending),
+            suffix="&" + urlencode(kept) if kept else "", prompt_url=prompt_url))
+
+    def prompt_url(judgment: dict[str, Any]) -> str:
+        return "/prompt?" + urlencode({"id": judgment["item_id"], "judge": judgment["judge"],
+                                       "part": judgment.get("part") or ""})
+
+    def prompt(request: Request) -> Response:
+        query = request.query_params
+        item_id, judge = query.get("id") or "", query.get("judge") or ""
+        found = [j for j in viewer.site.view.item(item_id) if j["judge"] == judge
+                 and (j["part"] or "") == (query.get("part") or "")]
+        if not found:
+            return PlainTextResponse(f"no judgment of item {item_id!r} by {judge!r} in these stores", status_code=404)
+        return page(viewer.prompt_page(found[0]))
 
     def calibration(request: Request) -> Response:
         return page(viewer.calibration_page())
@@ -399,7 +448,8 @@ def build_app(viewer: Viewer) -> Any:
         return body if isinstance(body, dict) else PlainTextResponse("expected a JSON object", status_code=400)
 
     routes = [Route("/", one_line(runs)), Route("/items", one_line(items)), Route("/item", one_line(item)),
-              Route("/drift", one_line(drift)), Route("/calibration", one_line(calibration)),
+              Route("/drift", one_line(drift)), Route("/live", one_line(live)), Route("/matrix", one_line(matrix)),
+              Route("/prompt", one_line(prompt)), Route("/calibration", one_line(calibration)),
               Route("/label", one_line(label_get), methods=["GET"]),
               Route("/label", label_post, methods=["POST"]), Route("/label/skip", skip, methods=["POST"]),
               Route("/label/undo", undo, methods=["POST"])]
@@ -474,7 +524,9 @@ def make_viewer(runs: Sequence[Path], *, labels: Sequence[Path] = (), picks: Seq
     if label_out is not None:
         queue = Queue(view, [Path(p) for p in picks], judges)
         labelling = Labelling(file=LabelFile(label_out, annotator), queue=queue)
-    return Viewer(site, token or secrets.token_urlsafe(24), labelling)
+    viewer = Viewer(site, token or secrets.token_urlsafe(24), labelling)
+    site.scale = lambda judge: viewer.scale_of(judge)[:2]
+    return viewer
 
 
 def refuse_input_as_output(out: Path, inputs: Sequence[Path]) -> None:

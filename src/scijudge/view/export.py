@@ -25,7 +25,7 @@ def item_file(item_id: str) -> str:
 
 def static_links() -> Links:
     files = {"runs": "index.html", "items": "items-1.html", "calibration": "calibration.html",
-             "drift": "drift.html", "label": "index.html"}
+             "drift": "drift.html", "label": "index.html", "matrix": "matrix.html"}
     return Links(url=lambda key: files[key], item_url=lambda item_id: "items/" + quote(item_file(item_id)),
                  page_url=lambda n, params: f"items-{n}.html")
 
@@ -60,6 +60,7 @@ def _write(site: Site, tmp: Path, n_boot: int) -> dict[str, int]:
     counts = {"items pages": 0, "item pages": 0}
     (tmp / "items").mkdir()
     (tmp / "index.html").write_text(site.runs_page(links), encoding="utf-8")
+    (tmp / "matrix.html").write_text(site.matrix_page(links, None, "spread", 1), encoding="utf-8")
     first = site.view.page(Filters(), page=1)
     for number in range(1, first.pages + 1):
         (tmp / f"items-{number}.html").write_text(

@@ -43,11 +43,31 @@ class ItemIndex:
                 self._offsets = offsets
             return self._offsets
 
+    def count(self, path: Path) -> int | None:
+        """The items of one items file (None: not one of the files)."""
+        found = [at for at, p in enumerate(self.paths) if p.resolve() == Path(path).resolve()]
+        if not found:
+            return None
+        return sum(1 for at, _offset, _line in self._index().values() if at == found[0])
+
+    def for_store(self, recorded: Any) -> Path | None:
+        """The items file a store recorded, if it is one of these files."""
+        if not isinstance(recorded, str) or not recorded:
+            return None
+        match = [p for p in self.paths if p.resolve() == Path(recorded).resolve() or p.name == Path(recorded).name]
+        return match[0] if match else None
+
     def has(self, item_id: str) -> bool:
         return bool(self.paths) and item_id in self._index()
 
     def get(self, item_id: str) -> list[tuple[str, str]] | str:
         """The item's inputs as (name, text) in reading order, or a sentence saying why there are none."""
+        item = self.item(item_id)
+        return item if isinstance(item, str) else item_texts(item)
+
+    def item(self, item_id: str) -> Any:
+        """The item (``scijudge.data.Item``, validated as ``load_items`` validates it), or a sentence saying why
+        there is none."""
         if not self.paths:
             return "no items file: pass --items ITEMS.jsonl (or judge with `scijudge judge`, which records it)"
         where = self._index().get(item_id)
@@ -63,10 +83,9 @@ class ItemIndex:
         from scijudge.errors import from_validation_error
 
         try:
-            item = Item.model_validate(json.loads(raw))
+            return Item.model_validate(json.loads(raw))
         except ValidationError as exc:
             return str(from_validation_error(exc, file=self.paths[at], line=number))
-        return item_texts(item)
 
 
 def item_texts(item: Any) -> list[tuple[str, str]]:

@@ -10,12 +10,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from scijudge.view.items import ItemIndex
 from scijudge.view.labelling import Unit, read_label_lines, unit_of
 from scijudge.view.stores import SORTS, Filters, StoreView
 
-NAV = (("runs", "Runs"), ("items", "Items"), ("calibration", "Calibration"), ("label", "Label"))
+NAV = (("runs", "Runs"), ("items", "Items"), ("matrix", "Models"), ("calibration", "Calibration"), ("label", "Label"))
+FEW = 30
+"""Below this many scores a mean is shown with a warning beside its interval."""
+MATRIX_PAGE = 100
+MATRIX_SORTS = ("item", "spread", "human")
+"""The matrix's orders: stored order by item, the spread between the models' scores, the mean |model - human|."""
 
 
 def _env() -> Any:
@@ -23,7 +29,7 @@ def _env() -> Any:
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).with_name("templates"))),
                              autoescape=True, undefined=jinja2.ChainableUndefined)
-    env.globals.update(num=_num, money=_money, prob_rows=_prob_rows)
+    env.globals.update(num=_num, money=_money, prob_rows=_prob_rows, pct=_pct, mean_text=_mean_text)
     return env
 
 
@@ -39,6 +45,27 @@ def _money(value: Any) -> str:
     return "" if value is None else f"${value:.4f}"
 
 
+def _pct(value: Any) -> str:
+    return "" if value is None else f"{100 * value:.1f}%"
+
+
+def _mean_text(row: dict[str, Any]) -> str:
+    """A runs row's mean score, its interval and its count (``few`` below ``FEW`` scores)."""
+    if row.get("mean") is None:
+        return f"— (n={row.get('n_scores', 0)})"
+    interval = f" [{row['lo']:.2f}, {row['hi']:.2f}]" if row.get("lo") is not None else ""
+    few = ", few" if row["n_scores"] < FEW else ""
+    return f"{row['mean']:.2f}{interval} (n={row['n_scores']}{few})"
+
+
+_LIVE_CELLS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "ok": lambda r: str(r["ok"]), "abstained": lambda r: str(r["abstained"]), "abstention": lambda r: _pct(r["abstention"]),
+    "pending": lambda r: str(r["pending"]), "mean": _mean_text, "cost": lambda r: _money(r["cost"]),
+    "tokens_in": lambda r: str(r["tokens_in"] or 0), "tokens_out": lambda r: str(r["tokens_out"] or 0),
+    "first_at": lambda r: r["first_at"] or "", "last_at": lambda r: r["last_at"] or ""}
+"""The runs table's cells as text: rendered in the page and sent by ``/live`` for its script to put in place."""
+
+
 def _prob_rows(probs: Any) -> list[tuple[str, float]]:
     """A stored rating distribution as (level, probability) rows in scale order (bad entries left out)."""
     rows = []
@@ -48,6 +75,14 @@ def _prob_rows(probs: Any) -> list[tuple[str, float]]:
         except (TypeError, ValueError):
             continue
     return [(text, p) for _, text, p in sorted(rows)]
+
+
+def _colour(value: Any, lo: float, hi: float) -> str:
+    """A cell's background for a score on the scale lo..hi: red (lo) through yellow to green (hi)."""
+    if value is None:
+        return "#eceff3"
+    share = 0.5 if hi <= lo else min(1.0, max(0.0, (float(value) - lo) / (hi - lo)))
+    return f"hsl({round(share * 120)}, 65%, 78%)"
 
 
 @dataclass
@@ -68,6 +103,8 @@ class Site:
     label_paths: Sequence[Path] = ()
     label_out: Path | None = None
     static: bool = False
+    scale: Callable[[str], tuple[float, float]] | None = None
+    """A judge's scale (lo, hi), for the matrix's colours (the live viewer's resolved scales)."""
     _env: Any = field(default_factory=_env)
     _labels_seen: tuple[Any, ...] | None = None
     _labels: list[dict[str, Any]] | None = None
@@ -118,10 +155,55 @@ class Site:
             active=active, title=title, stores=names, stores_text=", ".join(names), static=self.static, **values)
 
     # --- pages --------------------------------------------------------------------------------------
-    def runs_page(self, links: Links) -> str:
+    def runs_page(self, links: Links, nonce: str = "") -> str:
         labels_text = f"labels: {', '.join(p.name for p in self.label_files())}" if self.label_files() else ""
-        return self.render("runs.html", links, "runs", "Runs", rows=self.view.summary(), labels_text=labels_text,
+        live = self.live()
+        return self.render("runs.html", links, "runs", "Runs", rows=live["rows"], progress=live["progress"],
+                           labels_text=labels_text, nonce=nonce, few=FEW,
                            drift_names=" and ".join(self.store_names[:2]) if len(self.view.paths) >= 2 else "")
+
+    def live(self) -> dict[str, Any]:
+        """What the runs page shows and its script polls (``/live``): per store, judge and model the counts, the
+        mean score with its 95% interval (``estimation.ppi.classical_mean``, the judge-only estimate of
+        ``estimate``), the abstention rate, cost and tokens; a progress line per store; the total stored."""
+        import numpy as np
+
+        from scijudge.estimation.ppi import classical_mean
+
+        rows, scores = self.view.summary(), self.view.scores()
+        names = self.store_names
+        for row in rows:
+            values = scores.get((row["store"], row["judge"], row["model"]), [])
+            mean = classical_mean(np.asarray(values, dtype=float), 0.05) if values else None
+            row.update(store_name=names[row["store"]], n_scores=len(values),
+                       mean=None if mean is None or math.isnan(mean.estimate) else mean.estimate,
+                       lo=None if mean is None or math.isnan(mean.lo) else mean.lo,
+                       hi=None if mean is None or math.isnan(mean.hi) else mean.hi,
+                       abstention=row["abstained"] / (row["ok"] + row["abstained"]) if row["ok"] + row["abstained"]
+                       else None,
+                       key=f"{row['store']}|{row['judge']}|{row['model']}")
+            row["cells"] = {col: text(row) for col, text in _LIVE_CELLS.items()}
+        return {"rows": rows, "progress": self._progress(rows), "total": sum(r["ok"] + r["abstained"] for r in rows)}
+
+    def _progress(self, rows: list[dict[str, Any]]) -> list[str]:
+        """One line per store: judgments stored, items judged of the items its run recorded, the last one's time,
+        and whether a run is writing it now (its writer lock is held)."""
+        from scijudge.run._writer_lock import writer_active
+
+        lines = []
+        judged = self.view.items_judged()
+        metas = self.view.meta()
+        for at, (path, name) in enumerate(zip(self.view.paths, self.store_names)):
+            mine = [r for r in rows if r["store"] == at]
+            stored = sum(r["ok"] + r["abstained"] for r in mine)
+            items_file = self.items.for_store(metas[at].get("items"))
+            planned = self.items.count(items_file) if items_file is not None else None
+            last = max((r["last_at"] or "" for r in mine), default="")
+            of = f" of {planned}" if planned else ""
+            state = "a run is writing it now" if writer_active(path) else "no run is writing it"
+            lines.append(f"{name}: {stored} judgments stored ({sum(r['abstained'] for r in mine)} abstained); "
+                         f"{judged.get(at, 0)}{of} items judged; last stored {last or 'never'}; {state}")
+        return lines
 
     def drift_page(self, links: Links) -> str:
         """Drift between the first two stores, as ``scijudge drift A B`` computes it."""
@@ -147,17 +229,44 @@ class Site:
         found = self.view.page(filters, sort=sort, descending=descending, page=page)
         params = {"judge": filters.judge, "model": filters.model, "status": filters.status, "min": filters.score_min,
                   "max": filters.score_max, "q": filters.text, "sort": sort, "desc": "1" if descending else None}
+        kept = {k: v for k, v in params.items() if v not in (None, "")}
         return self.render("items.html", links, "items", "Items", page=found, f=filters, sort=sort, desc=descending,
+                           suffix="" if self.static or not kept else "&" + urlencode(kept),
                            sorts=list(SORTS), choices=self.view.choices(), has_labels=has_labels,
                            page_url=lambda n: links.page_url(n, params))
+
+    def matrix_page(self, links: Links, judge: str | None, sort: str, page: int) -> str:
+        """Items x models for one judge, cells coloured on the judge's scale (``scale``: (lo, hi)), sorted by item,
+        by the spread between the models or by the mean |model - human|."""
+        judges = self.view.choices()["judge"]
+        judge = judge if judge in judges else (judges[0] if judges else None)
+        models, units = self.view.matrix(judge) if judge is not None else ([], [])
+        if sort == "spread":
+            units.sort(key=lambda u: (u["spread"] is None, -(u["spread"] or 0)))
+        elif sort == "human":
+            units.sort(key=lambda u: (u["human_gap"] is None, -(u["human_gap"] or 0)))
+        pages = max(1, -(-len(units) // MATRIX_PAGE))
+        page = min(max(1, page), pages)
+        shown = units[(page - 1) * MATRIX_PAGE: page * MATRIX_PAGE]
+        scored = [s for u in units for s, _ in u["cells"].values() if s is not None]
+        lo, hi = self.scale(judge) if self.scale is not None and judge is not None else \
+            ((min(scored), max(scored)) if scored else (0.0, 1.0))
+        return self.render("matrix.html", links, "matrix", "Models side by side", judges=judges, judge=judge,
+                           models=models, units=shown, sort=sort, sorts=MATRIX_SORTS, page=page, pages=pages,
+                           n_units=len(units), colour=lambda v: _colour(v, lo, hi), has_labels=bool(self.label_files()))
 
     def known(self, item_id: str) -> bool:
         """The item has a judgment in the stores or a line in the items files (else its page is a 404)."""
         return bool(self.view.judges_of(item_id)) or self.items.has(item_id)
 
-    def item_page(self, links: Links, item_id: str) -> str:
+    def item_page(self, links: Links, item_id: str, *, neighbours: tuple[str | None, str | None] = (None, None),
+                  suffix: str = "", prompt_url: Callable[[dict[str, Any]], str] | None = None) -> str:
+        """One item whole: its inputs, labels and every judgment (the stored answer, the chain's attempts, the
+        rating probabilities, a link to the prompt); ``neighbours``: the previous and next item along the items
+        table's filter (``suffix``: that filter as a query string, kept on their links)."""
         inputs = self.items.get(item_id)
         labels = [x for x in self.refresh_labels() if str(x.get("item_id")) == item_id] if self.label_files() else []
         return self.render("item.html", links, "items", f"Item {item_id}", item=inputs if isinstance(inputs, list) else None,
                            no_item=inputs if isinstance(inputs, str) else "", judgments=self.view.item(item_id),
-                           labels=labels, hide=False)
+                           labels=labels, hide=False, prev_item=neighbours[0], next_item=neighbours[1],
+                           suffix=suffix, prompt_url=prompt_url)

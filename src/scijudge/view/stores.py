@@ -378,6 +378,23 @@ class StoreView:
                 found[(row["store"], row["rid"])] = row
         return [found[(k["store"], k["rid"])] for k in keys if (k["store"], k["rid"]) in found]
 
+    def neighbours(self, item_id: str, filters: Filters, *, sort: str = "stored",
+                   descending: bool = False) -> tuple[str | None, str | None]:
+        """The items before and after ``item_id`` in the items table's order under ``filters`` (each item once, at
+        its first row); (None, None) when it is not in that selection."""
+        if sort not in SORTS:
+            sort = "stored"
+        where, args = filters.where()
+        self._fresh()
+        source = self._spreads() if sort == "spread" else "listed"
+        order = SORTS[sort].format(dir="DESC" if descending else "ASC")
+        ids = list(dict.fromkeys(r["item_id"] for r in self._all(
+            f"SELECT item_id FROM {source}{where} ORDER BY {order}", args)))
+        if item_id not in ids:
+            return None, None
+        at = ids.index(item_id)
+        return (ids[at - 1] if at > 0 else None), (ids[at + 1] if at + 1 < len(ids) else None)
+
     def item(self, item_id: str) -> list[dict[str, Any]]:
         """Every current judgment of one item in every store, JSON columns decoded: found in the key table, then
         read from the stores by rowid (as every reader reads a store: a damaged index of a store is never used)."""
@@ -434,6 +451,50 @@ class StoreView:
     def scale_rows(self) -> list[dict[str, Any]]:
         """(judge, family, spec_hash, decoding) of the current judgments: what scales are resolved from."""
         return self._all("SELECT DISTINCT judge, family, spec_hash, decoding FROM cur")
+
+    def items_judged(self) -> dict[int, int]:
+        """Per store, the distinct items with a current judgment."""
+        return dict(self._cached("items_judged", lambda: {r["store"]: r["n"] for r in self._all(
+            "SELECT store, COUNT(DISTINCT item_id) AS n FROM main.keys GROUP BY store")}))
+
+    def scores(self) -> dict[tuple[int, str, str], list[float]]:
+        """The scores of the ok current judgments per (store, judge, model), perturbed variants left out (as
+        calibrate and estimate leave them out): what the runs page's means are computed from."""
+        def compute() -> dict[tuple[int, str, str], list[float]]:
+            from scijudge.vocab import VARIANT_ID
+
+            found: dict[tuple[int, str, str], list[float]] = {}
+            for row in self._all("SELECT store, judge, model, item_id, score FROM main.keys WHERE status = 'ok' "
+                                 "AND score IS NOT NULL ORDER BY store, rid"):
+                if not VARIANT_ID.match(row["item_id"]):
+                    found.setdefault((row["store"], row["judge"], row["model"]), []).append(float(row["score"]))
+            return found
+
+        return dict(self._cached("scores", compute))
+
+    def matrix(self, judge: str) -> tuple[list[str], list[dict[str, Any]]]:
+        """One judge's current judgments as units x models: (the models, one row per (item, part) with each
+        model's score and status, the spread between the models' scores (the items table's ``spread``), the
+        human score and the mean |model - human| over the models)."""
+        self._fresh()
+        self._spreads()
+        rows = self._all(
+            "SELECT k.item_id, k.part, k.model, k.score, k.status, s.spread, l.human FROM main.keys k "
+            "LEFT JOIN main.spreads s ON s.item_id = k.item_id AND s.judge = k.judge AND s.part = k.part "
+            "LEFT JOIN main.labels l ON l.item_id = k.item_id AND l.judge = k.judge AND l.part = k.part "
+            "WHERE k.judge = ? ORDER BY k.store, k.rid", [judge])
+        models = sorted({r["model"] for r in rows})
+        units: dict[tuple[str, str], dict[str, Any]] = {}
+        for r in rows:
+            unit = units.setdefault((r["item_id"], r["part"]), {"item_id": r["item_id"], "part": r["part"],
+                                                                "cells": {}, "spread": r["spread"],
+                                                                "human": r["human"]})
+            unit["cells"][r["model"]] = (r["score"], r["status"])
+        for unit in units.values():
+            gaps = [abs(score - unit["human"]) for score, _ in unit["cells"].values()
+                    if score is not None and unit["human"] is not None]
+            unit["human_gap"] = sum(gaps) / len(gaps) if gaps else None
+        return models, list(units.values())
 
     def meta(self) -> list[dict[str, Any]]:
         """Each store's meta table (run-level facts) as decoded values."""
