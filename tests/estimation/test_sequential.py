@@ -93,3 +93,16 @@ def test_estimate_sequential_writes_the_sequence_and_says_where_it_stops(tmp_pat
     missing = CliRunner().invoke(app, ["estimate", "--run", str(run_path), "--labels", str(labels_path),
                                        "--sequential"])
     assert missing.exit_code != 0 and "--sequential needs --target-width" in missing.output
+
+
+def test_certainty_uses_each_judges_joint_sequence_and_stops_when_all_are_narrow(tmp_path: Path) -> None:
+    from scijudge.estimation.sequential import certainty
+
+    frame, labels, _, _ = _study(tmp_path)
+    lines, stop = certainty(frame, labels[:30], target_width=0.6)
+    assert stop is None and len(lines) == 1 and lines[0].startswith(f"{JUDGE} / m-a + m-b: not yet:")
+    lines, stop = certainty(frame, labels, target_width=0.6)
+    joint = sequential(frame, pd.DataFrame(labels), target_width=0.6).attrs["stops"][-1]
+    assert joint["model"] == "m-a + m-b" and joint["stop"] is not None
+    assert stop == "certain enough: ±0.3 at 90%" and f"certain enough at n = {joint['stop']}" in lines[0]
+    assert certainty(frame, [], target_width=0.6)[1] is None

@@ -23,6 +23,8 @@ def view_cmd(
     judge: Annotated[list[str] | None, typer.Option("--judge", "-j", help="Label only these judges (default: every judge of the stores); repeatable.")] = None,
     export: Annotated[Path | None, typer.Option("--export", help="Write a self-contained read-only site to this new folder instead of serving.")] = None,
     n_boot: Annotated[int, typer.Option("--n-boot", min=0, help="Bootstrap resamples of the calibration page (as calibrate --n-boot).")] = 1000,
+    target_width: Annotated[float | None, typer.Option("--target-width", help="With --label-out: show each judge's anytime-valid interval (estimate --sequential's) above the queue and stop the queue, 'certain enough', once every judge's is this wide.")] = None,
+    alpha: Annotated[float, typer.Option("--alpha", help="1 - confidence of the --target-width intervals.")] = 0.1,
 ) -> None:
     """Browse run stores and label items in the browser: runs, a paged items table, one item, calibration, /label.
 
@@ -52,6 +54,13 @@ def view_cmd(
     viewer = make_viewer(runs, labels=labels or [], picks=picks or [], label_out=label_out, annotator=name,
                          items=items, judges=judge)
     viewer.n_boot = n_boot
+    if target_width is not None:
+        if label_out is None or not target_width > 0 or not 0 < alpha < 1:
+            raise InputError("--target-width needs --label-out, a width > 0 and 0 < --alpha < 1",
+                             field="label_out" if label_out is None else "target_width")
+        from scijudge.view.certainty import Certainty
+
+        Certainty(viewer, target_width, alpha, judge).install()
     if export is not None:
         from scijudge.view.export import export_site
 

@@ -7,7 +7,7 @@ models' scores at once, from labels read in the order they were given; where eac
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -153,3 +153,39 @@ def stop_line(stop: Mapping[str, Any], target_width: float, alpha: float, start:
         return f"{who}: {stop['n_labels']} labels; no interval before {start} labels (target ±{target_width / 2:g})"
     return (f"{who}: not yet: {stop['estimate']:.3f} [{stop['lo']:.3f}, {stop['hi']:.3f}] at n = "
             f"{stop['n_labels']} labels, width {stop['hi'] - stop['lo']:.3g} > {target_width:g} ({level})")
+
+
+def certainty(judgments: pd.DataFrame, labels: Any, *, target_width: float, alpha: float = 0.1,
+              judges: Sequence[str] | None = None, start: int = anytime.DEFAULT_START) -> tuple[list[str], str | None]:
+    """For a labelling queue: (one line per judge with its current interval, the stop line or None).
+
+    Each judge's sequence is fixed by a rule before any label: the one over all its models' scores at once when
+    several models judged it, else its one model's. The queue is certain enough when every judge's sequence is
+    at most ``target_width`` wide; the stop line is then ``certain enough: ±W at 90%``. ``labels``: dicts or
+    ``HumanLabel``s (item_id, judge, part, score[, labelled_at]) in the order given; labels without a score
+    (verdicts) are left out.
+    """
+    rows = [x if isinstance(x, Mapping) else x.model_dump() for x in labels]
+    frame = pd.DataFrame([{"item_id": str(x["item_id"]), "judge": str(x["judge"]), "part": str(x.get("part") or ""),
+                           "score": float(x["score"]), "labelled_at": x.get("labelled_at")}
+                          for x in rows if isinstance(x.get("score"), (int, float))
+                          and not isinstance(x.get("score"), bool)],
+                         columns=["item_id", "judge", "part", "score", "labelled_at"])
+    if judges:
+        judgments = judgments[judgments["judge"].isin(list(judges))]
+        frame = frame[frame["judge"].isin(list(judges))]
+    level = f"{1 - alpha:.0%}"
+    if judgments.empty:
+        return [], None
+    frame = frame.groupby(["item_id", "judge", "part"], sort=False, as_index=False).agg(
+        score=("score", "mean"), labelled_at=("labelled_at", "first"))  # several annotators: one unit, first time
+    if frame.empty:
+        return [f"no labels yet: the interval starts at {start} labels (target ±{target_width / 2:g} at {level})"], None
+    table = sequential(judgments, frame, target_width=target_width, alpha=alpha, start=start)
+    chosen: dict[str, dict[str, Any]] = {}
+    for stop in table.attrs["stops"]:  # the joint sequence, listed after its judge's models, wins when there is one
+        if stop["judge"] not in chosen or JOINT_SEPARATOR in stop["model"]:
+            chosen[stop["judge"]] = stop
+    lines = [stop_line(s, target_width, alpha, start) for _, s in sorted(chosen.items())]
+    done = bool(chosen) and all(s["stop"] is not None for s in chosen.values())
+    return lines, (f"certain enough: ±{target_width / 2:g} at {level}" if done else None)

@@ -76,6 +76,7 @@ class Viewer:
         self._calibration: tuple[Any, str] | None = None
         self.n_boot = 1000
         self.stop_rules: list[StopRule] = []
+        self.stop_queue: StopRule | None = None  # a line when labelling can stop (the queue then shows no unit)
         self.ready = threading.Event()  # set once ``warm`` has run
         self.failed: BaseException | None = None
         self._warming = threading.Lock()
@@ -150,14 +151,16 @@ class Viewer:
         done = self.labelling.done(labels)
         with self.labelling.lock:
             skipped = set(self.labelling.skipped)
-        entry = self.labelling.queue.next(done, skipped)
+        stopped = self.stop_queue(labels) if self.stop_queue is not None else None
+        entry = None if stopped else self.labelling.queue.next(done, skipped)
         mine = sum(1 for x in labels if x.get("annotator") == self.labelling.file.annotator
                    and x.get("file") == self.labelling.file.path.name)
         counts = (f"{mine} labelled by {self.labelling.file.annotator} in {self.labelling.file.path.name}; "
                   f"{self.labelling.queue.remaining_picks(done)} picked units left; {len(skipped)} skipped")
         values: dict[str, Any] = {"entry": entry, "flash": flash, "counts": counts, "nonce": nonce, "unit": None,
                                   "keys": {}, "item": [], "judgments": [], "picks": bool(self.labelling.queue.picks_files),
-                                  "stop_notes": [n for rule in self.stop_rules if (n := rule(labels))]}
+                                  "stop_notes": [n for rule in self.stop_rules if (n := rule(labels))],
+                                  "stopped": stopped}
         if entry is not None:
             values.update(self._entry_values(entry))
         return self.site.render("label.html", self.links, "label", "Label", **values)

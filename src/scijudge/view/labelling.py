@@ -239,6 +239,14 @@ class QueueEntry:
     """``picks.csv (pi 0.42)`` or ``unlabelled``."""
 
 
+def _random_rank(unit: Unit) -> bytes:
+    """A unit's place in a fixed random order: a hash of its key, unrelated to any score, the same on every
+    restart (so a resumed session continues the same order)."""
+    import hashlib
+
+    return hashlib.blake2b("\x1f".join(unit).encode(), digest_size=8, person=b"scijudge-queue").digest()
+
+
 class Queue:
     """What to label next: picked units first, then the unlabelled rest (see the module)."""
 
@@ -247,6 +255,7 @@ class Queue:
         self.judges = list(judges) if judges else None
         self.picks_files = list(picks)
         self._picks: list[Pick] | None = None
+        self.shuffled = False  # the unlabelled rest in a fixed random order (an anytime-valid interval needs it)
 
     @property
     def picks(self) -> list[Pick]:
@@ -273,6 +282,9 @@ class Queue:
         if self.picks_files:  # the queue ends with the picks
             return found
         rest = None if limit is None else limit - len(found)
+        if self.shuffled:
+            units = sorted(self.view.units(judges=self.judges, leave_out=done | skipped | given), key=_random_rank)
+            return found + [QueueEntry(unit, "unlabelled, in random order") for unit in units[:rest]]
         for unit in self.view.units(judges=self.judges, leave_out=done | skipped | given, limit=rest):
             found.append(QueueEntry(unit, "unlabelled"))
         return found
