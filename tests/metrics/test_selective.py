@@ -12,8 +12,9 @@ from scipy import stats
 
 from scijudge.errors import InputError
 from scijudge.metrics.selective import cascade, cost_per_item
-from scijudge.metrics.selective.fst import cascade_core, decide, fixed_sequence
+from scijudge.metrics.selective.fst import cascade_core, fixed_sequence
 from scijudge.run.cascade import Threshold, confidence_of
+from scijudge.testing.cascade_sim import population, simulate
 
 
 def _n0(target: float, delta: float) -> int:
@@ -146,69 +147,9 @@ def test_whole_cascade_equals_an_independent_path_test(seed: int) -> None:
     assert [None if t.threshold is None else t.threshold[0] for t in core.tests] == want
 
 
-def _population(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Known truth per unit: humans give the true level with probability q in (0.9, 1), another level uniformly
-    otherwise; each judge gives the true level with probability a (lower on harder items). The cheap judge is
-    over-confident (it reports 1 - 0.4 (1 - a), plus noise); the strong one is calibrated (it reports its
-    agreement probability). Returns confidences (2 x n), each judgment's probability to agree with a human label
-    (2 x n: q if it gave the true level, (1 - q) / 4 otherwise) and tie keys."""
-    q = rng.uniform(0.9, 1.0, n)
-    d = rng.uniform(0, 1, n)
-    conf, p_agree = [], []
-    for a, cheap in ((0.99 - 0.7 * d, True), (0.995 - 0.25 * d, False)):
-        right = rng.random(n) < a
-        p_agree.append(np.where(right, q, (1 - q) / 4))
-        conf.append(np.clip(1 - 0.4 * (1 - a) + rng.normal(0, 0.02, n), 0, 1) if cheap else a * q + (1 - a) * (1 - q) / 4)
-    return np.array(conf), np.array(p_agree), rng.random(n)
-
-
-def _oracle(conf: np.ndarray, p: np.ndarray, target: float) -> np.ndarray:
-    """Each member keeps the longest most-confident prefix of what reaches it whose TRUE agreement is >= target."""
-    decided = np.full(conf.shape[1], -1)
-    open_ = np.ones(conf.shape[1], bool)
-    for k in range(conf.shape[0]):
-        idx = np.where(open_)[0]
-        ordered = idx[np.argsort(-conf[k, idx], kind="stable")]
-        running = np.cumsum(p[k, ordered]) / np.arange(1, ordered.size + 1)
-        good = np.where(running >= target)[0]
-        if good.size:
-            decided[ordered[:good.max() + 1]] = k
-            open_[ordered[:good.max() + 1]] = False
-    return decided
-
-
-def simulate(reps: int, *, split: str = "whole", calibrated: bool = True, n_cal: int = 1000, target: float = 0.8,
-             risk: float = 0.1, seed: int = 7) -> dict[str, float]:
-    """The bar of issue 50: an over-confident cheap member and a calibrated strong one; ``reps`` calibration sets
-    of ``n_cal`` units with one human label each; each cascade applied to 20,000 fresh units with known truth."""
-    from scijudge.metrics.selective.scale import calibrated_scale
-
-    rng = np.random.default_rng(seed)
-    test_conf, test_p, _ = _population(rng, 20000)
-    violations, coverage, cheap = [], [], []
-    for _ in range(reps):
-        conf, p, _ = _population(rng, n_cal)
-        agree = (rng.random(p.shape) < p).astype(float)
-        fit = rng.random(n_cal) < 0.5
-        scale = calibrated_scale(conf, agree, fit) if calibrated else None
-        core = cascade_core(conf, agree, target=target, risk=risk, split=split, scale=scale,
-                            test=None if scale is None else ~fit)
-        decided = decide(test_conf, [None if t.threshold is None else t.threshold[0] for t in core.tests])
-        kept = decided >= 0
-        truth = np.where(decided == 0, test_p[0], test_p[1])[kept].mean() if kept.any() else 1.0
-        violations.append(truth < target)
-        coverage.append(kept.mean())
-        cheap.append((decided == 0).mean())
-    oracle = _oracle(test_conf, test_p, target)
-    return {"violation": float(np.mean(violations)), "mc": 3 * math.sqrt(risk * (1 - risk) / reps),
-            "coverage": float(np.mean(coverage)), "oracle": float((oracle >= 0).mean()),
-            "cheap": float(np.mean(cheap)), "oracle_cheap": float((oracle == 0).mean()),
-            "naive": float(test_p[0][test_conf[0] >= target].mean())}
-
-
 @pytest.mark.slow
 def test_guarantee_coverage_and_cheap_share_in_a_simulation_with_known_truth() -> None:
-    got = simulate(200)
+    got = simulate(200)  # scijudge.testing.cascade_sim: over-confident cheap member, calibrated strong member
     assert got["naive"] < 0.8 - 0.05  # trusting the over-confident judge's own numbers fails the target
     assert got["violation"] <= 0.1 + got["mc"]  # measured: 0.045
     assert got["coverage"] >= 0.8 * got["oracle"]  # measured: 0.72 against the oracle's 0.88
@@ -216,7 +157,7 @@ def test_guarantee_coverage_and_cheap_share_in_a_simulation_with_known_truth() -
 
 
 def _frames(n: int, rng: np.random.Generator) -> tuple[pd.DataFrame, pd.DataFrame]:
-    conf, p, _ = _population(rng, n)
+    conf, p = population(rng, n)
     rows, labels = [], []
     for i in range(n):
         truth = 3
