@@ -31,6 +31,9 @@ DECISION_STRATEGY = "decision"
 TOP_LOGPROBS = 20  # OpenAI's maximum; vLLM and SGLang allow more
 MAX_TOKENS = 3
 
+PROB_DIGITS = 12
+"""Probabilities are rounded to 12 decimals: equal distributions reached through different token splits or orders
+(0.2 + 0.1 against 0.3) compare equal, so a cascade tests them as one tie group instead of by their last bit."""
 _SKIP = re.compile(r"^[\s\"'`*:\[\(]*$")  # tokens with no content before the answer ("", " ", '"', "**")
 _LEAD = re.compile(r"^[\s\"'`*\[\(]+")  # decoration a content token may carry before the answer
 
@@ -134,8 +137,8 @@ def level_distribution(logprobs: Any, levels: Sequence[str]) -> tuple[dict[str, 
     names = [str(x) for x in levels]
     lower = [x.lower() for x in names]
     numeric = all(re.fullmatch(r"-?\d+", x) for x in names)
-    mass = dict.fromkeys(names, 0.0)
-    pending: dict[str, float] = {}
+    terms: dict[str, list[float]] = {x: [] for x in names}  # summed with math.fsum: the order tokens come in
+    pending: dict[str, float] = {}                           # never changes a probability's last bit
     for token, logprob in positions[i][1].items():
         text = _norm(token)
         if not text or not math.isfinite(logprob):
@@ -144,13 +147,13 @@ def level_distribution(logprobs: Any, levels: Sequence[str]) -> tuple[dict[str, 
             exact = [x for x in names if x == text]
             longer = [x for x in names if x != text and x.startswith(text)]
             if exact and not longer:
-                mass[exact[0]] += math.exp(logprob)
+                terms[exact[0]].append(math.exp(logprob))
             elif longer:  # "1" when "10" is a level and the tokenizer splits digits
                 pending[text] = pending.get(text, 0.0) + math.exp(logprob)
         else:
             hits = [x for x, xl in zip(names, lower, strict=True) if xl.startswith(text) or text.startswith(xl)]
             if len(hits) == 1:
-                mass[hits[0]] += math.exp(logprob)
+                terms[hits[0]].append(math.exp(logprob))
             elif len(hits) > 1:
                 pending[text] = pending.get(text, 0.0) + math.exp(logprob)
     for text, p in pending.items():  # chain along the generated path where the model wrote this token
@@ -168,12 +171,13 @@ def level_distribution(logprobs: Any, levels: Sequence[str]) -> tuple[dict[str, 
         if z <= 0:
             raise ValueError(f"no continuation of {text!r} among the top alternatives")
         for level, c in following.items():
-            mass[level] += p * c / z
-    total = sum(mass.values())
+            terms[level].append(p * c / z)
+    mass = {x: math.fsum(t) for x, t in terms.items()}
+    total = math.fsum(mass.values())
     if total <= 0:
         raise ValueError(f"none of the levels {names} is among the top alternatives at the answer token "
                          f"(it wrote {positions[i][0]!r})")
-    return {x: m / total for x, m in mass.items()}, total
+    return {x: round(m / total, PROB_DIGITS) for x, m in mass.items()}, total
 
 
 __all__ = ["DECISION_STRATEGY", "decide_via_api", "decision_messages", "decision_request", "level_distribution",
