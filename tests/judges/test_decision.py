@@ -50,7 +50,7 @@ def test_decision_request_reads_the_distribution_at_the_rating_token(loopback, t
     total = sum(want.values())
     assert result.status == "ok" and result.rationale is None
     assert result.probs == pytest.approx({k: v / total for k, v in want.items()}, abs=1e-12)
-    assert result.score == pytest.approx(sum(int(k) * v / total for k, v in want.items()), abs=1e-10)  # probabilities are stored at 12 decimals
+    assert result.score == pytest.approx(sum(int(k) * v / total for k, v in want.items()), abs=1e-10)
     assert result.result["coverage"] == pytest.approx(0.9, abs=1e-9)
     assert json.loads(result.decoding)["mode"] == "decision"
 
