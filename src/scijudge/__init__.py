@@ -18,6 +18,8 @@ _LAZY: dict[str, str] = {
     # items and labels
     "Item": "scijudge.data", "Paper": "scijudge.data", "load_items": "scijudge.data",
     "HumanLabel": "scijudge.labels", "load_labels": "scijudge.labels",
+    # the read side: run stores read once, and the one scale
+    "Judgments": "scijudge.metrics.frames", "Scale": "scijudge.spec.scales",
     # judges
     "Judge": "scijudge.judges", "load_judge": "scijudge.judges",
     "JudgeResult": "scijudge.records", "Attempt": "scijudge.records",
@@ -41,10 +43,10 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
-    "Abstained", "Attempt", "ChainConfig", "HumanLabel", "InputError", "Item", "Judge", "JudgeOutput",
+    "Abstained", "Attempt", "ChainConfig", "HumanLabel", "InputError", "Item", "Judge", "JudgeOutput", "Judgments",
     "JudgeProtocol", "JudgeRecipe",
     "JudgeResult", "JudgeSpec", "LikertRating", "ModelError", "PairwiseJudgment", "Paper", "Run", "RunFields",
-    "RunSummary", "ScijudgeError", "SpecError", "StructuredChain", "UnknownJudgeError", "__version__", "bundled_path",
+    "RunSummary", "Scale", "ScijudgeError", "SpecError", "StructuredChain", "UnknownJudgeError", "__version__", "bundled_path",
     "calibrate", "cascade", "distill", "estimate", "get_spec", "judge_items", "jury", "list_specs", "load_items", "load_judge",
     "load_labels", "load_spec_file", "make_lm", "optimize", "select_labels", "sequential",
 ]
@@ -73,6 +75,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from scijudge.labels import HumanLabel, load_labels
     from scijudge.lm import make_lm
     from scijudge.metrics.calibration import calibrate
+    from scijudge.metrics.frames import Judgments
+    from scijudge.spec.scales import Scale
     from scijudge.metrics.jury import jury
     from scijudge.metrics.selective import cascade
     from scijudge.optimization import optimize

@@ -154,7 +154,7 @@ def _scales_of(results: list[Any], stored: dict[str, Any]) -> dict[str, Any]:
     """Each judge's scale as calibrate would take it: the store's recorded scale, else its spec's or family's."""
     import pandas as pd
 
-    from scijudge.metrics.calibration.scales import _resolve_scales
+    from scijudge.metrics.calibration.scales import resolve_scales
 
     rest = sorted({r.judge for r in results} - set(stored))
     if not rest:
@@ -164,7 +164,7 @@ def _scales_of(results: list[Any], stored: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for judge in rest:  # one at a time: a judge run with specs of two scales gets none, the others theirs
         try:
-            found, continuous, _ = _resolve_scales(frame, [judge], None)
+            found, continuous, _ = resolve_scales(frame, [judge], None)
         except InputError:
             continue
         out[judge] = [*found[judge], "continuous"] if judge in continuous else list(found[judge])

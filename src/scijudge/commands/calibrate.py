@@ -10,51 +10,6 @@ import typer
 
 from scijudge.errors import InputError
 
-_CALIBRATE_COLUMNS = ("item_id", "judge", "part", "family", "spec_hash", "model", "input_hash", "decoding", "status",
-                      "score", "verdict", "confidence", "probs")
-"""The store columns calibrate and robustness read (decoding: decision scores; input_hash: unchanged variants); keys,
-endpoints, token counts, costs and times are never used, and reading them cost a third of the read."""
-
-
-def _parse_scale(text: str | None) -> tuple[float, float, float] | None:
-    """'1,5,1' or '1:5:0.5' → (lo, hi, step); kept for callers of the single-scale form."""
-    if text is None:
-        return None
-    from scijudge.metrics.calibration.scales import parse_scale
-
-    sc, _ = parse_scale(text)
-    return sc
-
-
-def _scale_mapping(texts: list[str] | None, judges: list[str], stored: dict[str, Any]) -> dict[str, Any] | None:
-    """Scales per judge: the runs' stored scales (importers write them), then --scale values ('lo,hi,step[,continuous]'
-    for every judge, or 'JUDGE=lo,hi,step[,continuous]' for one)."""
-    from scijudge.metrics.calibration.scales import parse_scale
-
-    mapping: dict[str, Any] = {j: v for j, v in stored.items() if j in judges}
-    for text in [texts] if isinstance(texts, str) else texts or []:
-        name, sep, value = text.rpartition("=")
-        if sep:
-            parse_scale(value, name)  # fail early with the judge named
-            mapping[name.strip()] = value
-        else:
-            parse_scale(value)
-            mapping.update({j: value for j in judges})
-    return mapping or None
-
-
-def _source_names(paths: list[Path]) -> list[str]:
-    """Short, unique names for runs: the file stem, or the whole path when stems collide."""
-    stems = [p.stem for p in paths]
-    return [p.stem if stems.count(p.stem) == 1 else str(p) for p in paths]
-
-
-def _matches(judge: str, patterns: list[str]) -> bool:
-    import fnmatch
-
-    return any(judge == p or judge.startswith(p + ".") or fnmatch.fnmatch(judge, p) for p in patterns)
-
-
 _SCALE_HELP = ("Scale 'lo,hi,step' (or 'lo,hi,step,continuous') for every judge, or 'JUDGE=lo,hi,step[,continuous]'; "
                "repeatable (default: the run's stored scale, the spec matching the stored hash, or the family's).")
 _SPEC_HELP = "A judge spec file (TOML) the runs used, for its scale (matched by the stored spec hash); repeatable."
@@ -82,18 +37,12 @@ def _attach_jury_and_provenance(result: Any, judgments: Any, label_frame: Any, r
                                      "with another model, not calibration against humans") if from_model else ""}
     if not judgments["model"].astype(str).str.startswith("jury:").any():
         return
-    import pandas as pd
-
+    from scijudge.metrics.frames import Judgments
     from scijudge.metrics.jury import jury_vs_best_member
-    from scijudge.run.store import Run
 
-    frames = []
-    for path, name in zip(runs, _source_names(runs)):
-        with Run(path, create=False) as store:  # the member lists are in the jury rows' result
-            frame = store.to_pandas()
-        frames.append(frame.assign(source=name))
+    everything = Judgments.read(runs).frame  # the member lists are in the jury rows' result
     try:
-        result.jury_vs_best_member = jury_vs_best_member(pd.concat(frames, ignore_index=True), label_frame)
+        result.jury_vs_best_member = jury_vs_best_member(everything, label_frame)
     except InputError as exc:
         result.notes.append(f"juries against their members: {exc}")
 
@@ -117,14 +66,12 @@ def calibrate_cmd(
 
     Example: scijudge calibrate --labels datasets/yescieval_example/labels.jsonl --run panel.sqlite --out report/   (panel.sqlite from: scijudge import-judgments datasets/jury_example/panel.jsonl --run panel.sqlite; repeat --run to compare stores)
     """
-    import pandas as pd
-
     from scijudge.labels import load_labels_frame
     from scijudge.metrics.calibration import calibrate
-    from scijudge.vocab import VARIANT_ID
+    from scijudge.metrics.frames import CALIBRATE_COLUMNS, Judgments, judge_matches
     from scijudge.commands._console import settle_after_imports
     from scijudge.report.calibration import print_summary, write_report
-    from scijudge.run.store import Run
+    from scijudge.spec.scales import parse_scale_options, scale_mapping
 
     settle_after_imports()
     if not run:
@@ -132,7 +79,7 @@ def calibrate_cmd(
     from scijudge.spec.judge_spec import load_spec_file
 
     # every option is checked before a label or a stored judgment is read
-    _scale_mapping(scale, [], {})
+    parse_scale_options(scale)
     from scijudge.metrics.selective.curve import selective_options
 
     selective = selective_options({"target": selective_target, "risk": selective_risk,
@@ -142,24 +89,12 @@ def calibrate_cmd(
         if not Path(path).exists():
             raise InputError("run store not found", file=path)
     label_frame = load_labels_frame(labels)  # = labels_to_frame(load_labels(labels)), without an object per row
-    frames = []
-    run_scales: dict[str, dict[str, Any]] = {}  # each run's recorded scales: each contender on its own scale
-    for path, name in zip(run, _source_names(list(run))):
-        if not Path(path).exists():
-            raise InputError("run store not found", file=path)
-        with Run(path, create=False) as store:
-            frame = store.to_pandas(columns=_CALIBRATE_COLUMNS)  # the attempt logs and free text are not read
-            run_scales[name] = dict(store.meta().get("scales") or {})
-        frame["source"] = name
-        frames.append(frame)
-    judgments = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)  # one run: no copy
+    read = Judgments.read(list(run), columns=CALIBRATE_COLUMNS)  # the attempt logs and free text are not read
     if judge:
-        judgments = judgments[judgments["judge"].map(lambda j: _matches(j, list(judge)))]
-        label_frame = label_frame[label_frame["judge"].map(lambda j: _matches(j, list(judge)))]
-        if judgments.empty:
-            raise InputError(f"no judgment in the runs is by a judge matching {list(judge)}", field="judge")
-    is_variant = judgments["item_id"].astype(str).str.match(VARIANT_ID.pattern)
-    scales = _scale_mapping(scale, sorted(judgments["judge"].unique()), {})  # --scale only: runs' scales below
+        read = read.only(list(judge))
+        label_frame = label_frame[label_frame["judge"].map(lambda j: judge_matches(j, list(judge)))]
+    judgments = read.frame
+    scales = scale_mapping(sorted(judgments["judge"].unique()), scale)  # --scale only: runs' scales below
     task_list = None
     if tasks is not None:
         from scijudge.importers.researchrubrics import load_tasks
@@ -172,12 +107,11 @@ def calibrate_cmd(
     n_units = len(label_frame)
     with _status(console, f"calibrating {judgments['judge'].nunique()} judge(s) against {n_units} label(s), "
                           f"{n_boot} bootstrap resamples ..."):
-        result = calibrate(judgments[~is_variant] if is_variant.any() else judgments, label_frame, scale=scales, n_boot=n_boot, seed=seed,
-                           allow_extra_labels=allow_extra_labels, specs=specs, tasks=task_list, run_scales=run_scales,
+        result = calibrate(read.originals(), label_frame, scale=scales, n_boot=n_boot, seed=seed,
+                           allow_extra_labels=allow_extra_labels, specs=specs, tasks=task_list, run_scales=read.scales,
                            selective=selective)
         robust = _robustness(judgments, n_boot, seed)
-        _attach_jury_and_provenance(result, judgments[~is_variant] if is_variant.any() else judgments, label_frame,
-                                    list(run))
+        _attach_jury_and_provenance(result, read.originals(), label_frame, list(run))
     result.notes[:] = [in_cli_words(note) for note in result.notes]  # the options, not the Python keywords
     if out is not None:  # files first: a closed pipe must not lose them
         with _status(console, "writing the report ..."):

@@ -77,7 +77,7 @@ def cascade_cmd(
 
     from scijudge._files import refuse_overwrite
     from scijudge.estimation.select import PICK_COLUMNS
-    from scijudge.metrics.jury.api import read_runs
+    from scijudge.metrics.frames import Judgments
     from scijudge.metrics.selective import cascade, cost_per_item, escalated_picks, write_cascade
     from scijudge.metrics.selective.store import write_picks
 
@@ -87,12 +87,10 @@ def cascade_cmd(
     for path, field in ((escalated, "escalated"), (save, "save")):
         if path is not None:
             refuse_overwrite(path, [labels, out], stores=runs, field=field)
-    frame, scales = read_runs(list(runs))
-    result = cascade(frame, labels, members=list(member), target=target, risk=risk, tolerance=tolerance, seed=seed,
+    read = Judgments.read(list(runs))
+    merged = {judge: sc.meta() for judge, sc in read.recorded_scales().items()}  # the one rule: never by order
+    result = cascade(read, labels, members=list(member), target=target, risk=risk, tolerance=tolerance, seed=seed,
                      name=name, split=split, confidence=confidence, calibrated=calibrate, fit_share=fit_share)
-    merged: dict[str, Any] = {}
-    for stored in scales.values():
-        merged.update(stored)
     write_cascade(out, result, runs=list(runs), labels=labels, scales=merged)
     console = Console(highlight=False, soft_wrap=True)
     d = result.decisions

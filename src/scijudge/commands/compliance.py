@@ -60,9 +60,9 @@ def compliance_cmd(
         raise InputError("run store not found", file=run)
     frame = Run(run, create=False).to_pandas()
     if judge:
-        from scijudge.commands.calibrate import _matches
+        from scijudge.metrics.frames import judge_matches
 
-        frame = frame[frame["judge"].map(lambda j: _matches(j, list(judge)))]
+        frame = frame[frame["judge"].map(lambda j: judge_matches(j, list(judge)))]
         if frame.empty:
             raise InputError(f"no judgment in the run is by a judge matching {list(judge)}", field="judge")
     judge = None  # selected above

@@ -10,32 +10,22 @@ import typer
 from scijudge.errors import InputError
 
 
-def _load_judgments(runs: list[Path], judge: list[str] | None) -> tuple[Any, dict[str, Any]]:
-    """Judgments of the runs (perturbed variants left out) and the scales the runs store (importers write them)."""
-    import pandas as pd
+def _load_judgments(runs: list[Path], judge: list[str] | None, scale: list[str] | None) -> tuple[Any, dict[str, Any]]:
+    """Judgments of the runs (perturbed variants left out) and the scale of each judge: --scale, else the one
+    scale the runs record (``Judgments.recorded_scales``: runs that disagree on it are refused, in any order)."""
+    from scijudge.spec.scales import scale_mapping
 
-    from scijudge.commands.calibrate import _matches, _source_names
-    from scijudge.vocab import VARIANT_ID
-    from scijudge.run.store import Run
+    from scijudge.metrics.frames import Judgments, judge_matches
 
-    frames = []
-    stored: dict[str, Any] = {}
-    for path, name in zip(runs, _source_names(list(runs))):
-        if not Path(path).exists():
-            raise InputError("run store not found", file=path)
-        with Run(path, create=False) as store:
-            frame = store.to_pandas()
-            stored.update(store.meta().get("scales") or {})
-        frame["source"] = name
-        frames.append(frame)
-    judgments = pd.concat(frames, ignore_index=True)
-    judgments = judgments[~judgments["item_id"].astype(str).str.match(VARIANT_ID.pattern)]  # perturbed variants
+    read = Judgments.read(runs)
+    judgments = read.originals()
     if judge:
-        judgments = judgments[judgments["judge"].map(lambda j: _matches(j, list(judge)))]
+        judgments = judgments[judgments["judge"].map(lambda j: judge_matches(j, list(judge)))]
     if judgments.empty:
         raise InputError("no judgment to estimate from in the runs" + (f" for judges {list(judge)}" if judge else ""),
                          field="judge" if judge else "run")
-    return judgments, stored
+    judges = sorted(judgments["judge"].unique())
+    return judgments, read.scales_with(scale_mapping(judges, scale), judges)
 
 
 def _item_maps(items: Path | None, by: str | None, pair_by: str | None) -> tuple[dict | None, dict | None]:
@@ -161,7 +151,7 @@ def estimate_cmd(
 
     Example: scijudge estimate --run panel.sqlite --labels datasets/yescieval_example/labels.jsonl --items datasets/yescieval_example/items.jsonl --by intended_quality --compare high low --out est/   (panel.sqlite from: scijudge import-judgments datasets/jury_example/panel.jsonl --run panel.sqlite; the confidence sequences: scijudge estimate --run panel.sqlite --labels datasets/yescieval_example/labels.jsonl --sequential --target-width 1 --start 5 --out seq/)
     """
-    from scijudge.commands.calibrate import _scale_mapping
+    from scijudge.spec.scales import parse_scale_options
     from scijudge.estimation import conformal_units, estimate_units, labels_needed_units, match_units
     from scijudge.labels import labels_to_frame, load_labels, provenance_note
 
@@ -187,15 +177,14 @@ def estimate_cmd(
         from scijudge.estimation.select import read_picks
 
         design = read_picks(picks)
-    _scale_mapping(scale, [], {})  # a misspelt --scale, and a missing store, before any label or store is read
+    parse_scale_options(scale)  # a misspelt --scale, and a missing store, before any label or store is read
     for path in run:
         if not Path(path).exists():
             raise InputError("run store not found", file=path)
     loaded = load_labels(labels)
     label_frame = labels_to_frame(loaded)
-    judgments, stored = _load_judgments(list(run), judge)
+    judgments, scales = _load_judgments(list(run), judge, scale)
     groups, pairs = _item_maps(items, by, pair_by)
-    scales = _scale_mapping(scale, sorted(judgments["judge"].unique()), stored)
     units = match_units(judgments, label_frame, groups=groups, pairs=pairs, group_field=by or "group",
                         scale=scales, estimand=human)
     if sequential:

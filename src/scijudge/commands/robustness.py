@@ -25,27 +25,17 @@ def robustness_cmd(
 
     Example: scijudge robustness runs/released.sqlite --out robustness/   (runs/released.sqlite from: scijudge perturb datasets/yescieval_example/items.jsonl --level extreme --out perturbed.jsonl; scijudge judge perturbed.jsonl -j yescieval.qa.correctness -m openai/gpt-4o-mini --run runs/released.sqlite)
     """
-    import pandas as pd
-
-    from scijudge.commands.calibrate import _source_names
+    from scijudge.metrics.frames import Judgments
     from scijudge.metrics.robustness import robustness_table
     from scijudge.report.robustness import write_robustness
     from scijudge.report.text import print_frame
-    from scijudge.run.store import Run
 
     if not runs:
         raise InputError("give at least one run store", field="runs")
     if out is not None and out.exists() and not out.is_dir():  # before reading anything
         raise InputError(f"is a folder for robustness.csv and robustness.html, but {out} is a file", field="out")
-    frames = []
-    for path, name in zip(runs, _source_names(list(runs))):
-        if not Path(path).exists():
-            raise InputError("run store not found", file=path)
-        with Run(path, create=False) as store:
-            frame = store.to_pandas(columns=_ROBUSTNESS_COLUMNS)  # not the attempt logs, probs or free text
-        frame["source"] = name
-        frames.append(frame)
-    result = robustness_table(pd.concat(frames, ignore_index=True), n_boot=n_boot, seed=seed)
+    read = Judgments.read(list(runs), columns=_ROBUSTNESS_COLUMNS)  # not the attempt logs, probs or free text
+    result = robustness_table(read.frame, n_boot=n_boot, seed=seed)
     if out is not None:  # files first: a closed pipe (| head) must not lose them
         paths = write_robustness(result, out, inputs=runs)
         typer.echo(f"wrote {paths['csv']} and {paths['html']}", err=True)

@@ -34,10 +34,8 @@ def select_labels_cmd(
 
     Example: scijudge select-labels --run runs/demo.sqlite -j yescieval.qa.correctness --budget 4 --out picks.csv   (after `scijudge demo`)
     """
-    import pandas as pd
-
     from scijudge.estimation.select import plan_table, select_labels
-    from scijudge.run.store import Run
+    from scijudge.metrics.frames import Judgments
 
     if plan and (target_width is None or labels is None):
         raise InputError("--plan needs --target-width and the labels collected so far (--labels)",
@@ -53,13 +51,7 @@ def select_labels_cmd(
 
     if out is not None:
         refuse_overwrite(out, [strata, labels], stores=run)
-    frames = []
-    for path in run:
-        if not path.is_file():
-            raise InputError("run store not found", file=path)
-        with Run(path, create=False) as store:
-            frames.append(store.to_pandas())
-    judgments = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    judgments = Judgments.read(list(run)).frame
     mapping = _strata(strata) if strata is not None else None
     known = _labels(labels, judge) if labels is not None else None
     if plan:

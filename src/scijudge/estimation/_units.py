@@ -175,9 +175,9 @@ def _scales_of(prepared: _Prepared, scale: Any) -> tuple[dict[str, ScaleTuple], 
     """Each judge's scale (calibration's rule), resolved and checked against the judgments once per scale."""
     key = _scale_key(scale)
     if key not in prepared.scales:
-        from scijudge.metrics.calibration.scales import _resolve_scales
+        from scijudge.metrics.calibration.scales import resolve_scales
 
-        scales, continuous, _ = _resolve_scales(prepared.df, prepared.judges, scale)
+        scales, continuous, _ = resolve_scales(prepared.df, prepared.judges, scale)
         calibration_rules()._validate_scores(prepared.df, _NO_LABELS, scales, continuous)
         prepared.scales[key] = (scales, continuous)
     return prepared.scales[key]
@@ -246,11 +246,11 @@ def _label_arrays(labels: Any, judges: Sequence[str]) -> _Labels:
 def _check_label_scores(lab: _Labels, scales: Mapping[str, ScaleTuple], continuous: set[str],
                         labels: pd.DataFrame) -> None:
     """Every label score on its judge's scale; the first that is not is reported by calibration's check."""
-    from scijudge.metrics.calibration.scales import _on_scale, in_range
+    from scijudge.metrics.calibration.scales import on_scale, in_range
 
     for judge, sc in scales.items():
         sel = lab.judge == judge
-        if sel.any() and not (in_range if judge in continuous else _on_scale)(lab.score[sel], sc).all():
+        if sel.any() and not (in_range if judge in continuous else on_scale)(lab.score[sel], sc).all():
             rules = calibration_rules()
             rules._validate_scores(_NO_JUDGMENTS, rules._prepare_labels(labels), scales, continuous)
 

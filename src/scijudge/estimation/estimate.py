@@ -382,14 +382,16 @@ def _compare_along(per_key: dict[tuple[str, str, str], pd.DataFrame], label_only
     return rows
 
 
-def estimate(judgments: pd.DataFrame, labels: pd.DataFrame, *, groups: Mapping[str, str] | None = None,
+def estimate(judgments: Any, labels: Any, *, groups: Mapping[str, str] | None = None,
              pairs: Mapping[str, str] | None = None, compare: Sequence[str] | None = None, alpha: float = 0.05,
              scale: Any = None, estimand: str = "mean", picks: pd.DataFrame | None = None) -> pd.DataFrame:
     """Mean human score per (judge, model, group) by PPI++, human-only and judge-only, with (1 - alpha) intervals.
 
     Args:
-        judgments: run-store rows (``Run(path).to_pandas()``, several runs concatenated with a ``source`` column).
-        labels: human labels (``labels_to_frame(load_labels(path))``); several annotators → calibration's consensus.
+        judgments: run store path(s) or a ``Judgments`` (perturbed variants left out, each judge on the one scale the
+            stores record), or run-store rows (``Run(path).to_pandas()``, several runs with a ``source`` column).
+        labels: human labels: a path, a list of ``HumanLabel`` or a frame; several annotators → calibration's
+            consensus.
         groups: ``item_id -> group`` (e.g. the system that wrote the answer); ``None`` groups by run (``source``).
         pairs: ``item_id -> pair key`` for paired differences (e.g. the question both systems answered);
             ``None`` pairs by item id. A difference is paired when the two groups share pair keys.
@@ -405,6 +407,14 @@ def estimate(judgments: pd.DataFrame, labels: pd.DataFrame, *, groups: Mapping[s
             (dropped) and the picked
             items without a label (non-response).
     """
+    from scijudge.labels import labels_frame_of
+    from scijudge.metrics.frames import Judgments
+
+    if not isinstance(judgments, pd.DataFrame):
+        read = Judgments.read(judgments)
+        judgments = read.originals()
+        scale = read.scales_with(scale, sorted(judgments["judge"].astype(str).unique()))
+    labels = labels if isinstance(labels, pd.DataFrame) else labels_frame_of(labels)
     units = match_units(judgments, labels, groups=groups, pairs=pairs, scale=scale, estimand=estimand)
     return estimate_units(units, compare=compare, alpha=alpha, picks=picks)
 

@@ -11,7 +11,6 @@ counted (``Undeclared``), so the command can say so and name the option that rec
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,23 +23,19 @@ _ALL = ""
 
 
 def parse_scales(values: Iterable[str] | None) -> dict[str, list[Any]]:
-    """``--scale`` values as judge -> ``[lo, hi, step(, "continuous")]`` (judge ``""``: every judge)."""
+    """``--scale`` values (``spec.scales.parse_scale_options``: ``[JUDGE=]1,5,1``, ``1:5:1``, ``1..5``, ``,continuous``)
+    as judge -> ``[lo, hi, step(, "continuous")]``, the form import records in the store (judge ``""``: every
+    judge)."""
+    from scijudge.spec.scales import parse_scale_options
+
     out: dict[str, list[Any]] = {}
     for value in values or []:
-        judge, sep, text = value.rpartition("=")
-        judge = judge.strip() if sep else _ALL
-        parts = [p.strip() for p in text.split(",")]
-        continuous = len(parts) == 4 and parts[3].lower() == CONTINUOUS
-        numbers: list[float] = []
-        if len(parts) == 3 or continuous:
-            try:
-                numbers = [float(p) for p in parts[:3]]
-            except ValueError:
-                numbers = []
-        if len(numbers) != 3 or not all(map(math.isfinite, numbers)) or not (numbers[2] > 0 and numbers[1] > numbers[0]):
+        try:
+            ((judge, scale),) = parse_scale_options([value]).items()
+        except InputError:
             raise InputError(f"--scale {value!r}: expected [JUDGE=]LO,HI,STEP[,continuous] with LO < HI and "
-                             "STEP > 0 (e.g. correctness=1,5,1)", field="scale")
-        out[judge] = [*numbers, CONTINUOUS] if continuous else numbers
+                             "STEP > 0 (e.g. correctness=1,5,1)", field="scale") from None
+        out[judge] = [scale.lo, scale.hi, scale.step, *([CONTINUOUS] if scale.continuous else [])]
     return out
 
 
@@ -111,8 +106,11 @@ class ScaleCheck:
         if _ALL in self.given:
             return self.given[_ALL], "--scale"
         stored = self.stored.get(judge)
-        if isinstance(stored, (list, tuple)) and len(stored) in (3, 4):
-            return list(stored), "the run store's recorded scale"
+        if stored is not None:  # a list (an import) or 'lo,hi,step' text (a jury): the one parser reads both
+            from scijudge.spec.scales import Scale
+
+            sc = Scale.parse(stored, f"judge {judge!r} in the run store")
+            return [sc.lo, sc.hi, sc.step, *([CONTINUOUS] if sc.continuous else [])], "the run store's recorded scale"
         shipped = _shipped_scale(judge)
         if shipped is not None:
             return shipped, f"its shipped spec {judge!r}"

@@ -30,13 +30,10 @@ GATES = ("exact", "beyond1")
 
 
 def read_store(path: str | Path, *, history: bool = False) -> pd.DataFrame:
-    """A run store's current rows (or every row, in the order written) through ``Run``."""
-    from scijudge.run.store import Run
+    """A run store's current rows (or every row, in the order written), read by ``Judgments.read``."""
+    from scijudge.metrics.frames import Judgments
 
-    if not Path(path).exists():
-        raise InputError("run store not found", file=path)
-    with Run(path, create=False) as store:
-        frame = store.to_pandas(history=history)
+    frame = Judgments.read(path, history=history).frame
     for column in ("item_id", "judge", "part", "model", "endpoint", "status"):
         frame[column] = frame[column].astype(object).where(frame[column].notna(), "").astype(str)
     frame["score"] = pd.to_numeric(frame["score"], errors="coerce").astype(float)

@@ -53,7 +53,7 @@ def spec_code_trusted() -> bool:
     return os.environ.get(TRUST_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
-class Scale(BaseModel):
+class ScaleTable(BaseModel):
     """A numeric rating scale with optional anchor text for each level."""
 
     model_config = ConfigDict(extra="forbid")
@@ -64,7 +64,7 @@ class Scale(BaseModel):
     anchors: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _check(self) -> Scale:
+    def _check(self) -> ScaleTable:
         if self.max <= self.min:
             raise ValueError("scale.max must be greater than scale.min")
         if self.step <= 0:
@@ -120,7 +120,7 @@ class JudgeSpec(BaseModel):
     output: str = Field(default="", description="A registered output type (scijudge.spec.output_types) or 'module:Class'; "
                         "default: the family's.")
     inputs: list[InputSpec]
-    scale: Scale | None = None
+    scale: ScaleTable | None = None
     pairwise: bool = False
     blocks: dict[str, Block] = Field(default_factory=dict)
     version: int = 1
@@ -150,7 +150,7 @@ class JudgeSpec(BaseModel):
         if not self.output:
             self.output = declared.output
         if declared.needs_scale and self.scale is None:
-            self.scale = Scale()
+            self.scale = ScaleTable()
         return self
 
     def output_type(self) -> type:

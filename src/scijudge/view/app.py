@@ -88,23 +88,26 @@ class Viewer:
         if self._scales is None:
             import pandas as pd
 
-            from scijudge.metrics.calibration.scales import _resolve_scales
+            from scijudge.metrics.calibration.scales import resolve_scales
 
             rows = pd.DataFrame(self.site.view.scale_rows(), columns=["judge", "family", "spec_hash", "decoding"])
-            stored: dict[str, Any] = {}
-            for meta in self.site.view.meta():
-                stored.update(meta.get("scales") or {})
+            from scijudge.metrics.frames import source_names
+            from scijudge.spec.scales import recorded_scales
+
+            view = self.site.view
+            by_store = {name: dict(meta.get("scales") or {}) for name, meta in zip(source_names(view.paths), view.meta())}
             judges = sorted(set(rows["judge"]))
-            self._scales = _resolve_scales(rows, judges, {j: v for j, v in stored.items() if j in judges} or None)[0]
+            stored = {j: sc.meta() for j, sc in recorded_scales(by_store, judges).items()}  # the one rule of stores
+            self._scales = resolve_scales(rows, judges, stored or None)[0]
         found = self._scales.get(judge)
         return (float(found[0]), float(found[1]), float(found[2])) if found is not None else (1.0, 5.0, 1.0)
 
     def rubric_of(self, judge: str) -> tuple[str, dict[str, str]]:
         """The judge's description and scale anchors, from the shipped spec whose hash a judgment stored."""
         if self._specs is None:
-            from scijudge.metrics.calibration.scales import _specs_by_hash
+            from scijudge.spec.scales import specs_by_hash
 
-            by_hash = _specs_by_hash(None)
+            by_hash = specs_by_hash(None)
             self._specs = {}
             for row in self.site.view.scale_rows():
                 spec = by_hash.get(row["spec_hash"])

@@ -12,34 +12,14 @@ from typing import Any
 
 from scijudge.errors import ScijudgeError
 
-CALIBRATE_COLUMNS = ("item_id", "judge", "part", "family", "spec_hash", "model", "input_hash", "decoding", "status",
-                     "score", "verdict", "confidence", "probs")
-"""The columns ``calibrate`` reads from a store (``commands.calibrate._CALIBRATE_COLUMNS``)."""
+def judgments_frame(runs: Sequence[Path]) -> tuple[Any, Any, dict[str, dict[str, Any]]]:
+    """The stores read as calibrate reads them (``Judgments.read``, the score columns only): the current judgments
+    without perturbed variants, the ``Judgments`` value (its ``recorded_scales()``: one scale per judge, as
+    estimate reads them) and the scales per run (as calibrate reads them: each contender on its own run's scale)."""
+    from scijudge.metrics.frames import CALIBRATE_COLUMNS, Judgments
 
-
-def judgments_frame(runs: Sequence[Path]) -> tuple[Any, dict[str, Any], dict[str, dict[str, Any]]]:
-    """The stores' current judgments (perturbed variants left out, as calibrate and estimate do), their stored
-    scales merged (as estimate reads them) and per run (as calibrate reads them: each contender on its own run's
-    scale); each run's name in ``source`` (its file stem, the whole path when stems collide)."""
-    import pandas as pd
-
-    from scijudge.vocab import VARIANT_ID
-    from scijudge.run.store import Run
-
-    stems = [p.stem for p in runs]
-    frames: list[Any] = []
-    scales: dict[str, Any] = {}
-    run_scales: dict[str, dict[str, Any]] = {}
-    for path in runs:
-        name = path.stem if stems.count(path.stem) == 1 else str(path)
-        with Run(path, create=False) as store:
-            frame = store.to_pandas(columns=CALIBRATE_COLUMNS)
-            run_scales[name] = dict(store.meta().get("scales") or {})
-        scales.update(run_scales[name])
-        frame["source"] = name
-        frames.append(frame)
-    judgments = pd.concat(frames, ignore_index=True)
-    return judgments[~judgments["item_id"].astype(str).str.match(VARIANT_ID.pattern)], scales, run_scales
+    read = Judgments.read(list(runs), columns=CALIBRATE_COLUMNS)
+    return read.originals(), read, read.scales
 
 
 def labels_frame(paths: Sequence[Path]) -> Any:
@@ -79,7 +59,7 @@ def calibration_page(runs: Sequence[Path], label_paths: Sequence[Path], picks: P
     from scijudge.report.calibration import render_html
     from scijudge.report.estimate import estimate_section_html
 
-    judgments, scales, run_scales = judgments_frame(runs)
+    judgments, read, run_scales = judgments_frame(runs)
     labels = labels_frame(label_paths)
     result = calibration_result(judgments, labels, run_scales, n_boot=n_boot, seed=seed)
     page = render_html(result, title="scijudge view: calibration")
@@ -90,6 +70,7 @@ def calibration_page(runs: Sequence[Path], label_paths: Sequence[Path], picks: P
             from scijudge.estimation.select import read_picks
 
             design = read_picks(picks)
+        scales = {judge: sc.meta() for judge, sc in read.recorded_scales().items()}  # disagreeing runs: refused
         units = match_units(judgments, labels, scale=scales or None)
         table = estimate_units(units, alpha=alpha, picks=design)
         _sets, cover = conformal_units(units, 1 - coverage, seed=seed)

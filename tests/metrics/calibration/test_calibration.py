@@ -364,10 +364,10 @@ def test_continuous_scale_keeps_raw_values_and_rounds_only_for_the_grid() -> Non
 
 
 def test_scale_comes_from_the_spec_matching_the_stored_hash_not_the_name() -> None:
-    from scijudge.spec.judge_spec import Scale, get_spec
+    from scijudge.spec.judge_spec import ScaleTable, get_spec
 
     shipped = get_spec(RUBRICS[0])
-    mine = shipped.model_copy(update={"scale": Scale(min=0, max=10, step=1)})  # a user's edit: same name
+    mine = shipped.model_copy(update={"scale": ScaleTable(min=0, max=10, step=1)})  # a user's edit: same name
     assert mine.spec_hash() != shipped.spec_hash()
     rows = [dict(_row(f"q{i}", RUBRICS[0], "m", float(v)), spec_hash=mine.spec_hash())
             for i, v in enumerate([8, 2, 10, 5, 0, 7])]

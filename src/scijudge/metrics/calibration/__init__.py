@@ -6,7 +6,6 @@ One module per concern: ``ordinal`` (scores on a scale), ``continuous`` (scores 
 ``_api`` (``calibrate`` itself). The public names below are the ones this module has always exported.
 """
 
-from typing import Any
 
 from scijudge.metrics.calibration._api import calibrate
 from scijudge.metrics.calibration._inputs import (
@@ -23,9 +22,6 @@ from scijudge.metrics.calibration._result import (
 )
 from scijudge.metrics.calibration.ordinal import _prob_row
 from scijudge.metrics.calibration.scales import FAMILY_SCALES, _consensus
-from scijudge.metrics.calibration.scales import (
-    _resolve_scales as _resolve_scales_with_notes,
-)
 
 __all__ = ["FAMILY_SCALES", "PAIRED_METRICS", "POOLED", "CalibrationResult", "ScaleTuple", "calibrate",
            "frame_records"]
@@ -33,8 +29,3 @@ __all__ = ["FAMILY_SCALES", "PAIRED_METRICS", "POOLED", "CalibrationResult", "Sc
 # Helpers other modules took from the former single-file module (``scijudge.estimation`` reads them as
 # ``calibration._prepare_labels`` etc.): kept importable here with their old signatures.
 _COMPAT = (_attach, _prepare_labels, _validate_scores, _prob_row, _consensus)
-
-
-def _resolve_scales(df: Any, judges: list[str], scale: Any = None, specs: Any = None) -> dict[str, ScaleTuple]:
-    """Old form: the scale per judge only (continuous judges and notes: ``vocab._resolve_scales``)."""
-    return _resolve_scales_with_notes(df, judges, scale, specs)[0]

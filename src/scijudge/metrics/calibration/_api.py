@@ -33,15 +33,15 @@ from scijudge.metrics.calibration.position import position_consistency
 from scijudge.metrics.calibration.verdict import _verdict_frames, _verdict_groups
 from scijudge.metrics.calibration.scales import (
     _consensus,
-    _resolve_contender_scales,
+    resolve_contender_scales,
     norm_verdicts,
 )
 from scijudge.metrics.groups import prepare_judgments
 
 
 def calibrate(
-    judgments: pd.DataFrame,
-    labels: pd.DataFrame,
+    judgments: Any,
+    labels: Any,
     *,
     scale: ScaleTuple | Mapping[str, ScaleTuple] | None = None,
     n_boot: int = 1000,
@@ -57,9 +57,10 @@ def calibrate(
     """Compare every (model, run, spec version) in ``judgments`` with the human ``labels``.
 
     Args:
-        judgments: run-store rows (``Run(path).to_pandas()``; several runs concatenated, with a ``source``
-            column naming the run when they share a model).
-        labels: ``labels_to_frame(load_labels(path))`` or any frame with item_id, judge, part, score|verdict,
+        judgments: run store path(s) or a ``Judgments`` (perturbed variants left out, each run's recorded scales
+            read as ``run_scales``), or run-store rows (``Run(path).to_pandas()``; several runs concatenated, with a
+            ``source`` column naming the run when they share a model).
+        labels: a labels file, a list of ``HumanLabel`` or any frame with item_id, judge, part, score|verdict,
             annotator.
         scale: ``(lo, hi, step)`` or ``(lo, hi, step, "continuous")`` for every judge, or a mapping judge →
             scale; by default the scale of the spec whose hash the judgments record (``specs`` given here,
@@ -86,6 +87,15 @@ def calibrate(
     the ``scale`` column of ``leaderboard`` and ``per_rubric`` says which scale each row was calibrated on, the
     leaderboard ranks within a scale, and a note names the contenders of a judge whose scales differ.
     """
+    if not isinstance(judgments, pd.DataFrame):
+        from scijudge.metrics.frames import Judgments
+
+        read = Judgments.read(judgments)
+        judgments, run_scales = read.originals(), read.scales if run_scales is None else run_scales
+    if not isinstance(labels, pd.DataFrame):
+        from scijudge.labels import labels_frame_of
+
+        labels = labels_frame_of(labels)
     with one_blas_thread() as caller_threads, trusted_library_arguments():
         return _calibrate(judgments, labels, scale=scale, n_boot=n_boot, seed=seed, level=level, n_bins=n_bins,
                           allow_extra_labels=allow_extra_labels, specs=specs, tasks=tasks, caller_threads=caller_threads,
@@ -117,7 +127,7 @@ def _calibrate(judgments: pd.DataFrame, labels: pd.DataFrame, *, scale: Any, n_b
             f"{sorted(lab['judge'].unique())[:6]} on {lab['item_id'].nunique()} items",
             field="judge",
         )
-    scales, continuous, partly, notes = _resolve_contender_scales(df, overlap_judges, scale, specs, run_scales)
+    scales, continuous, partly, notes = resolve_contender_scales(df, overlap_judges, scale, specs, run_scales)
     _validate_scores(df, lab, scales, continuous, partly)
     score_cons, verdict_cons, no_consensus = _consensus(lab, scales, continuous)
     score_cons, verdict_cons, n_unjudged = _judged_units_only(judged_keys, score_cons, verdict_cons)

@@ -11,8 +11,8 @@ from scijudge.errors import InputError
 from scijudge.metrics.calibration._blocks import _isin
 from scijudge.metrics.groups import text_column
 from scijudge.metrics.calibration.scales import (
-    _on_scale,
-    _scale_text,
+    on_scale,
+    scale_text,
     in_range,
     norm_verdicts,
 )
@@ -136,12 +136,12 @@ def _validate_scores(df: pd.DataFrame, lab: pd.DataFrame, scales: dict[str, Scal
     lab_scored, df_scored = ~np.isnan(lab_scores), (df["status"] == "ok").to_numpy() & ~np.isnan(df_scores)
     partly_judges = {j for _, j in partly}
     for judge, sc in scales.items():  # masks on arrays; a frame's row is taken only for the error message
-        check = in_range if judge in continuous or judge in partly_judges else _on_scale
+        check = in_range if judge in continuous or judge in partly_judges else on_scale
         sel = (lab["judge"] == judge).to_numpy() & lab_scored
         bad = ~check(lab_scores[sel], sc)
         if bad.any():
             row = lab.iloc[np.flatnonzero(sel)[np.argmax(bad)]]
-            where = _scale_text(sc, judge in continuous or judge in partly_judges)
+            where = scale_text(sc, judge in continuous or judge in partly_judges)
             raise _label_error(row, f"score {row['score']:g} is outside the scale {where} of judge "
                                     f"{judge!r}", "score")
         sel = (df["judge"] == judge).to_numpy() & df_scored
@@ -149,12 +149,12 @@ def _validate_scores(df: pd.DataFrame, lab: pd.DataFrame, scales: dict[str, Scal
         if judge in partly_judges:
             rows_cont = df.loc[sel, "contender"].isin([c for c, j in partly if j == judge]).to_numpy()
         values = df_scores[sel]
-        bad = np.where(rows_cont, ~in_range(values, sc), ~_on_scale(values, sc))
+        bad = np.where(rows_cont, ~in_range(values, sc), ~on_scale(values, sc))
         if bad.any():
             row = df.iloc[np.flatnonzero(sel)[np.argmax(bad)]]
             raise InputError(
                 f"judgment of item {row['item_id']!r} by {row['model']!r} has score {row['score']:g}, outside the "
-                f"scale {_scale_text(sc, bool(rows_cont[np.argmax(bad)]))} of judge {judge!r}; pass the right scale "
+                f"scale {scale_text(sc, bool(rows_cont[np.argmax(bad)]))} of judge {judge!r}; pass the right scale "
                 "(scale=(lo, hi, step) or (lo, hi, step, 'continuous') / --scale)",
                 file=row["source"] or None, field="score",
             )

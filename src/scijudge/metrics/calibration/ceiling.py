@@ -12,7 +12,7 @@ import pandas as pd
 from scijudge.metrics import agreement as ag
 from scijudge.metrics.calibration._blocks import _Context, _intervals, _isin
 from scijudge.metrics.calibration._result import POOLED, ScaleTuple
-from scijudge.metrics.calibration.scales import _scale_text, to_grid
+from scijudge.metrics.calibration.scales import scale_text, to_grid
 
 
 @dataclass
@@ -47,7 +47,7 @@ def _ceiling_blocks(lab: pd.DataFrame, scales: dict[str, ScaleTuple], ctx: _Cont
                 matrix = wide.to_numpy(float)
                 if judge in ctx.continuous or any(j == judge for _, j in ctx.partly):  # on the grid, like κ/α
                     matrix = to_grid(matrix, scales[judge])
-                pool = _scale_text(scales[judge], judge in ctx.continuous)
+                pool = scale_text(scales[judge], judge in ctx.continuous)
             else:
                 categories = np.array(sorted(g["verdict"].unique()), dtype=object)
                 index = {c: float(i) for i, c in enumerate(categories)}

@@ -26,7 +26,7 @@ from scijudge.metrics.calibration._blocks import (
     _rank,
     _table_reps,
 )
-from scijudge.metrics.calibration.scales import _cat_index, _scale_text, to_grid
+from scijudge.metrics.calibration.scales import _cat_index, scale_text, to_grid
 from scijudge.metrics.tables import (
     ORDINAL_STATS,
     ordinal_stats,
@@ -236,13 +236,13 @@ def _ordinal_groups(matched: pd.DataFrame, cons: pd.DataFrame, ctx: _Context) ->
         values = ag.scale_values(*sc)
         usable = (g["status"] == "ok") & g["score"].notna()
         pairs = g[usable]
-        is_cont = ctx.is_continuous(contender, judge)  # each contender on its own scale (scales._resolve_contender_scales)
+        is_cont = ctx.is_continuous(contender, judge)  # each contender on its own scale (scales.resolve_contender_scales)
         if is_cont:  # raw values kept for MAE/bias/correlations/ICC; the grid copy feeds κ/α and the tables
             h_raw = pairs["h_score"] if judge in ctx.continuous else pairs["h_median"]
             pairs = pairs.assign(score_raw=pairs["score"], h_raw=h_raw,
                                  score=to_grid(pairs["score"].to_numpy(float), sc),
                                  h_score=to_grid(h_raw.to_numpy(float), sc))
-        grp = _Group(contender=contender, judge=judge, track="ordinal", pool=_scale_text(sc, is_cont),
+        grp = _Group(contender=contender, judge=judge, track="ordinal", pool=scale_text(sc, is_cont),
                      model=str(g["model"].iloc[0]),
                      spec_hash=",".join(sorted(g["spec_hash"].unique())), family=str(g["family"].iloc[0]),
                      categories=values, pairs=pairs, counts=_coverage(g, cons, judge, usable))

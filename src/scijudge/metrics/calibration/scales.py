@@ -10,8 +10,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from scijudge.errors import InputError, ScijudgeError
+from scijudge.errors import InputError
 from scijudge.metrics import agreement as ag
+from scijudge.spec.scales import CONTINUOUS, Scale, recorded_scale, spec_scale, specs_by_hash
 from scijudge.vocab import ScaleTuple, majority_verdict, norm_verdict
 
 
@@ -40,28 +41,20 @@ class _FamilyScales(Mapping[str, ScaleTuple]):
 FAMILY_SCALES: Mapping[str, ScaleTuple] = _FamilyScales()
 
 
-CONTINUOUS = "continuous"
-"""Fourth element of a scale (``(1, 5, 0.5, "continuous")``): scores may fall between the steps (a mean of
-criteria); MAE, bias, correlations and ICC use the raw values, κ/α/AC2/exact agreement the step grid."""
+# CONTINUOUS (``spec.scales``): the fourth element of a scale (``(1, 5, 0.5, "continuous")``): scores may fall
+# between the steps (a mean of criteria); MAE, bias, correlations and ICC use the raw values, κ/α/AC2/exact
+# agreement the step grid.
 ScaleInput = ScaleTuple | tuple[float, float, float, str] | Mapping[str, Any] | None
 
 
 def parse_scale(value: Any, judge: str = "") -> tuple[ScaleTuple, bool]:
-    """``(lo, hi, step)`` or ``(lo, hi, step, "continuous")`` (tuple, list or 'lo,hi,step[,continuous]')."""
-    parts = [p.strip() for p in value.replace(":", ",").split(",")] if isinstance(value, str) else list(value)
-    continuous = len(parts) == 4 and str(parts[3]).strip().lower() in (CONTINUOUS, "true")
-    who = f" for judge {judge!r}" if judge else ""
-    if len(parts) != 3 and not continuous:
-        raise InputError(f"scale{who} must be (lo, hi, step) or (lo, hi, step, 'continuous'), got {value!r}",
-                         field="scale")
-    try:
-        sc = ScaleTuple(float(parts[0]), float(parts[1]), float(parts[2]))
-    except (TypeError, ValueError):
-        raise InputError(f"scale{who} must hold numbers, got {value!r}", field="scale") from None
-    return sc, continuous
+    """``(grid, continuous)`` of a scale in any form ``spec.scales.Scale.parse`` reads; lo < hi and step > 0 are
+    checked later, per judge, by ``metrics.agreement.scale_values``."""
+    sc = Scale.parse(value, f"judge {judge!r}" if judge else "", check=False)
+    return sc.grid, sc.continuous
 
 
-def _resolve_scales(
+def resolve_scales(
     df: pd.DataFrame, judges: list[str], scale: ScaleInput, specs: Any = None
 ) -> tuple[dict[str, ScaleTuple], set[str], list[str]]:
     """Scale per judge and the judges on a continuous scale, plus notes on how each scale was chosen.
@@ -69,14 +62,14 @@ def _resolve_scales(
     Order: an explicit ``scale`` (one for all, or a mapping judge → scale); else the scale of the judge spec
     whose hash is the stored ``spec_hash`` (specs passed in, then shipped ones; never a shipped spec that
     merely shares the name); else the family default. A judge counts as continuous here when it is continuous
-    for every contender (``_resolve_contender_scales`` gives the contenders of a judge that is continuous for
+    for every contender (``resolve_contender_scales`` gives the contenders of a judge that is continuous for
     some of them only).
     """
-    scales, continuous, _, notes = _resolve_contender_scales(df, judges, scale, specs)
+    scales, continuous, _, notes = resolve_contender_scales(df, judges, scale, specs)
     return scales, continuous, notes
 
 
-def _resolve_contender_scales(
+def resolve_contender_scales(
     df: pd.DataFrame, judges: list[str], scale: ScaleInput, specs: Any = None,
     run_scales: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> tuple[dict[str, ScaleTuple], set[str], set[tuple[str, str]], list[str]]:
@@ -89,7 +82,7 @@ def _resolve_contender_scales(
     - an explicit ``scale`` (one for all, or judge → scale) holds for every contender of that judge;
     - otherwise the scale a contender's run recorded for the judge (``run_scales``: the ``source`` a judgment
       row names → judge → 'lo,hi,step[,continuous]', the store meta importers and ``scijudge jury`` write);
-    - otherwise the spec whose hash the judgments record, else the family default (``_resolve_scales``'s order),
+    - otherwise the spec whose hash the judgments record, else the family default (``resolve_scales``'s order),
       continuous when the family's track is; and a contender whose judgments of the judge are decision
       judgments scored by the expected level is continuous.
 
@@ -124,13 +117,15 @@ def _resolve_contender_scales(
                     value = (run_scales.get(source) or {}).get(judge)  # type: ignore[union-attr]
                     if value is not None:
                         recorded[source] = parse_scale(value, judge)
+            if len({sc for sc, _ in recorded.values()}) > 1:  # the one rule for stores that disagree (refuses)
+                recorded_scale(judge, {source: (run_scales or {})[source][judge] for source in recorded})
             unrecorded = rows[~sources.isin(list(recorded))] if recorded else rows
             grids: dict[ScaleTuple, list[str]] = {}
             for source, (sc, _) in sorted(recorded.items()):
                 grids.setdefault(sc, []).append(f"run {source!r}")
             if len(unrecorded):
                 if by_hash is None:
-                    by_hash = _specs_by_hash(specs)
+                    by_hash = specs_by_hash(specs)
                 sc, default_cont, note = _default_scale(unrecorded, judge, by_hash)
                 if note and len(grids) == 1:  # a family guess yields to the one grid the other runs recorded
                     sc = next(iter(grids))
@@ -140,7 +135,7 @@ def _resolve_contender_scales(
                     if note:
                         notes.append(note)
             if len(grids) > 1:
-                shown = "; ".join(f"{_scale_text(sc)} ({', '.join(who)})" for sc, who in grids.items())
+                shown = "; ".join(f"{scale_text(sc)} ({', '.join(who)})" for sc, who in grids.items())
                 raise InputError(f"judge {judge!r} is on different scales in the runs: {shown}; calibrate them "
                                  "separately or pass one scale (scale= / --scale JUDGE=lo,hi,step)", field="scale")
             out[judge] = next(iter(grids))
@@ -154,7 +149,7 @@ def _resolve_contender_scales(
         by_decision -= {c for c, v in stated.items() if v}
         if by_decision:
             decision_notes.append(f"judge {judge!r}: decision judgments score the expected level, so its scale "
-                                  f"{_scale_text(out[judge], True)} is treated as continuous")
+                                  f"{scale_text(out[judge], True)} is treated as continuous")
         on_cont = sorted(c for c, v in stated.items() if v or c in by_decision)
         if on_cont and len(on_cont) == len(stated):
             continuous.add(judge)
@@ -166,7 +161,7 @@ def _resolve_contender_scales(
     for (names, sc), named in own_scale.items():  # one note per set of contenders and scale, not per judge
         who = f"judge {named[0]!r}" if len(named) == 1 else f"{len(named)} judges ({', '.join(map(repr, named))})"
         notes.append(f"{who}: each contender is calibrated on its own scale: {', '.join(names)} on "
-                     f"{_scale_text(sc, True)} (raw values, raw human median), the others on {_scale_text(sc)}")
+                     f"{scale_text(sc, True)} (raw values, raw human median), the others on {scale_text(sc)}")
     notes += decision_notes
     for judge, sc in out.items():
         try:
@@ -182,7 +177,7 @@ def _default_scale(rows: pd.DataFrame, judge: str, by_hash: dict[str, Any]) -> t
 
     family = rows["family"].iloc[0] if len(rows) else "likert"
     found = [by_hash[h] for h in rows["spec_hash"].unique() if h in by_hash]
-    scales = {s for s in (_spec_scale(spec, family) for spec in found) if s is not None}
+    scales = {s.grid for s in (spec_scale(spec) for spec in found) if s is not None}
     if len(scales) == 1:
         return scales.pop(), False, ""
     if len(scales) > 1:
@@ -192,31 +187,7 @@ def _default_scale(rows: pd.DataFrame, judge: str, by_hash: dict[str, Any]) -> t
     declared = find_family(family)
     cont = declared is not None and declared.track == CONTINUOUS
     return sc, cont, (f"judge {judge!r}: no known spec has its stored spec hash, so the {family!r} family scale "
-                      f"{_scale_text(sc, cont)} is used; pass scale= (--scale) or the spec (specs=) if that is wrong")
-
-
-def _specs_by_hash(specs: Any) -> dict[str, Any]:
-    """Judge specs by content hash: the ones passed in and every shipped spec (steps included)."""
-    found: dict[str, Any] = {}
-    try:
-        from scijudge.spec.judge_spec import list_specs
-
-        shipped = list_specs(include_steps=True)
-    except (ScijudgeError, ImportError):
-        shipped = []
-    for spec in [*shipped, *(specs or [])]:
-        found[spec.spec_hash()] = spec
-    return found
-
-
-def _spec_scale(spec: Any, family: str) -> ScaleTuple | None:
-    """The run-store score scale of a spec (``scijudge.vocab.score_scale_of``: pairwise gives the range of
-    rating differences); None when the spec declares no scale."""
-    if getattr(spec, "scale", None) is None:
-        return None
-    from scijudge.vocab import score_scale_of
-
-    return ScaleTuple(*(float(x) for x in score_scale_of(spec)))
+                      f"{scale_text(sc, cont)} is used; pass scale= (--scale) or the spec (specs=) if that is wrong")
 
 
 def in_range(values: np.ndarray, sc: ScaleTuple) -> np.ndarray:
@@ -230,13 +201,13 @@ def to_grid(values: np.ndarray, sc: ScaleTuple) -> np.ndarray:
     return sc[0] + np.round((np.asarray(values, float) - sc[0]) / sc[2]) * sc[2]
 
 
-def _on_scale(values: np.ndarray, sc: ScaleTuple) -> np.ndarray:
+def on_scale(values: np.ndarray, sc: ScaleTuple) -> np.ndarray:
     lo, hi, step = sc
     idx = np.rint((values - lo) / step)
     return (values >= lo - 1e-9) & (values <= hi + 1e-9) & np.isclose(lo + idx * step, values, atol=1e-6)
 
 
-def _scale_text(sc: ScaleTuple, continuous: bool = False) -> str:
+def scale_text(sc: ScaleTuple, continuous: bool = False) -> str:
     return f"{sc[0]:g}..{sc[1]:g} step {sc[2]:g}" + (" (continuous)" if continuous else "")
 
 

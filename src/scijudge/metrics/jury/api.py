@@ -25,10 +25,12 @@ from typing import Any
 import pandas as pd
 
 from scijudge.errors import InputError
+from scijudge.metrics.frames import Judgments
 from scijudge.metrics.jury.dawid_skene import dawid_skene_jury
 from scijudge.metrics.jury.members import Member, members_of_judge, select_members, wide
 from scijudge.metrics.jury.methods import FITS, central, default_quorum, majority, weighted
-from scijudge.metrics.jury.scales import Scale, apply_maps, jury_scale, member_scales
+from scijudge.metrics.jury.scales import apply_maps, jury_scale, member_scales
+from scijudge.spec.scales import Scale
 from scijudge.records import RUN_COLUMNS, JudgeResult, result_row
 
 METHODS = ("mean", "median", "majority", "weighted", "dawid-skene")
@@ -58,30 +60,6 @@ class JuryResult:
         return sum(1 for r in self.results if r.status == "ok")
 
 
-def read_runs(runs: Any) -> tuple[pd.DataFrame, dict[str, dict[str, Any]]]:
-    """Current judgments of run stores (paths, or one DataFrame of run-store rows) with a ``source`` column, and
-    each store's stored scales by source. Reading never writes a row."""
-    if isinstance(runs, pd.DataFrame):  # run-store rows or a minimal frame (metrics.frames fills the rest)
-        from scijudge.metrics.frames import complete_judgments
-
-        return complete_judgments(runs).copy(), {}
-    from scijudge.run.store import Run
-
-    paths = [runs] if isinstance(runs, (str, Path)) else list(runs)
-    if not paths:
-        raise InputError("give at least one run store", field="runs")
-    frames, scales = [], {}
-    for path in paths:
-        if not Path(path).exists():
-            raise InputError("run store not found", file=path)
-        with Run(path, create=False) as store:
-            frame = store.to_pandas()
-            scales[str(path)] = dict(store.meta().get("scales") or {})
-        frame["source"] = str(path)
-        frames.append(frame)
-    return pd.concat(frames, ignore_index=True), scales
-
-
 def label_consensus(labels: Any) -> pd.DataFrame:
     """Labels (a path, HumanLabels or a frame) -> one row per (item_id, judge, part): the annotators' median score
     (not snapped to the scale: it is the target of a weight fit) and the count of annotators."""
@@ -107,7 +85,8 @@ def jury(runs: Any, members: Sequence[str | Member], *, name: str, method: str =
     """Aggregate the members' stored judgments into jury judgments, and record them into ``out`` if given.
 
     Args:
-        runs: run store paths (or one DataFrame of run-store rows, with a ``source`` column if several runs).
+        runs: run store paths, a ``Judgments`` or one DataFrame of run-store rows (with a ``source`` column if
+            several runs).
         members: ``MODEL``, ``MODEL@ENDPOINT`` or either with ``#JUDGE`` (narrow a member to a judge name,
             dotted prefix or glob), at least two.
         name: the jury's name; its judgments are stored with model ``jury:NAME``.
@@ -130,13 +109,13 @@ def jury(runs: Any, members: Sequence[str | Member], *, name: str, method: str =
     if method == "weighted" and fit not in FITS:
         raise InputError(f"unknown weight fit {fit!r}: use {' or '.join(FITS)}", field="fit")
     if out is not None and not isinstance(runs, pd.DataFrame):
-        paths = [runs] if isinstance(runs, (str, Path)) else list(runs)
+        paths = _store_paths(runs)
         from scijudge._files import refuse_overwrite
 
         refuse_overwrite(out, [labels] if isinstance(labels, (str, Path)) else [], stores=paths, field="out")
-    frame, stored = read_runs(runs)
-    sel, specs = select_members(frame, members)
-    scales = member_scales(sel, scale, stored)
+    read = Judgments.read(runs)
+    sel, specs = select_members(read.frame, members)
+    scales = member_scales(sel, scale, read.scales)
     sel = apply_maps(sel, scales, scale_map)
     definition: dict[str, Any] = {"method": method, "members": [s.label for s in specs], "quorum": quorum}
     if method == "weighted":
@@ -281,6 +260,13 @@ def _result(idx: tuple[str, str], judge: str, family: str, spec_hash: str, name:
     )
 
 
+def _store_paths(runs: Any) -> list[Any]:
+    """The store paths ``runs`` names (a ``Judgments`` read from stores knows them)."""
+    if isinstance(runs, Judgments):
+        return list(runs.paths.values())
+    return [runs] if isinstance(runs, (str, Path)) else list(runs)
+
+
 def _write(out: Path, outcome: JuryResult, runs: Any, labels: Any) -> Path:
     """Record every jury judgment through ``Run.record`` and say in the store's meta what the jury is: its
     definition, its runs, and for a weighted jury which labelled units were scored out-of-fold."""
@@ -307,8 +293,7 @@ def _write(out: Path, outcome: JuryResult, runs: Any, labels: Any) -> Path:
         juries = dict(meta.get("juries") or {})
         juries[outcome.name] = {
             **outcome.definition, "model": JURY_PREFIX + outcome.name,
-            "runs": [] if isinstance(runs, pd.DataFrame) else [str(p) for p in ([runs] if isinstance(runs, (str, Path))
-                                                                                 else runs)],
+            "runs": [] if isinstance(runs, pd.DataFrame) else [str(p) for p in _store_paths(runs)],
             **({"labels": str(labels)} if isinstance(labels, (str, Path)) else {}),
             **({"held_out": held_out} if held_out else {}),
         }

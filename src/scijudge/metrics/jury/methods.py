@@ -14,7 +14,7 @@ import pandas as pd
 
 from scijudge.errors import InputError
 from scijudge.metrics.jury.members import absent_text
-from scijudge.metrics.jury.scales import Scale
+from scijudge.spec.scales import Scale
 
 FITS = ("inverse_mse", "ridge")
 

@@ -3,110 +3,37 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 import pandas as pd
 
-from scijudge.errors import InputError, ScijudgeError
-
-
-class Scale(NamedTuple):
-    lo: float
-    hi: float
-    step: float
-    continuous: bool = False
-
-    @property
-    def grid(self) -> tuple[float, float, float]:
-        return (self.lo, self.hi, self.step)
-
-    def text(self) -> str:
-        return f"{self.lo:g}..{self.hi:g} step {self.step:g}" + (" (continuous)" if self.continuous else "")
-
-    def meta(self, continuous: bool | None = None) -> str:
-        """The store-meta form calibrate reads: 'lo,hi,step' or 'lo,hi,step,continuous'."""
-        cont = self.continuous if continuous is None else continuous
-        return f"{self.lo:g},{self.hi:g},{self.step:g}" + (",continuous" if cont else "")
-
-    def on_grid(self, value: float) -> bool:
-        k = round((value - self.lo) / self.step)
-        return self.lo - 1e-9 <= value <= self.hi + 1e-9 and abs(self.lo + k * self.step - value) < 1e-6
-
-    def categories(self) -> list[float]:
-        n = int(round((self.hi - self.lo) / self.step))
-        return [round(self.lo + i * self.step, 9) for i in range(n + 1)]
-
-
-def parse_scale(value: Any, where: str = "") -> Scale:
-    """'lo,hi,step[,continuous]' (or ':' separated), a tuple or a Scale."""
-    if isinstance(value, Scale):
-        return value
-    parts = [p.strip() for p in value.replace(":", ",").split(",")] if isinstance(value, str) else list(value)
-    continuous = len(parts) == 4 and str(parts[3]).strip().lower() in ("continuous", "true")
-    who = f" for {where}" if where else ""
-    if len(parts) != 3 and not continuous:
-        raise InputError(f"scale{who} must be 'lo,hi,step' or 'lo,hi,step,continuous', got {value!r}", field="scale")
-    try:
-        lo, hi, step = float(parts[0]), float(parts[1]), float(parts[2])
-    except (TypeError, ValueError):
-        raise InputError(f"scale{who} must hold numbers, got {value!r}", field="scale") from None
-    if not hi > lo or not step > 0:
-        raise InputError(f"scale{who} needs lo < hi and step > 0, got {value!r}", field="scale")
-    return Scale(lo, hi, step, continuous)
-
-
-def _spec_scales() -> dict[str, Scale]:
-    """Shipped specs by content hash -> the run-store score scale of each (the same rule calibrate uses)."""
-    try:
-        from scijudge.spec.judge_spec import list_specs
-        from scijudge.vocab import score_scale_of
-
-        out: dict[str, Scale] = {}
-        for spec in list_specs(include_steps=True):
-            if getattr(spec, "scale", None) is not None:
-                lo, hi, step = (float(x) for x in score_scale_of(spec))
-                out[spec.spec_hash()] = Scale(lo, hi, step)
-        return out
-    except (ScijudgeError, ImportError):
-        return {}
-
-
-def _family_scale(family: str) -> Scale | None:
-    from scijudge.spec.families import find_family
-
-    found = find_family(family) if family else None
-    if found is None:
-        return None
-    lo, hi, step = (float(x) for x in found.score_scale)
-    return Scale(lo, hi, step, getattr(found, "track", "") == "continuous")
+from scijudge.errors import InputError
+from scijudge.spec.scales import Scale, family_scale, recorded_scale, spec_scale, specs_by_hash
 
 
 def member_scales(sel: pd.DataFrame, given: Any, stored: Mapping[str, Mapping[str, Any]]) -> dict[tuple[str, str], Scale | None]:
     """The scale of each (member, judge): ``given`` (one scale, or ``{member | judge: scale}``), else the scale
     stored in the member's run store meta, else the shipped spec whose hash the rows record, else the family's
     (None when nothing says)."""
-    by_hash: dict[str, Scale] | None = None
+    by_hash: dict[str, Any] | None = None
     out: dict[tuple[str, str], Scale | None] = {}
     for (member, judge), rows in sel.groupby(["member", "judge"], sort=True):
         found: Scale | None = None
         if given is not None and not isinstance(given, Mapping):
-            found = parse_scale(given)
+            found = Scale.parse(given)
         elif isinstance(given, Mapping) and (member in given or judge in given):
             key = member if member in given else judge
-            found = parse_scale(given[key], repr(key))
-        if found is None:
-            for source in rows["source"].unique():
-                text = (stored.get(source) or {}).get(judge)
-                if text is not None:
-                    found = parse_scale(text, f"judge {judge!r} in {source}")
-                    break
+            found = Scale.parse(given[key], repr(key))
+        if found is None:  # the one rule: the member's stores agree on the judge's grid, or are refused
+            found = recorded_scale(str(judge), {source: (stored.get(source) or {}).get(judge)
+                                                for source in rows["source"].unique()})
         if found is None:
             if by_hash is None:
-                by_hash = _spec_scales()
-            hits = {by_hash[h] for h in rows["spec_hash"].unique() if h in by_hash}
+                by_hash = specs_by_hash()
+            hits = {s for s in (spec_scale(by_hash[h]) for h in rows["spec_hash"].unique() if h in by_hash) if s}
             found = hits.pop() if len(hits) == 1 else None
         if found is None:
-            found = _family_scale(str(rows["family"].iloc[0]))
+            found = family_scale(str(rows["family"].iloc[0]))
         out[(str(member), str(judge))] = found
     return out
 
@@ -135,7 +62,7 @@ def apply_maps(sel: pd.DataFrame, scales: dict[tuple[str, str], Scale | None],
                 sel.loc[mask, "score"] = sel.loc[mask, "score"].map(lambda s, t=table: t.get(s, s))
                 scales[(m, judge)] = None  # checked against the jury's scale by the range check
                 continue
-            dst = parse_scale(target, f"member {member!r}")
+            dst = Scale.parse(target, f"member {member!r}")
             if src is None:
                 raise InputError(f"member {member!r}, judge {judge!r}: its own scale is unknown, so it cannot be mapped; "
                                  f"declare it with --scale '{member}=lo,hi,step'", field="map-scale")

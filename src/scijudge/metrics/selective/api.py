@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from scijudge.errors import InputError
-from scijudge.metrics.jury.api import read_runs
+from scijudge.metrics.frames import Judgments
 from scijudge.metrics.jury.members import Member, members_of_judge, select_members
 from scijudge.metrics.selective.fst import SPLITS, cascade_core, clopper_pearson
 from scijudge.run.cascade import Threshold, unit_confidence
@@ -184,8 +184,7 @@ def cascade(judgments: Any, labels: Any, *, members: Sequence[str | Member], tar
     Decision rule: module docstring and ``scijudge.metrics.selective.fst``.
     """
     _check(target, risk, tolerance, name, split, confidence, fit_share)
-    frame, _ = read_runs(judgments)
-    sel, specs = select_members(frame, members, minimum=1)
+    sel, specs = select_members(Judgments.read(judgments).frame, members, minimum=1)
     sel = _with_confidence(sel, specs, confidence)
     targets = label_targets(labels).set_index(["item_id", "judge", "part"])
     lab = targets.reindex(pd.MultiIndex.from_arrays([sel["item_id"], sel["judge"], sel["part"]]))
