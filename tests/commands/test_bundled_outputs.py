@@ -1,8 +1,8 @@
 """Every number and file of the bundled examples stays what it was: the regression net of the read-side refactor.
 
 The golden file ``tests/data/bundled_outputs.json.gz`` was recorded by the code as it stood BEFORE the one
-``Judgments`` value, ``Scale`` and labels coercion replaced the per-command readers (main at 87b7a6b, 2026-12-06):
-it is that code's output, not a number this code computed. The commands are the examples of the help texts and
+``Judgments`` value, ``Scale`` and labels coercion replaced the per-command readers (main at 394f4ee, 2026-12-06,
+which includes that day's estimate changes): it is that code's output, not a number this code computed. The commands are the examples of the help texts and
 of ``datasets/jury_example/CARD.md`` on the bundled data (copied into a fresh folder) -- import the panel, a majority jury of its three
 judges, calibrate (the panel; the panel beside the jury), estimate (the panel; the panel and the jury), the
 cascade over the jury, drift between the panel and its rerun -- with relative paths.
