@@ -1,11 +1,12 @@
 """Every number and file of the bundled examples stays what it was: the regression net of the read-side refactor.
 
 The golden file ``tests/data/bundled_outputs.json.gz`` was recorded by the code as it stood BEFORE the one
-``Judgments`` value, ``Scale`` and labels coercion replaced the per-command readers (main at 394f4ee, 2026-12-06,
-which includes that day's estimate changes): it is that code's output, not a number this code computed. The commands are the examples of the help texts and
-of ``datasets/jury_example/CARD.md`` on the bundled data (copied into a fresh folder) -- import the panel, a majority jury of its three
-judges, calibrate (the panel; the panel beside the jury), estimate (the panel; the panel and the jury), the
-cascade over the jury, drift between the panel and its rerun -- with relative paths.
+``Judgments`` value, ``Scale`` and labels coercion replaced the per-command readers (main at 7316e13, 2026-12-06,
+which includes that day's estimate and cascade changes): it is that code's output, not a number this code
+computed. The commands are the examples of the help texts and of ``datasets/jury_example/CARD.md`` on the bundled
+data (copied into a fresh folder) -- import the panel, a majority jury of its three judges, calibrate (the panel;
+the panel beside the jury), estimate (the panel; the panel and the jury), the cascade over the jury, drift between
+the panel and its rerun -- with relative paths.
 
 Compared: each command's printed output and exit code, every file it writes (CSV and JSON verbatim, except
 report.json's ``generated_at``; HTML by its SHA-256, its numbers being those of the JSON and CSV beside it), and
