@@ -31,6 +31,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--latency", type=float, default=0.1)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--executor", choices=("auto", "threads", "async"), default="auto",
+                        help="auto: what `scijudge judge` picks (asyncio from concurrency 64 up)")
     args = parser.parse_args()
     cache_dir = fresh_dspy_cache()
 
@@ -38,35 +40,45 @@ def main() -> None:
 
     from scijudge import Judge, Run, get_spec, judge_items, make_lm
     from scijudge.chain.cache import queued
+    from scijudge.run.aio import AUTO_THRESHOLD
 
     spec = get_spec(os.environ.get("BENCH_SPEC", "yescieval.qa.correctness"))
     ideal = args.concurrency / args.latency
+    executor = args.executor if args.executor != "auto" else \
+        "async" if args.concurrency >= AUTO_THRESHOLD else "threads"
     rates: dict[str, list[float]] = {"cache on": [], "no-cache": []}
+    cpus: dict[str, list[float]] = {"cache on": [], "no-cache": []}
     print(f"DSPy cache folder {cache_dir}; {args.judgments} judgments per round, concurrency {args.concurrency}, "
-          f"latency {args.latency * 1000:.0f} ms, ideal {ideal:.0f}/s; load average {os.getloadavg()[0]:.1f}")
+          f"latency {args.latency * 1000:.0f} ms, ideal {ideal:.0f}/s, {executor} executor; load average "
+          f"{os.getloadavg()[0]:.1f}")
     print(f"{'round':>5} {'mode':>9} {'j/s':>8} {'ratio to ideal':>14} {'cpu ms/j':>9}")
     with ServerProcess(args.latency) as server, tempfile.TemporaryDirectory() as tmp:
         judges = {mode: Judge(spec, lm=make_lm("openai/judge", api_base=server.url, cache=mode == "cache on"))
                   for mode in rates}
         for mode, judge in judges.items():  # warm clients and connection pools
-            judge_items(make_items(f"warm-{mode}", 8), [judge], concurrency=8)
+            judge_items(make_items(f"warm-{mode}", 8), [judge], concurrency=8, executor=executor)
         for round_ in range(args.rounds):
             for mode in (("no-cache", "cache on") if round_ % 2 == 0 else ("cache on", "no-cache")):
                 items = make_items(f"r{round_}-{mode}", args.judgments)
                 with Run(Path(tmp) / f"r{round_}-{mode}.sqlite") as run:
                     cpu0, wall0 = time.process_time(), time.perf_counter()
-                    summary = judge_items(items, [judges[mode]], run, concurrency=args.concurrency)
+                    summary = judge_items(items, [judges[mode]], run, concurrency=args.concurrency,
+                                          executor=executor)
                     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
                 assert summary.ok == args.judgments, summary
                 assert queued() == 0  # judge_items returned only after the cache entries were on disk
                 rate = args.judgments / wall
                 rates[mode].append(rate)
+                cpus[mode].append(1000 * cpu / args.judgments)
                 print(f"{round_ + 1:>5} {mode:>9} {rate:>8.1f} {rate / ideal:>14.2f} {1000 * cpu / args.judgments:>9.2f}",
                       flush=True)
     on, off = statistics.median(rates["cache on"]), statistics.median(rates["no-cache"])
     print(f"median: cache on {on:.1f}/s ({on / ideal:.2f} of ideal), no-cache {off:.1f}/s ({off / ideal:.2f} of ideal)")
     print(f"ratio cache on / no-cache = {on / off:.2f}  (goal >= 0.90); per round: "
           + ", ".join(f"{a / b:.2f}" for a, b in zip(rates["cache on"], rates["no-cache"])))
+    cpu_on, cpu_off = statistics.median(cpus["cache on"]), statistics.median(cpus["no-cache"])
+    print(f"CPU ms per judgment: cache on {cpu_on:.2f}, no-cache {cpu_off:.2f}: the cache adds {cpu_on - cpu_off:.2f} ms "
+          f"({cpu_on / cpu_off - 1:+.0%}); load average at end {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ import dspy
 import pytest
 
 from scijudge.chain import cache
-from scijudge.lm import _dspy_compat
 
 
 def _key(i: int) -> dict:
@@ -31,13 +30,13 @@ def disk_only_cache(tmp_path):
 
 def test_sixty_four_threads_read_their_writes_and_only_one_thread_writes(disk_only_cache, monkeypatch):
     writers: set[str] = set()
-    real_put = _dspy_compat.cache_put
+    real_write = cache._write
 
-    def watched_put(key, value):
+    def watched_write(entries):
         writers.add(threading.current_thread().name)
-        real_put(key, value)
+        real_write(entries)
 
-    monkeypatch.setattr(_dspy_compat, "cache_put", watched_put)
+    monkeypatch.setattr(cache, "_write", watched_write)
 
     def write_then_read(i: int) -> str | None:
         cache.store_response(_key(i), _reply(i))
@@ -64,10 +63,64 @@ def test_flushed_entries_are_on_disk_for_a_new_cache(disk_only_cache):
 
 
 def test_an_unwritable_cache_loses_no_judgment_and_flush_returns(disk_only_cache, monkeypatch):
-    def broken(key, value):
+    def broken(entries):
         raise OSError("disk full")
 
-    monkeypatch.setattr(_dspy_compat, "cache_put", broken)
+    monkeypatch.setattr(cache, "_write", broken)
     cache.store_response(_key(1), _reply(1))
     assert cache.flush(timeout=10) is True  # the failed write leaves the queue
     assert cache.cached_response(_key(1)) is None  # and is simply a miss
+
+
+def test_a_key_is_hashed_as_dspy_hashes_it_so_earlier_entries_are_found(tmp_path):
+    """Entries written through ``dspy.cache.put`` (earlier releases) are found under the digest computed once."""
+    from dspy import lm15
+
+    from scijudge import make_lm
+
+    dspy.configure_cache(enable_disk_cache=True, enable_memory_cache=False, disk_cache_dir=str(tmp_path / "dspy"))
+    lm = make_lm("openai/judge", api_base="http://127.0.0.1:1/v1")
+    request = lm15.Request(model="judge", messages=(lm15.Message.user("Rate this: 4 < 5 – ü"),), system="Be brief.",
+                           config=lm15.Config(temperature=0.0, max_tokens=64, response_format={"type": "json_object"}))
+    key = cache.cache_key(lm, request)
+    assert key.digest == dspy.cache.cache_key(key.data)
+    dspy.cache.put(key.data, {"version": cache._CACHE_VERSION, "text": "{}", "finish_reason": "stop", "logprobs": None})
+    for here in (False, True):
+        hit = cache.cached_response(key, here=here)
+        assert hit is not None and hit.text == "{}"
+    cache.flush()
+
+
+def test_an_event_loop_reads_the_disk_itself_and_threads_through_the_cache_thread(disk_only_cache, monkeypatch):
+    readers: list[str] = []
+    real_read = cache._read
+
+    def watched_read(key, *, disk=True):
+        if disk:
+            readers.append(threading.current_thread().name)
+        return real_read(key, disk=disk)
+
+    monkeypatch.setattr(cache, "_read", watched_read)
+    assert cache.cached_response(_key(7), here=True) is None
+    assert cache.cached_response(_key(8)) is None
+    assert readers == [threading.current_thread().name, "scijudge-cache"]
+
+
+def test_a_cache_of_another_class_is_used_through_its_get_and_put(monkeypatch):
+    class Plain:
+        def __init__(self):
+            self.data = {}
+
+        def get(self, key):
+            return self.data.get(repr(key))
+
+        def put(self, key, value):
+            self.data[repr(key)] = value
+
+    plain = Plain()
+    monkeypatch.setattr(dspy, "cache", plain)
+    cache.store_response(_key(3), _reply(3))
+    assert cache.flush(timeout=10) is True
+    assert [v["text"] for v in plain.data.values()] == ["answer 3"]
+    assert cache.cached_response(_key(3), here=True).text == "answer 3"
+    assert cache.cached_response(_key(4)) is None

@@ -1,22 +1,29 @@
 """scijudge's own entries in DSPy's response cache: validated answers only, keyed with the endpoint.
 
 The chain calls the LM with DSPy's cache off (DSPy would store any reply, including one that does not
-parse, and key it without ``api_base``), and writes here only after an answer parsed and validated. Every access
+parse, and key it without ``api_base``), and writes here only after an answer parsed and validated. Every write
 to the on-disk cache goes through one thread of the process (``_CacheThread``): 64 judging threads writing to
-diskcache themselves halved throughput on its SQLite write lock.
+diskcache themselves halved throughput on its SQLite write lock. A key is hashed once per request, and an event
+loop reads the cache without waiting for another thread (``benchmarks/bench_cli.py`` measures the cost).
 """
 
 from __future__ import annotations
 
 import atexit
 import collections
+import hashlib
 import json
 import os
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from scijudge.lm import _dspy_compat
+
+try:
+    import orjson
+except ImportError:  # pragma: no cover - orjson comes with DSPy
+    orjson = None  # type: ignore[assignment]
 
 
 def logprobs_as_dicts(logprobs: Any) -> list[dict[str, Any]] | None:
@@ -32,13 +39,32 @@ def logprobs_as_dicts(logprobs: Any) -> list[dict[str, Any]] | None:
 _CACHE_VERSION = "scijudge.chain/1"
 
 
-def cache_key(lm: Any, request: Any) -> dict[str, Any]:
+class CacheKey(NamedTuple):
+    """A response-cache key: the plain data DSPy's cache is keyed by and its digest, hashed once per request as
+    DSPy's ``Cache.cache_key`` hashes it (so entries written by earlier releases through ``dspy.cache.put`` are
+    found)."""
+
+    data: dict[str, Any]
+    digest: str
+
+
+def cache_key(lm: Any, request: Any) -> CacheKey:
     from scijudge.records import endpoint_of
 
     # rollout_id: optimizers resample with lm.copy(rollout_id=...); each rollout is a separate entry, as in DSPy.
-    return {"_fn_identifier": _CACHE_VERSION, "endpoint": endpoint_of(lm),
-            "rollout_id": (getattr(lm, "kwargs", None) or {}).get("rollout_id"),
-            "request": _dspy_compat.request_as_dict(request)}
+    return _as_key({"_fn_identifier": _CACHE_VERSION, "endpoint": endpoint_of(lm),
+                    "rollout_id": (getattr(lm, "kwargs", None) or {}).get("rollout_id"),
+                    "request": _dspy_compat.request_as_dict(request)})
+
+
+def _as_key(key: CacheKey | dict[str, Any]) -> CacheKey:
+    if isinstance(key, CacheKey):
+        return key
+    try:  # DSPy's Cache.cache_key for plain JSON data (its value transform leaves such data as it is)
+        encoded = orjson.dumps(key, option=orjson.OPT_SORT_KEYS)
+    except (AttributeError, TypeError):  # no orjson, or a value it does not take
+        encoded = json.dumps(key, sort_keys=True, default=str, separators=(",", ":")).encode()
+    return CacheKey(key, hashlib.sha256(encoded).hexdigest())
 
 
 @dataclass
@@ -48,20 +74,88 @@ class _CachedResponse:
     logprobs: Any = None
 
 
-class _CacheThread:
-    """One thread owns every access to DSPy's response cache, so the judging threads never wait on diskcache's
-    SQLite write lock (SQLite's busy handler sleeps 1, 2, 5 ... 100 ms under contention) nor open a SQLite
-    connection per thread and shard.
+def _read(key: CacheKey, *, disk: bool = True) -> Any:
+    """An entry of DSPy's response cache: its memory layer, then (``disk``) its disk layer; an unreadable entry is
+    a miss. DSPy's own cache class is read directly under the key's digest, any other through its ``get``."""
+    layers = _dspy_compat.cache_layers()
+    if layers is None:
+        return dspy_cache().get(key.data) if disk else None
+    memory, on_disk, lock = layers
+    try:
+        if memory is not None:
+            with lock:
+                hit = memory.get(key.digest)
+            if hit is not None or not disk or on_disk is None:
+                return hit
+        if not disk or on_disk is None:
+            return None
+        hit = on_disk.get(key.digest)
+    except Exception:  # an unreadable entry (or cache) is a miss
+        return None
+    if hit is not None and memory is not None:
+        with lock:
+            memory[key.digest] = hit
+    return hit
 
-    Writes are queued and return at once; reads are served before queued writes. An entry this process wrote is
-    visible to it at once (``pending``, read-your-writes) and leaves ``pending`` once it is on disk; ``flush``
-    waits until everything queued is written (the end of a run, Ctrl-C, exit). Entries still queued when the
-    process is killed are lost: cache entries only, never a judgment (the run store is written elsewhere).
+
+def _write(entries: list[tuple[CacheKey, Any]]) -> None:
+    """Store entries in both layers of DSPy's response cache, where ``_read`` finds them (the cache thread only):
+    the disk layer in one transaction, a commit per batch rather than per entry (SQLite writes every commit's
+    pages to its log: 0.1-0.2 ms of CPU per entry, twice that beside a reader, measured in ``bench_cli.py``)."""
+    layers = _dspy_compat.cache_layers()
+    if layers is None:
+        for key, value in entries:
+            dspy_cache().put(key.data, value)
+        return
+    memory, on_disk, lock = layers
+    if memory is not None:
+        with lock:
+            for key, value in entries:
+                memory[key.digest] = value
+    if on_disk is None:
+        return
+    try:
+        with on_disk.transact(retry=True):
+            for key, value in entries:
+                on_disk.set(key.digest, value)
+    except Exception:  # the batch was rolled back: each entry on its own, so that one bad entry costs only itself
+        for key, value in entries:
+            try:
+                on_disk.set(key.digest, value)
+            except Exception:
+                pass
+
+
+def dspy_cache() -> Any:
+    import dspy
+
+    return dspy.cache
+
+
+GATHER_S = 0.2
+"""How long the cache thread lets writes gather after the first of a batch (each batch is one transaction)."""
+MAX_BATCH = 512
+
+
+class _CacheThread:
+    """One thread writes every entry of DSPy's response cache, so the judging threads never wait on diskcache's
+    SQLite write lock (SQLite's busy handler sleeps 1, 2, 5 ... 100 ms under contention) nor open a SQLite
+    connection per thread and shard; judging threads' reads of the disk layer go through it too. An event loop
+    reads the disk layer itself (``cached_response(..., here=True)``: a read is about 10 us of SQLite, while
+    waiting for this thread to be scheduled stalls every task of the loop, for milliseconds on a busy machine).
+
+    Writes are queued and return at once; they gather for ``GATHER_S`` and are written in one transaction; reads
+    are served first. An entry this process wrote is visible to it at once (``pending``, read-your-writes) and
+    leaves ``pending`` once it is on disk; ``flush`` waits until everything queued is written (the end of a run,
+    Ctrl-C, exit). Entries still queued when the process is killed are lost: cache entries only, never a judgment
+    (the run store is written elsewhere).
     """
 
     def __init__(self) -> None:
-        self._jobs: collections.deque[tuple[str, Any, Any]] = collections.deque()
+        self._reads: collections.deque[tuple[CacheKey, list[Any], threading.Event]] = collections.deque()
+        self._writes: list[tuple[CacheKey, dict[str, Any]]] = []
         self._pending: dict[str, dict[str, Any]] = {}
+        self._flushing = 0
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._idle = threading.Condition(self._lock)
@@ -70,55 +164,68 @@ class _CacheThread:
 
     def _ensure_thread(self) -> None:  # called with the lock held
         if self._pid != os.getpid():  # a forked child: the parent's thread and queue are not ours
-            self._jobs.clear()
+            self._reads.clear()
+            self._writes.clear()
             self._pending.clear()
-            self._thread, self._pid = None, os.getpid()
+            self._thread, self._pid, self._flushing = None, os.getpid(), 0
         if self._thread is None or not self._thread.is_alive():
             self._thread = threading.Thread(target=self._serve, daemon=True, name="scijudge-cache")
             self._thread.start()
 
-    def get(self, ident: str, key: dict[str, Any]) -> Any:
+    def get(self, key: CacheKey, *, here: bool = False) -> Any:
+        with self._lock:
+            entry = self._pending.get(key.digest)
+            if entry is not None and self._pid == os.getpid():
+                return entry
+        if here:
+            return _read(key)
+        hit = _read(key, disk=False)  # the memory layer: a dict look-up, on the caller's thread
+        if hit is not None:
+            return hit
         box: list[Any] = []
         done = threading.Event()
         with self._lock:
-            entry = self._pending.get(ident)
-            if entry is not None and self._pid == os.getpid():
-                return entry
             self._ensure_thread()
-            self._jobs.appendleft(("get", key, (box, done)))  # reads jump the queue of writes
+            self._reads.append((key, box, done))
             self._wake.notify()
         done.wait()
         return box[0] if box else None
 
-    def put(self, ident: str, key: dict[str, Any], value: dict[str, Any]) -> None:
+    def put(self, key: CacheKey, value: dict[str, Any]) -> None:
         with self._lock:
             self._ensure_thread()
-            self._pending[ident] = value
-            self._jobs.append(("put", key, (ident, value)))
-            self._wake.notify()
+            self._pending[key.digest] = value
+            self._writes.append((key, value))
+            if len(self._writes) == 1:  # the first of a batch; the rest gather without waking the thread
+                self._wake.notify()
+
+    def _next(self) -> tuple[list[Any], list[tuple[CacheKey, dict[str, Any]]]]:
+        """Wait for work; return the queued reads and (once gathered, or at once for a flush) a batch of writes."""
+        with self._lock:
+            while not self._reads and not self._writes:
+                self._wake.wait()
+            if not self._reads and not self._flushing and len(self._writes) < MAX_BATCH:
+                self._wake.wait(GATHER_S)  # woken early by a read, a flush or a full batch
+            reads, self._reads = list(self._reads), collections.deque()
+            writes, self._writes = self._writes[:MAX_BATCH], self._writes[MAX_BATCH:]
+            return reads, writes
 
     def _serve(self) -> None:
         while True:
-            with self._lock:
-                while not self._jobs:
-                    self._wake.wait()
-                kind, key, extra = self._jobs.popleft()
-            if kind == "get":
-                box, done = extra
-                try:
-                    box.append(_dspy_compat.cache_get(key))
-                except Exception:  # an unreadable cache is a miss
-                    pass
+            reads, writes = self._next()
+            for key, box, done in reads:
+                box.append(_read(key))
                 done.set()
+            if not writes:
                 continue
-            ident, value = extra
             try:
-                _dspy_compat.cache_put(key, value)
+                _write(writes)
             except Exception:  # a cache that cannot be written is only a cache: the judgment is stored anyway
                 pass
             with self._lock:
-                if self._pending.get(ident) is value:
-                    del self._pending[ident]
+                for key, value in writes:
+                    if self._pending.get(key.digest) is value:
+                        del self._pending[key.digest]
                 if not self._pending:
                     self._idle.notify_all()
 
@@ -132,7 +239,12 @@ class _CacheThread:
         with self._lock:
             if self._pid != os.getpid():
                 return True
-            return self._idle.wait_for(lambda: not self._pending, timeout=timeout)
+            self._flushing += 1
+            self._wake.notify()
+            try:
+                return self._idle.wait_for(lambda: not self._pending, timeout=timeout)
+            finally:
+                self._flushing -= 1
 
 
 _CACHE = _CacheThread()
@@ -149,22 +261,20 @@ def queued() -> int:
     return _CACHE.queued()
 
 
-def _ident(key: dict[str, Any]) -> str:
-    return json.dumps(key, sort_keys=True, default=str, separators=(",", ":"))
-
-
-def cached_response(key: dict[str, Any]) -> _CachedResponse | None:
-    entry = _CACHE.get(_ident(key), key)
+def cached_response(key: CacheKey | dict[str, Any], *, here: bool = False) -> _CachedResponse | None:
+    """The validated answer cached under ``key``, or None. ``here``: read the disk layer on this thread (an event
+    loop's), not through the cache thread."""
+    entry = _CACHE.get(_as_key(key), here=here)
     if not isinstance(entry, dict) or entry.get("version") != _CACHE_VERSION:
         return None
     return _CachedResponse(entry["text"], entry.get("finish_reason"), _logprobs_from_dicts(entry.get("logprobs")))
 
 
-def store_response(key: dict[str, Any], response: Any) -> None:
+def store_response(key: CacheKey | dict[str, Any], response: Any) -> None:
     """Queue a validated answer for DSPy's cache (written by the cache thread; visible to this process at once)."""
-    _CACHE.put(_ident(key), key, {"version": _CACHE_VERSION, "text": response.text or "",
-                                   "finish_reason": response.finish_reason,
-                                   "logprobs": logprobs_as_dicts(response.logprobs)})
+    _CACHE.put(_as_key(key), {"version": _CACHE_VERSION, "text": response.text or "",
+                              "finish_reason": response.finish_reason,
+                              "logprobs": logprobs_as_dicts(response.logprobs)})
 
 
 @dataclass

@@ -30,10 +30,10 @@ from typing import Any, Literal
 from scijudge.chain import faults
 from scijudge.chain.cache import logprobs_as_dicts
 from scijudge.chain.cache import cache_key as _cache_key
-from scijudge.chain.cache import cached_response as _cached_response
 from scijudge.chain.cache import store_response as _store_response
 from scijudge.chain.steps import (  # noqa: F401 - _call_with_deadline and RequestDeadline stay importable here
     Call,
+    Lookup,
     RequestDeadline,
     Sleep,
     Steps,
@@ -315,7 +315,7 @@ class StructuredChain(JSONAdapter):  # DSPy's adapter class, looked up at run ti
                         config = self._lm15_config(strategy, output_type, temperature, max_tokens)
                         request = lm15.Request(model=lm.model, messages=chat, system=system, config=config)
                         key = _cache_key(lm, request) if use_cache else None
-                        response = _cached_response(key) if key is not None else None
+                        response = (yield Lookup(key)) if key is not None else None
                         if response is not None:
                             notify = getattr(lm, "scijudge_cache_hit", None)
                             if callable(notify):  # e.g. an optimization budget counts cache hits as calls

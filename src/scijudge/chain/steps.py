@@ -1,10 +1,10 @@
 """The chain's requests and waits as steps, and the two drivers that run them.
 
-The chain's logic (``StructuredChain._run_steps``) is a generator that yields a ``Call`` (send this request)
-or a ``Sleep`` (a backoff, a rate-limit pause) and gets the response, or the LM's error, back. ``drive`` runs
-the steps blocking, in the caller's thread (the thread and process executors, optimizers); ``adrive`` awaits
-them on an event loop through DSPy's async LM call (the asyncio executor). One copy of every fallback, retry
-and fault rule; two ways to wait.
+The chain's logic (``StructuredChain._run_steps``) is a generator that yields a ``Call`` (send this request),
+a ``Lookup`` (read the response cache) or a ``Sleep`` (a backoff, a rate-limit pause) and gets the response,
+or the LM's error, back. ``drive`` runs the steps blocking, in the caller's thread (the thread and process
+executors, optimizers); ``adrive`` awaits them on an event loop through DSPy's async LM call (the asyncio
+executor). One copy of every fallback, retry and fault rule; two ways to wait.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
+from scijudge.chain.cache import cached_response
+
 
 @dataclass(frozen=True)
 class Call:
@@ -25,6 +27,14 @@ class Call:
     lm: Any
     request: Any
     deadline: float | None
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """A step of the chain: the validated answer in the response cache under ``key``, or None. Blocking drivers
+    read through the cache thread; an event loop reads on the loop (no wait for another thread)."""
+
+    key: Any
 
 
 @dataclass(frozen=True)
@@ -53,6 +63,8 @@ def drive(steps: Steps) -> Any:
         try:
             if isinstance(step, Call):
                 value = _call_with_deadline(step.lm, step.request, step.deadline)
+            elif isinstance(step, Lookup):
+                value = cached_response(step.key)
             else:
                 time.sleep(step.seconds)
         except Exception as exc:
@@ -76,6 +88,8 @@ async def adrive(steps: Steps) -> Any:
             try:
                 if isinstance(step, Call):
                     value = await _acall_with_deadline(step.lm, step.request, step.deadline)
+                elif isinstance(step, Lookup):
+                    value = cached_response(step.key, here=True)
                 else:
                     await asyncio.sleep(step.seconds)
             except Exception as exc:

@@ -191,10 +191,11 @@ def check() -> list[str]:
         problems.append("dspy.clients.model_metadata.model_info(provider, model, *, namespaces) changed")
     if not callable(getattr(model_metadata, "rate", None)):
         problems.append("dspy.clients.model_metadata.rate is gone")
-    import dspy
+    from dspy.clients.cache import Cache
 
-    if not all(callable(getattr(dspy.cache, name, None)) for name in ("get", "put")):
-        problems.append("dspy.cache.get/put are gone")
+    fresh = Cache(enable_disk_cache=False, enable_memory_cache=True, disk_cache_dir=None)
+    if not all(hasattr(fresh, n) for n in ("get", "put", "cache_key", "memory_cache", "disk_cache", "_lock")):
+        problems.append("dspy.clients.cache.Cache changed (cache_layers reads its layers)")
     problems.extend(_check_engines_and_batches())
     try:  # short_answer_request filters this warning by its logger and text; memoise_route_lookup wraps the
         # resolve that pricing imports at call time
@@ -308,17 +309,17 @@ def request_as_dict(request: Any) -> dict[str, Any]:
     return request_to_dict(request)
 
 
-def cache_get(key: dict[str, Any]) -> Any:
-    """An entry of DSPy's response cache (memory and disk, as configured), or None."""
+def cache_layers() -> tuple[Any, Any, Any] | None:
+    """(memory layer, disk layer, lock) of DSPy's own ``Cache`` (a layer that is off: None) for a caller that hashes
+    a key once, as ``Cache.cache_key`` does, and reads the layers itself; None for a cache of another class."""
     import dspy
+    from dspy.clients.cache import Cache
 
-    return dspy.cache.get(key)
-
-
-def cache_put(key: dict[str, Any], value: Any) -> None:
-    import dspy
-
-    dspy.cache.put(key, value)
+    cache = dspy.cache
+    if type(cache) is not Cache:
+        return None
+    return (cache.memory_cache if cache.enable_memory_cache else None,
+            cache.disk_cache if cache.enable_disk_cache else None, cache._lock)
 
 
 def estimate_cost(response: Any, provider: str | None, model: str) -> Any:

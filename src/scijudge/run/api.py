@@ -147,6 +147,9 @@ def judge_items(items: Sequence[Item], judges: Sequence[Any], store: Run | None 
             _refuse_batched(store, tasks)
         life = Lifecycle(store, summary, stop=stop, grace=grace, breaker=breaker, on_result=on_result)
         left = chosen.execute(tasks, life)
+        from scijudge.chain.cache import flush
+
+        flush(timeout=grace)  # the run's time (summary.seconds) includes writing its response-cache entries
         return life.finish(abandoned=left)
     finally:
         from scijudge.chain.cache import flush
