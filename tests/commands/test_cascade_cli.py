@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from scijudge.cli import app
+from scijudge.errors import InputError
 from scijudge.estimation.select import PICK_COLUMNS, read_picks
 from scijudge.run.store import Run
 
@@ -65,9 +66,15 @@ def test_the_help_example_writes_a_store_picks_and_thresholds(example: dict) -> 
     jury = Run(example["jury"], create=False).to_pandas().set_index(["item_id", "judge"])
     mine = ok.set_index(["item_id", "judge"])
     assert (mine["score"] == jury.loc[mine.index, "score"]).all()
-    queue = read_picks(picks)
-    assert list(pd.read_csv(picks).columns) == list(PICK_COLUMNS)
+    # the queue is per (item, judge): only the judges no member trusted for that item
+    raw = pd.read_csv(picks, dtype=str, keep_default_na=False)
+    assert list(raw.columns) == [*PICK_COLUMNS, "judge", "part"]
+    assert set(zip(raw["item_id"], raw["judge"])) == set(zip(escalated["item_id"], escalated["judge"]))
+    assert len(raw) == len(escalated) and set(raw["design"]) == {"cascade-escalation"}
+    queue = read_picks(picks, queue_ok=True)  # the viewer's labelling queue: one row per item
     assert set(queue["item_id"]) == set(escalated["item_id"]) and queue["picked"].all()
+    with pytest.raises(InputError, match="escalation queue"):
+        read_picks(picks)
     doc = json.loads(saved.read_text())
     assert doc["format"] == "scijudge-cascade/1" and doc["members"][0]["member"] == "jury:panel"
     assert doc["risk_split"] == "whole" and doc["target"] == 0.6
@@ -182,3 +189,16 @@ def test_calibrate_takes_the_selective_target_risk_and_tolerance(tmp_path: Path)
     bad = runner.invoke(app, [*base, "--selective-risk", "1.5"], env=ENV)
     assert bad.exit_code == 2 and "selective risk must be between 0 and 1" in bad.output
     assert len([ln for ln in bad.output.splitlines() if ln.strip()]) == 1
+
+
+def test_estimate_refuses_the_queue_as_picks_and_names_the_trusted_subset(example: dict) -> None:
+    runner = CliRunner()
+    base = ["estimate", "--run", str(example["out"]), "--labels", str(LABELS)]
+    refused = runner.invoke(app, [*base, "--picks", str(example["picks"])], env=ENV)
+    assert refused.exit_code == 2 and "escalation queue" in refused.output
+    assert len([ln for ln in refused.output.splitlines() if ln.strip()]) == 1, refused.output
+    ran = runner.invoke(app, base, env=ENV)
+    assert ran.exit_code == 0, ran.output
+    text = " ".join(ran.output.split())
+    assert "cascade:demo is a cascade: its judgments are the trusted subset" in text
+    assert "escalated abstain and are left out" in text

@@ -28,6 +28,17 @@ def _load_judgments(runs: list[Path], judge: list[str] | None, scale: list[str] 
     return judgments, read.scales_with(scale_mapping(judges, scale), judges)
 
 
+def _cascade_notes(judgments: Any) -> list[str]:
+    """One line per cascade store among the runs: its ok judgments are only the trusted subset."""
+    out = []
+    for model, rows in judgments[judgments["model"].astype(str).str.startswith("cascade:")].groupby("model"):
+        escalated = int(((rows["status"] == "abstained") & (rows["reason"].astype(str) == "escalated")).sum())
+        out.append(f"{model} is a cascade: its judgments are the trusted subset ({len(rows) - escalated} of "
+                   f"{len(rows)}; the {escalated} escalated abstain and are left out), so its rows estimate over the "
+                   "items the cascade trusted, not over all items")
+    return out
+
+
 def _item_maps(items: Path | None, by: str | None, pair_by: str | None) -> tuple[dict | None, dict | None]:
     if by is None and pair_by is None:
         return None, None
@@ -211,7 +222,7 @@ def estimate_cmd(
         write_estimate_html(table, out / "estimate.html", cover, needed,
                             provenance=source_text + (_MODEL_WARNING if from_model else ""))
         console.print(f"estimates written to {out / 'estimate.csv'} (conformal sets in conformal.csv)")
-    for note in units.notes or []:
+    for note in [*(units.notes or []), *_cascade_notes(judgments)]:
         console.print(f"[yellow]warning:[/] {note}", highlight=False, soft_wrap=True)
     console.print(source_text, highlight=False)
     if from_model:

@@ -339,8 +339,11 @@ def _sequential_plan(f: np.ndarray, pilot: np.ndarray, y: np.ndarray, width: flo
             "human-only": labels_to_width(float(np.std(y)), width, alpha)}
 
 
-def read_picks(path: Any) -> pd.DataFrame:
-    """A picks file written by ``scijudge select-labels`` (CSV with at least item_id, pi, picked)."""
+def read_picks(path: Any, *, queue_ok: bool = False) -> pd.DataFrame:
+    """A picks file written by ``scijudge select-labels`` (CSV with at least item_id, pi, picked). An escalation
+    queue of ``scijudge cascade --escalated`` (design ``cascade-escalation``: the items no member trusted, not a
+    sample drawn with known probabilities) is refused, or with ``queue_ok`` read as one row per item (a labelling
+    queue for the viewer)."""
     from pathlib import Path
 
     file = Path(path)
@@ -355,6 +358,12 @@ def read_picks(path: Any) -> pd.DataFrame:
         if column not in frame:
             raise InputError(f"a picks file needs columns item_id, pi, picked; {column!r} is missing", file=file,
                              field=column)
+    if "design" in frame and (frame["design"].astype(str) == "cascade-escalation").any():
+        if not queue_ok:
+            raise InputError("this is an escalation queue of `scijudge cascade --escalated` (the items no member "
+                             "trusted, not a sample drawn with known probabilities), so it cannot weight an estimate: "
+                             "label its items, then estimate without --picks", file=file, field="design")
+        frame = frame.drop_duplicates("item_id", keep="first").reset_index(drop=True)
     pi = pd.to_numeric(frame["pi"], errors="coerce")
     bad = frame.index[~((pi > 0) & (pi <= 1))]
     if len(bad):

@@ -223,7 +223,7 @@ def read_queue_picks(paths: Sequence[Path]) -> list[Pick]:
 
     seen: set[str] = set()
     for path in paths:
-        frame = read_picks(path)
+        frame = read_picks(path, queue_ok=True)  # an escalation queue of `scijudge cascade` is a queue here
         picked = frame[frame["picked"]].sort_values("pi", ascending=False, kind="stable")
         for item_id, pi in zip(picked["item_id"].astype(str), picked["pi"].astype(float)):
             if item_id not in seen:

@@ -89,20 +89,23 @@ def write_cascade(out: str | Path, result: CascadeResult, *, runs: Any = None, l
     return path
 
 
+QUEUE_DESIGN = "cascade-escalation"
+"""The ``design`` of an escalation queue: ``read_picks`` refuses it as a sampling design."""
+
+
 def escalated_picks(result: CascadeResult, columns: Sequence[str], *, seed: int = 0) -> pd.DataFrame:
-    """The escalated items in ``select-labels``' picks format: one row per item escalated for some judge, with
-    ``pi`` 1 and ``picked`` true (a queue for the labellers, not a sampling design for ``estimate --picks``);
-    ``stratum`` names the judges it was escalated for, ``uncertainty`` is 1 - its highest confidence. ``columns``:
-    ``scijudge.estimation.select.PICK_COLUMNS`` (estimation sits above metrics, so the caller passes them)."""
-    esc = result.decisions[~result.decisions["trusted"]]
-    rows = []
-    for item, g in esc.groupby("item_id", sort=True):
-        conf = g["confidence"].dropna()
-        rows.append({"item_id": str(item), "pi": 1.0, "picked": True, "stratum": ";".join(sorted(set(g["judge"]))),
-                     "uncertainty": 1.0 - float(conf.max()) if len(conf) else math.nan,
-                     "uncertainty_source": "cascade", "design": "cascade", "budget": 0, "seed": seed,
-                     "tau": math.nan})
-    frame = pd.DataFrame(rows, columns=list(columns))
+    """The escalation queue: one row per escalated (item, judge, part) -- only the judges no member trusted for
+    that item -- in ``select-labels``' picks columns plus ``judge`` and ``part``, with ``pi`` 1, ``picked`` true,
+    ``design`` ``cascade-escalation`` (a queue for the labellers, never a sampling design: ``estimate --picks``
+    refuses it), ``stratum`` the judge and ``uncertainty`` 1 - the last consulted member's confidence.
+    ``columns``: ``scijudge.estimation.select.PICK_COLUMNS`` (estimation sits above metrics, so the caller passes
+    them)."""
+    esc = result.decisions[~result.decisions["trusted"]].sort_values(["item_id", "judge", "part"], kind="stable")
+    rows = [{"item_id": str(r["item_id"]), "pi": 1.0, "picked": True, "stratum": str(r["judge"]),
+             "uncertainty": 1.0 - float(r["confidence"]) if not pd.isna(r["confidence"]) else math.nan,
+             "uncertainty_source": "cascade", "design": QUEUE_DESIGN, "budget": 0, "seed": seed, "tau": math.nan,
+             "judge": str(r["judge"]), "part": str(r["part"])} for r in esc.to_dict("records")]
+    frame = pd.DataFrame(rows, columns=[*columns, "judge", "part"])
     frame["budget"] = len(frame)
     return frame
 
