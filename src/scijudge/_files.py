@@ -121,6 +121,32 @@ def atomic_output(path: str | Path, mode: str = "w", *, encoding: str | None = "
         raise
 
 
+def csv_error(exc: Exception, file: Path, what: str) -> InputError:
+    """A CSV reader's failure (pandas' parser, an empty file, bytes that are not UTF-8) as one line in this
+    project's words, naming the line where the parser says which one."""
+    import re
+
+    text = str(exc)
+    found = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", text)
+    if found:
+        return InputError(f"expected {found[1]} cells, found {found[3]}", file=file, line=int(found[2]))
+    if isinstance(exc, UnicodeDecodeError):
+        return InputError(f"not {what}: not UTF-8 text", file=file)
+    if "No columns to parse" in text:
+        return InputError(f"not {what}: an empty file", file=file)
+    return InputError(f"not {what} (a row the CSV reader cannot split into cells)", file=file)
+
+
+def check_output_folder(folder: str | Path) -> None:
+    """Refuse, before anything is computed, an output folder that is a file (or lies under one): the same line
+    ``atomic_output`` would give once the work is done."""
+    target = Path(folder)
+    above = next((p for p in (target, *target.parents) if p.exists()), None)
+    if above is not None and not above.is_dir():
+        raise InputError(f"cannot write into {target}: {above} is a file, not a folder; choose another output "
+                         "folder", file=above)
+
+
 def write_text(path: str | Path, text: str, *, encoding: str = "utf-8") -> None:
     """``Path.write_text`` through ``atomic_output``."""
     with atomic_output(path, encoding=encoding) as handle:

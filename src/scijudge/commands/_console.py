@@ -34,6 +34,7 @@ _CLI_WORDS: tuple[tuple[str, str], ...] = (
      "pass the right --scale lo,hi,step (or lo,hi,step,continuous)"),
     ("pass scale= (--scale) or the spec (specs=)", "pass --scale or the spec file (--spec)"),
     ("or pass scale=", "or pass --scale"),
+    ("allow extra labels (allow_extra_labels=True)", "pass --allow-extra-labels to leave them out"),
 )
 
 

@@ -2,13 +2,32 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import typer
 
 from scijudge.errors import InputError
+
+
+@contextlib.contextmanager
+def _named_by_path(paths: list[Path]) -> Iterator[None]:
+    """An input error about one run (its ``source`` name in the tables: a stem) names the store by its path."""
+    from scijudge.metrics.frames import source_names
+
+    by_name = {name: str(path) for path, name in zip(paths, source_names(paths)) if name != str(path)}
+    try:
+        yield
+    except InputError as exc:
+        if exc.file not in by_name:
+            raise
+        renamed = InputError(exc.reason, file=by_name[exc.file], line=exc.line, field=exc.field)
+        renamed.exit_code = exc.exit_code
+        raise renamed from None
+
 
 _SCALE_HELP = ("Scale 'lo,hi,step' (or 'lo,hi,step,continuous') for every judge, or 'JUDGE=lo,hi,step[,continuous]'; "
                "repeatable (default: the run's stored scale, the spec matching the stored hash, or the family's).")
@@ -76,6 +95,12 @@ def calibrate_cmd(
     settle_after_imports()
     if not run:
         raise InputError("give at least one --run", field="run")
+    if n_boot < 0:
+        raise InputError(f"--n-boot must be 0 (no intervals) or more, got {n_boot}", field="n_boot")
+    if out is not None:
+        from scijudge._files import check_output_folder
+
+        check_output_folder(out)  # before anything is computed
     from scijudge.spec.judge_spec import load_spec_file
 
     # every option is checked before a label or a stored judgment is read
@@ -107,11 +132,12 @@ def calibrate_cmd(
     n_units = len(label_frame)
     with _status(console, f"calibrating {judgments['judge'].nunique()} judge(s) against {n_units} label(s), "
                           f"{n_boot} bootstrap resamples ..."):
-        result = calibrate(read.originals(), label_frame, scale=scales, n_boot=n_boot, seed=seed,
-                           allow_extra_labels=allow_extra_labels, specs=specs, tasks=task_list, run_scales=read.scales,
-                           selective=selective)
-        robust = _robustness(judgments, n_boot, seed)
-        _attach_jury_and_provenance(result, read.originals(), label_frame, list(run))
+        with _named_by_path(list(run)):
+            result = calibrate(read.originals(), label_frame, scale=scales, n_boot=n_boot, seed=seed,
+                               allow_extra_labels=allow_extra_labels, specs=specs, tasks=task_list,
+                               run_scales=read.scales, selective=selective)
+            robust = _robustness(judgments, n_boot, seed)
+            _attach_jury_and_provenance(result, read.originals(), label_frame, list(run))
     result.notes[:] = [in_cli_words(note) for note in result.notes]  # the options, not the Python keywords
     if out is not None:  # files first: a closed pipe must not lose them
         with _status(console, "writing the report ..."):

@@ -7,6 +7,8 @@ from typing import Annotated, Any
 
 import typer
 
+from scijudge.errors import InputError
+
 EXIT_INTERRUPTED = 130
 EXIT_NO_GAIN = 1
 
@@ -49,6 +51,8 @@ def distill_cmd(
 
     Example: scijudge distill --judge yescieval.qa.correctness --items datasets/yescieval_example/items.jsonl --labels datasets/yescieval_example/labels.jsonl --base hf:smollm2 --out students/correctness --epochs 2
     """
+    if n_boot < 0:
+        raise InputError(f"--n-boot must be 0 (no intervals) or more, got {n_boot}", field="n_boot")
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from scijudge.commands._console import console, out as stdout

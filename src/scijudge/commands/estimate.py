@@ -179,6 +179,10 @@ def estimate_cmd(
     if sequential and (picks is not None or compare):
         raise InputError("--sequential is for labels picked uniformly at random, one mean per (judge, model): "
                          "leave out --picks and --compare", field="picks" if picks is not None else "compare")
+    if out is not None:
+        from scijudge._files import check_output_folder
+
+        check_output_folder(out)  # before anything is computed
     if sequential and out is not None:
         from scijudge._files import refuse_overwrite
 
@@ -196,8 +200,11 @@ def estimate_cmd(
     label_frame = labels_to_frame(loaded)
     judgments, scales = _load_judgments(list(run), judge, scale)
     groups, pairs = _item_maps(items, by, pair_by)
-    units = match_units(judgments, label_frame, groups=groups, pairs=pairs, group_field=by or "group",
-                        scale=scales, estimand=human)
+    from scijudge.commands.calibrate import _named_by_path
+
+    with _named_by_path(list(run)):
+        units = match_units(judgments, label_frame, groups=groups, pairs=pairs, group_field=by or "group",
+                            scale=scales, estimand=human)
     if sequential:
         assert target_width is not None
         return _sequential_out(units, loaded, target_width, alpha, start, t_opt, out)

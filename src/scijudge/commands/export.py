@@ -35,6 +35,10 @@ def export_cmd(
 
     Example: scijudge export runs/demo.sqlite --out demo.csv   (after `scijudge demo`)
     """
+    if to != "mlflow" and (tracking_uri is not None or experiment is not None):
+        given = "--tracking-uri" if tracking_uri is not None else "--experiment"
+        raise InputError(f"{given} is for an export to MLflow: add --to mlflow (without it, the judgments are "
+                         "written to a JSONL or CSV file)", field="to")
     if to in ("jsonl", "csv"):
         format = format or to
     elif to is not None:

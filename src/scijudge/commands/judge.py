@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import typer
 from rich.markup import escape
@@ -130,60 +130,66 @@ def judge_cmd(
         from scijudge.commands import _progress
 
         _progress.quiet_local_models()  # no "Loading weights" bar, no transformers FutureWarning
-    specs = apply_blocks_and_preset(resolve_judges(judge), blocks=block or [], preset=preset)
-    if reports is not None:
-        from scijudge.importers.researchrubrics import load_checklist_items
-
-        loaded, skipped = load_checklist_items(items, reports, skip_invalid=skip_invalid, any_axis=allow_unknown_axes)
-    else:
-        loaded, skipped = load_items(items, skip_invalid=skip_invalid)
-    for s in skipped:
-        console.print(f"[yellow]skipped[/] {escape(redact(str(s)))}", highlight=False, soft_wrap=True)
-    def build(model_: str, api_base_: str | None, mode_: str, decision_score_: str, rating_probs_: bool) -> list:
-        return judges_for_run(specs, model_, lm_options=dict(api_base=api_base_, cache=cache, timeout=timeout,
-                                                             max_tokens=max_tokens),
-                              rating_probs=rating_probs_, chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens,
-                              fused=fused, layout=layout, chain_options=dict(retry_after_cap=retry_after_cap),
-                              executor=name, mode=mode_, decision_score=decision_score_)
-
-    stages: list | None = None
-    if cascade is not None:
-        from scijudge.commands._cascade import cascade_stages, judge_through
-
-        stages, seed, models = cascade_stages(cascade, build)
-        judges = stages[0].judges
-        model = ",".join(models)
-    else:
-        assert model is not None
-        judges = build(model, api_base, mode, decision_score, rating_probs)
-    options: dict = {}
-    if name == "processes":
-        options = dict(processes=processes, use_cache=cache)
-    elif name == "batch":
-        options = dict(batch_size=batch_size, poll=batch_poll, fallback=batch_fallback, on_batch=_print_batch,
-                       on_note=lambda text: console.print(f"[yellow]{escape(redact(text))}[/]", highlight=False,
-                                                          soft_wrap=True))
-    elif name == "ray":
-        options = dict(address=None if ray == "local" else ray)
-    if executor_name not in ("auto", "threads", "async"):
-        raise InputError(f"--executor must be auto, threads or async, not {executor_name!r}", field="--executor")
-    if name == "threads":
-        from scijudge.run.aio import wants_async
-
-        if executor_name == "async" or (executor_name == "auto" and wants_async(judges, concurrency)):
-            name = "async"
-    elif executor_name != "auto":
-        raise InputError(f"--executor {executor_name} runs judgments in this process; drop it with --{name}",
-                         field="--executor")
-    executor = make_executor(name, concurrency=concurrency, **options)
-    for stage_judges in [s.judges for s in stages] if stages else [judges]:
-        executor.check(stage_judges)
-    if skip_invalid and name != "ray":
-        loaded, problems = valid_items(loaded, judges)
-        for problem in problems:
-            console.print(f"[yellow]skipped[/] {escape(redact(str(problem)))}", highlight=False, soft_wrap=True)
     run_path = run or Path("runs") / f"{items.stem}.sqlite"
-    store = Run(run_path).claim_writer()
+    early = _claim_existing(run_path)  # a damaged, foreign or busy store: refused before any model loads
+    try:
+        specs = apply_blocks_and_preset(resolve_judges(judge), blocks=block or [], preset=preset)
+        if reports is not None:
+            from scijudge.importers.researchrubrics import load_checklist_items
+
+            loaded, skipped = load_checklist_items(items, reports, skip_invalid=skip_invalid, any_axis=allow_unknown_axes)
+        else:
+            loaded, skipped = load_items(items, skip_invalid=skip_invalid)
+        for s in skipped:
+            console.print(f"[yellow]skipped[/] {escape(redact(str(s)))}", highlight=False, soft_wrap=True)
+        def build(model_: str, api_base_: str | None, mode_: str, decision_score_: str, rating_probs_: bool) -> list:
+            return judges_for_run(specs, model_, lm_options=dict(api_base=api_base_, cache=cache, timeout=timeout,
+                                                                 max_tokens=max_tokens),
+                                  rating_probs=rating_probs_, chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens,
+                                  fused=fused, layout=layout, chain_options=dict(retry_after_cap=retry_after_cap),
+                                  executor=name, mode=mode_, decision_score=decision_score_)
+
+        stages: list | None = None
+        if cascade is not None:
+            from scijudge.commands._cascade import cascade_stages, judge_through
+
+            stages, seed, models = cascade_stages(cascade, build)
+            judges = stages[0].judges
+            model = ",".join(models)
+        else:
+            assert model is not None
+            judges = build(model, api_base, mode, decision_score, rating_probs)
+        options: dict = {}
+        if name == "processes":
+            options = dict(processes=processes, use_cache=cache)
+        elif name == "batch":
+            options = dict(batch_size=batch_size, poll=batch_poll, fallback=batch_fallback, on_batch=_print_batch,
+                           on_note=lambda text: console.print(f"[yellow]{escape(redact(text))}[/]", highlight=False,
+                                                              soft_wrap=True))
+        elif name == "ray":
+            options = dict(address=None if ray == "local" else ray)
+        if executor_name not in ("auto", "threads", "async"):
+            raise InputError(f"--executor must be auto, threads or async, not {executor_name!r}", field="--executor")
+        if name == "threads":
+            from scijudge.run.aio import wants_async
+
+            if executor_name == "async" or (executor_name == "auto" and wants_async(judges, concurrency)):
+                name = "async"
+        elif executor_name != "auto":
+            raise InputError(f"--executor {executor_name} runs judgments in this process; drop it with --{name}",
+                             field="--executor")
+        executor = make_executor(name, concurrency=concurrency, **options)
+        for stage_judges in [s.judges for s in stages] if stages else [judges]:
+            executor.check(stage_judges)
+        if skip_invalid and name != "ray":
+            loaded, problems = valid_items(loaded, judges)
+            for problem in problems:
+                console.print(f"[yellow]skipped[/] {escape(redact(str(problem)))}", highlight=False, soft_wrap=True)
+    except BaseException:
+        if early is not None:
+            early.close()
+        raise
+    store = early if early is not None else Run(run_path).claim_writer()
     store.set_meta(items=str(items), judges=[s.name for s in specs], model=model,
                    api_base=safe_endpoint(api_base) or None, argv=safe_argv(),
                    **({"cascade": str(cascade)} if cascade is not None else {}),
@@ -219,6 +225,19 @@ def judge_cmd(
                       f"them: {escape(resume_command())}", highlight=False, soft_wrap=True)
         exit_run(store, EXIT_INCOMPLETE)
     store.close()
+
+
+def _claim_existing(path: Path) -> Any:
+    """The existing run store at ``path`` opened to write (checked: a store, whole, ours, no other writer), or None
+    for a new one. An empty file is refused: it is not a store a user meant to resume."""
+    from scijudge.run.store import Run
+
+    if not path.exists():
+        return None
+    if path.is_file() and path.stat().st_size == 0:
+        raise InputError("an empty file, not a run store: remove it, or name a new --run path (it is created)",
+                         file=path)
+    return Run(path).claim_writer()
 
 
 def _say(text: str) -> None:

@@ -7,10 +7,22 @@ from typing import Annotated
 
 import typer
 
+from scijudge.commands._console import plural
 from scijudge.errors import InputError
 
 _ROBUSTNESS_COLUMNS = ("key", "item_id", "judge", "part", "family", "spec_hash", "model", "endpoint", "input_hash",
                        "decoding", "status", "score", "verdict", "confidence", "result", "created_at", "current")
+
+
+# what each count of ``RobustnessResult.excluded`` is, said in full (singular, plural, the rest of the sentence)
+_LEFT_OUT = {
+    "abstained_or_no_score": ("variant judgment", "variant judgments", "abstained or without a score"),
+    "unchanged": ("variant", "variants", "with the same text as the original (nothing was perturbed)"),
+    "no_original": ("variant judgment", "variant judgments", "whose original the same model and judge did not "
+                    "judge"),
+    "off_target": ("judgment", "judgments", "of variants made for another judge's rubric (off target: a "
+                   "perturbation is scored only by the judge whose rubric it targets)"),
+}
 
 
 def robustness_cmd(
@@ -25,6 +37,9 @@ def robustness_cmd(
 
     Example: scijudge robustness runs/released.sqlite --out robustness/   (runs/released.sqlite from: scijudge perturb datasets/yescieval_example/items.jsonl --level extreme --out perturbed.jsonl; scijudge judge perturbed.jsonl -j yescieval.qa.correctness -m openai/gpt-4o-mini --run runs/released.sqlite)
     """
+    if n_boot < 0:
+        raise InputError(f"--n-boot must be 0 (no intervals) or more, got {n_boot}", field="n_boot")
+    from scijudge.commands.calibrate import _named_by_path
     from scijudge.metrics.frames import Judgments
     from scijudge.metrics.robustness import robustness_table
     from scijudge.report.robustness import write_robustness
@@ -34,11 +49,13 @@ def robustness_cmd(
         raise InputError("give at least one run store", field="runs")
     if out is not None and out.exists() and not out.is_dir():  # before reading anything
         raise InputError(f"is a folder for robustness.csv and robustness.html, but {out} is a file", field="out")
-    read = Judgments.read(list(runs), columns=_ROBUSTNESS_COLUMNS)  # not the attempt logs, probs or free text
-    result = robustness_table(read.frame, n_boot=n_boot, seed=seed)
+    with _named_by_path(list(runs)):
+        read = Judgments.read(list(runs), columns=_ROBUSTNESS_COLUMNS)  # not the attempt logs, probs or free text
+        result = robustness_table(read.frame, n_boot=n_boot, seed=seed)
     if out is not None:  # files first: a closed pipe (| head) must not lose them
         paths = write_robustness(result, out, inputs=runs)
         typer.echo(f"wrote {paths['csv']} and {paths['html']}", err=True)
-    left = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in result.excluded.items() if v)
+    left = "; ".join(f"{plural(v, _LEFT_OUT[k][0], _LEFT_OUT[k][1])} {_LEFT_OUT[k][2]}" if k in _LEFT_OUT else
+                     f"{k.replace('_', ' ')} {v}" for k, v in result.excluded.items() if v)
     typer.echo(f"left out: {left or 'nothing'}", err=True)
     print_frame(result.table, title="Robustness (drop = original − variant; judge * pools a model's judges)")

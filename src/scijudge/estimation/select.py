@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from scijudge._files import csv_error
 from scijudge.errors import InputError
 from scijudge.estimation import designs as D
 
@@ -353,7 +354,7 @@ def read_picks(path: Any, *, queue_ok: bool = False) -> pd.DataFrame:
     except FileNotFoundError:
         raise InputError("picks file not found", file=file) from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise InputError(f"not a picks CSV ({exc})", file=file) from None
+        raise csv_error(exc, file, "a picks CSV") from None
     for column in ("item_id", "pi", "picked"):
         if column not in frame:
             raise InputError(f"a picks file needs columns item_id, pi, picked; {column!r} is missing", file=file,

@@ -26,10 +26,10 @@ def read_foreign(path: str | Path, fmt: str | None = None, *, include_determinis
     if not path.is_file():
         raise InputError("file not found", file=path)
     if fmt is not None and fmt not in FORMATS:
-        raise InputError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}", file=path, field="from")
+        raise InputError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}", file=path)
     if fmt == "mlflow":
         raise InputError("MLflow is read from a tracking store: --from mlflow --tracking-uri URI --experiment NAME",
-                         file=path, field="from")
+                         file=path)
     sniffed = sniff(path)
     found = fmt or sniffed.format
     if sniffed.format == DAMAGED:
@@ -38,9 +38,9 @@ def read_foreign(path: str | Path, fmt: str | None = None, *, include_determinis
         raise InputError("an lm-eval results file holds aggregates only: import its samples_<task>_<date>.jsonl "
                          "(written with --log_samples)", file=path)
     if found not in FILE_FORMATS:
-        raise InputError(f"not a file of {', '.join(FILE_FORMATS)}: found {sniffed.found}", file=path, field="from")
+        raise InputError(f"not a file of {', '.join(FILE_FORMATS)}: found {sniffed.found}", file=path)
     if fmt is not None and sniffed.format not in (None, fmt) and sniffed.format != LM_EVAL_RESULTS:
-        raise InputError(f"--from {fmt} expects {EXPECTED[fmt]}, found {sniffed.found}", file=path, field="from")
+        raise InputError(f"--from {fmt} expects {EXPECTED[fmt]}, found {sniffed.found}", file=path)
     try:
         return _read(path, found, include_deterministic)
     except InputError as exc:
@@ -48,7 +48,7 @@ def read_foreign(path: str | Path, fmt: str | None = None, *, include_determinis
             raise
         why = "" if sniffed.found.startswith(("JSON Lines", "text")) else f" ({exc.reason})"
         raise InputError(f"--from {fmt} expects {EXPECTED[fmt]}, found {sniffed.found}{why}",
-                         file=path, field="from") from None
+                         file=path) from None
 
 
 def _read(path: Path, found: str, include_deterministic: bool) -> ForeignImport:

@@ -179,8 +179,20 @@ def _open(uri: str, path: Path) -> sqlite3.Connection:
         raise
     except sqlite3.DatabaseError as exc:
         db.close()
-        raise InputError(f"not a scijudge run store ({exc})", file=path) from None
+        raise unreadable(exc, path) from None
     return db
+
+
+RECOVER_HINT = "judge into a new --run, or recover what is readable with `sqlite3 {path} .recover`"
+
+
+def unreadable(exc: Exception, path: Path) -> InputError:
+    """An SQLite error reading a file that starts like an SQLite file: "damaged" (with the way to recover) where
+    SQLite finds it malformed, else not a run store (another format behind an SQLite header)."""
+    text = str(exc)
+    if "malformed" in text or "corrupt" in text:
+        return InputError(f"damaged run store (SQLite: {text}); {RECOVER_HINT.format(path=path)}", file=path)
+    return InputError(f"not a scijudge run store ({text})", file=path)
 
 
 def check_tables(tables: set[str], path: Path, *, allow_none: bool) -> None:
@@ -203,8 +215,8 @@ def quick_check(db: sqlite3.Connection, path: Path) -> None:
         found = [str(exc)]
     if found != ["ok"]:
         first = " ".join(str(found[0]).replace("*** in database main ***", "").split())
-        raise InputError(f"damaged run store (SQLite's quick_check: {first}); nothing was written to it: judge "
-                         f"into a new --run, or recover what is readable with `sqlite3 {path} .recover`", file=path)
+        raise InputError(f"damaged run store (SQLite's quick_check: {first}); nothing was written to it: "
+                         f"{RECOVER_HINT.format(path=path)}", file=path)
 
 
 def check_columns(names: Sequence[str], columns: Sequence[Sequence[Any]], rows: Sequence[Sequence[Any]],

@@ -36,7 +36,7 @@ from scijudge.run._schema import ADDED_IN_V2 as _ADDED_IN_V2
 from scijudge.run._schema import GROUP_INDEX as _GROUP_INDEX
 from scijudge.run._schema import SCHEMA_VERSION, frame_of, migrate
 from scijudge.run._schema import V1_CURRENT as _V1_CURRENT
-from scijudge.run._open import STATUSES, check_owner, column_names, loads_column
+from scijudge.run._open import STATUSES, check_owner, unreadable, column_names, loads_column
 from scijudge.run._writer_lock import WriterLock as _WriterLock
 from scijudge.run.rows import CURRENT_AT, chunks, group_of, row_of, rows_of
 
@@ -109,7 +109,7 @@ class Run:
                 } if "meta" in tables else {}
             version, api_base = meta.get("schema_version"), meta.get("api_base")
         except (sqlite3.DatabaseError, ValueError) as exc:
-            raise InputError(f"not a scijudge run store ({exc})", file=self.path) from None
+            raise unreadable(exc, self.path) from None
         check_tables(tables, self.path, allow_none=self._create)
         if not existing:
             self._columns = {}  # no judgment yet (an empty file, or only batch bookkeeping): nothing to read
@@ -146,7 +146,7 @@ class Run:
             if isinstance(exc, sqlite3.OperationalError):
                 raise StoreWriteError(f"cannot write the run store {self.path} ({exc})") from None
             if isinstance(exc, sqlite3.DatabaseError):
-                raise InputError(f"not a scijudge run store ({exc})", file=self.path) from None
+                raise unreadable(exc, self.path) from None
             raise
         self._columns = {c: c for c in RUN_COLUMNS}
         self._readonly = False
@@ -212,7 +212,7 @@ class Run:
         except sqlite3.OperationalError as exc:
             raise InputError(f"cannot read the run store ({exc})", file=self.path) from None
         except sqlite3.DatabaseError as exc:
-            raise InputError(f"corrupt run store ({exc})", file=self.path) from None
+            raise unreadable(exc, self.path) from None
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
@@ -240,7 +240,7 @@ class Run:
         if isinstance(exc, sqlite3.OperationalError):
             return StoreWriteError(f"cannot write the run store {self.path} ({exc}); every judgment stored before "
                                    "is kept: free space or move the store, then re-run to resume")
-        return InputError(f"corrupt run store ({exc})", file=self.path)
+        return unreadable(exc, self.path)
 
     @contextmanager
     def transaction(self) -> Iterator[Run]:

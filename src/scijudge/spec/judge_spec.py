@@ -318,7 +318,10 @@ def get_spec(name_or_path: str | Path) -> JudgeSpec:
     name = str(name_or_path)
     if name in specs:
         return specs[name]
-    close = [n for n in specs if name.split(".")[-1] in n][:5]
+    import difflib
+
+    close = difflib.get_close_matches(name, list(specs), n=3, cutoff=0.75) or \
+        [n for n in specs if name.split(".")[-1] in n][:5]
     hint = f"; did you mean {', '.join(close)}?" if close else "; run `scijudge judges` to list them"
     raise UnknownJudgeError(f"unknown judge {name!r}{hint}")
 

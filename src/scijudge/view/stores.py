@@ -26,7 +26,7 @@ from typing import Any
 
 from scijudge.errors import InputError
 from scijudge.records import JSON_COLUMNS, RUN_COLUMNS
-from scijudge.run._open import ReadConnection, check_columns, check_tables, connect_read
+from scijudge.run._open import ReadConnection, check_columns, check_tables, connect_read, unreadable
 
 MAX_STORES = 10
 """SQLite attaches at most 10 databases to one connection (its compile-time default)."""
@@ -228,7 +228,7 @@ class StoreView:
             existing = [r[1] for r in self._db.execute(f"PRAGMA s{at}.table_info(judgments)")]
             tables = {r[0] for r in self._db.execute(f"SELECT name FROM s{at}.sqlite_master WHERE type = 'table'")}
         except sqlite3.DatabaseError as exc:
-            raise InputError(f"not a scijudge run store ({exc})", file=path) from None
+            raise unreadable(exc, path) from None
         check_tables(tables, path, allow_none=False)  # another program's SQLite file is not an empty store
         if not existing:
             return None
@@ -258,7 +258,7 @@ class StoreView:
             except sqlite3.DatabaseError as exc:
                 damaged = self._damaged()
                 if damaged is not None:  # name the store, as every other reader does
-                    raise InputError(f"corrupt run store ({exc})", file=damaged) from None
+                    raise unreadable(exc, damaged) from None
                 raise InputError(f"cannot read the run stores ({exc})") from None
 
     def _damaged(self) -> Path | None:

@@ -121,8 +121,8 @@ def _check_unknown_items(df: pd.DataFrame, lab: pd.DataFrame) -> None:
     shown = ", ".join(repr(i) for i in ids[:5]) + (" ..." if len(ids) > 5 else "")
     raise _label_error(
         unknown.iloc[0],
-        f"labels for {len(ids)} item(s) that no run judged ({shown}); check that labels and runs use the same "
-        "item ids, or allow extra labels (allow_extra_labels=True / --allow-extra-labels)",
+        f"labels for {len(ids)} {'item' if len(ids) == 1 else 'items'} that no run judged ({shown}); check that "
+        "labels and runs use the same item ids, or allow extra labels (allow_extra_labels=True)",
         "item_id",
     )
 
