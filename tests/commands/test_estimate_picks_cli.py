@@ -44,7 +44,7 @@ def test_estimate_with_picks_equals_active_ppi_on_the_picked_labels(tmp_path):
     store, labels = _world(tmp_path)
     picks = tmp_path / "picks.csv"
     made = _cli("select-labels", "--run", str(store), "-j", "j", "--budget", "40", "--strategy", "uncertainty",
-                "--seed", "1", "--out", str(picks))
+                "--seed", "1", "--no-check", "--out", str(picks))
     assert made.exit_code == 0, made.output
     out = tmp_path / "est"
     result = _cli("estimate", "--run", str(store), "--labels", str(labels), "--picks", str(picks), "--scale",
@@ -79,7 +79,7 @@ def test_stratified_picks_use_stratified_ppi(tmp_path):
         writer.writerows([(f"i{i:03d}", "a" if i % 3 else "b") for i in range(120)])
     picks = tmp_path / "picks.csv"
     assert _cli("select-labels", "--run", str(store), "-j", "j", "--budget", "30", "--strategy", "stratified",
-                "--strata", str(strata), "--out", str(picks)).exit_code == 0
+                "--strata", str(strata), "--no-check", "--out", str(picks)).exit_code == 0
     out = tmp_path / "est"
     result = _cli("estimate", "--run", str(store), "--labels", str(labels), "--picks", str(picks), "--scale",
                   "1,5,1,continuous", "--out", str(out))
