@@ -196,6 +196,19 @@ def test_label_three_by_keyboard_undo_one_and_read_the_file_back(server, browser
     _no_xss(browser)
 
 
+def test_the_calibration_page_fits_1400_px_and_carries_the_label_selection_warning(server, browser):
+    browser.set_window_size(1400, 900)
+    try:
+        browser.get(server["base"] + "calibration")
+        _wait(browser, lambda d: d.find_elements("tag name", "h1"), timeout=60)
+        width = browser.execute_script("return document.documentElement.scrollWidth")
+        inner = browser.execute_script("return window.innerWidth")
+        assert width <= inner, (width, inner)  # wide tables scroll inside themselves
+        assert "the design did not pick have labels" in browser.find_element("tag name", "body").text
+    finally:
+        browser.set_window_size(1280, 900)
+
+
 def test_the_store_is_unchanged_after_browsing_and_labelling(server, world):  # runs before the late judgments
     sha, listing = server["before"]
     time.sleep(0.1)

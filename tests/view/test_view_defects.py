@@ -165,3 +165,21 @@ def test_start_up_with_picks_and_label_out_imports_no_pandas_before_serving(tmp_
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert found.returncode == 0, found.stderr
     assert found.stdout.strip() == "[]"
+
+
+@pytest.mark.slow  # calibrate and estimate, in the viewer and on the command line
+def test_the_calibration_page_warns_about_labels_outside_the_picks_as_estimate_does(tmp_path):
+    world = make_world(tmp_path / "w", n=24)  # labels on every 4th item; picks on every 3rd: 4 labels unpicked
+    viewer, client = _client(world, tmp_path / "new.jsonl", labels=[world.labels], picks=[world.picks])
+    viewer.n_boot = 50
+    page = client.get("/calibration").text
+    cli = _cli("estimate", "--run", str(world.store), "--labels", str(world.labels), "--picks", str(world.picks))
+    assert cli.exit_code == 0, cli.output
+    cli_text = " ".join(cli.output.split())
+    assert "4 items the design did not pick have labels" in cli_text
+    import html
+
+    shown = [html.unescape(w) for w in __import__("re").findall(r"<p class='warn'>warning: ([^<]+)</p>", page)]
+    assert any(w.startswith("4 items the design did not pick have labels") and " ".join(w.split()) in cli_text
+               for w in shown), (shown, cli_text)
+    assert "table{display:block;overflow-x:auto" in page

@@ -234,13 +234,10 @@ def estimate_cmd(
     console.print(source_text, highlight=False)
     if from_model:
         console.print(f"[yellow]warning:[/]{_MODEL_WARNING}", highlight=False, soft_wrap=True)
-    notes = table.attrs.get("design_notes") or {}
-    if notes.get("labels_outside_design"):
-        console.print(f"[yellow]warning:[/] {notes['labels_outside_design']} items the design did not pick have labels; "
-                      "those labels were left out (they would break its weights)", highlight=False, soft_wrap=True)
-    if notes.get("picked_unlabelled"):
-        console.print(f"[yellow]warning:[/] {notes['picked_unlabelled']} picked items have no label: the estimate "
-                      "assumes they are missing at random", highlight=False, soft_wrap=True)
+    from scijudge.report.estimate import design_warnings
+
+    for warning in design_warnings(table):
+        console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
     console.print(_recommendation_line(table), highlight=False, soft_wrap=True)
     flagged = int((table["note"].astype(str) != "").sum())
     if flagged:

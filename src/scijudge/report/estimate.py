@@ -15,6 +15,20 @@ _METHOD_STYLE = {"ppi": ("PPI++", "#1f77b4", "o"), "ppi-cal": ("PPI++ calibrated
 MAX_PLOTTED_ROWS = 40
 
 
+def design_warnings(table: pd.DataFrame) -> list[str]:
+    """The label-selection warnings of an estimate table with picks (its ``design_notes``): what ``estimate``
+    prints and the viewer's calibration page shows, in the same words."""
+    notes = table.attrs.get("design_notes") or {}
+    found = []
+    if notes.get("labels_outside_design"):
+        found.append(f"{notes['labels_outside_design']} items the design did not pick have labels; those labels were "
+                     "left out (they would break its weights)")
+    if notes.get("picked_unlabelled"):
+        found.append(f"{notes['picked_unlabelled']} picked items have no label: the estimate assumes they are missing "
+                     "at random")
+    return found
+
+
 def estimate_plot(table: pd.DataFrame) -> str | None:
     """One line per (judge, model, group): the three estimates with their intervals (a base64 PNG)."""
     from scijudge.report.calibration import _plt, _png  # the calibration report's matplotlib setup and PNG embedding

@@ -57,13 +57,14 @@ def calibration_page(runs: Sequence[Path], label_paths: Sequence[Path], picks: P
     from scijudge.estimation import conformal_units, estimate_units, match_units
     from scijudge.labels import provenance_note
     from scijudge.report.calibration import render_html
-    from scijudge.report.estimate import estimate_section_html
+    from scijudge.report.estimate import design_warnings, estimate_section_html
 
     judgments, read, run_scales = judgments_frame(runs)
     labels = labels_frame(label_paths)
     result = calibration_result(judgments, labels, run_scales, n_boot=n_boot, seed=seed)
     page = render_html(result, title="scijudge view: calibration")
     extra = []
+    warnings: list[str] = []
     try:
         design = None
         if picks is not None:
@@ -73,6 +74,7 @@ def calibration_page(runs: Sequence[Path], label_paths: Sequence[Path], picks: P
         scales = {judge: sc.meta() for judge, sc in read.recorded_scales().items()}  # disagreeing runs: refused
         units = match_units(judgments, labels, scale=scales or None)
         table = estimate_units(units, alpha=alpha, picks=design)
+        warnings += [*(units.notes or []), *design_warnings(table)]  # the words `estimate` prints
         _sets, cover = conformal_units(units, 1 - coverage, seed=seed)
         extra.append(estimate_section_html(table, cover))
     except ScijudgeError as exc:
@@ -85,4 +87,11 @@ def calibration_page(runs: Sequence[Path], label_paths: Sequence[Path], picks: P
     extra.append(f"<p class='note'>{html.escape(note)}" + (" (some labels come from a model: agreement with them is "
                                                            "not calibration against humans)" if from_model else "")
                  + "</p>")
-    return page.replace("</body>", "\n".join(extra) + "</body>")
+    top = "".join(f"<p class='warn'>warning: {html.escape(w)}</p>" for w in warnings)
+    page = page.replace("</style>", _READABLE + "</style>", 1)
+    return page.replace("</h1>", "</h1>" + top, 1).replace("</body>", "\n".join(extra) + "</body>")
+
+
+_READABLE = ("body{max-width:1360px}table{display:block;overflow-x:auto;max-width:100%}"
+             ".warn{background:#fff6d6;border:1px solid #e6cf7a;padding:.3em .6em;color:#6b4a00}")
+"""The viewer's additions to the report's style: readable at 1,400 px, every table scrolling inside itself."""
