@@ -102,12 +102,18 @@ class Viewer:
         found = self._scales.get(judge)
         return (float(found[0]), float(found[1]), float(found[2])) if found is not None else (1.0, 5.0, 1.0)
 
+    def specs_by_hash(self) -> dict[str, Any]:
+        """Every shipped spec by its content hash (read once)."""
+        if self._by_hash is None:
+            from scijudge.spec.scales import specs_by_hash
+
+            self._by_hash = specs_by_hash(None)
+        return self._by_hash
+
     def rubric_of(self, judge: str) -> tuple[str, dict[str, str]]:
         """The judge's description and scale anchors, from the shipped spec whose hash a judgment stored."""
         if self._specs is None:
-            from scijudge.spec.scales import specs_by_hash
-
-            by_hash = specs_by_hash(None)
+            by_hash = self.specs_by_hash()
             self._specs = {}
             for row in self.site.view.scale_rows():
                 spec = by_hash.get(row["spec_hash"])
@@ -237,11 +243,7 @@ class Viewer:
         """The prompt of one judgment, rebuilt from its spec (``view.prompts``)."""
         from scijudge.view.prompts import rebuilt
 
-        if self._by_hash is None:
-            from scijudge.metrics.calibration.scales import _specs_by_hash
-
-            self._by_hash = _specs_by_hash(None)
-        messages, why = rebuilt(self._by_hash, self.site.items.item(judgment["item_id"]), judgment)
+        messages, why = rebuilt(self.specs_by_hash(), self.site.items.item(judgment["item_id"]), judgment)
         return self.site.render("prompt.html", self.links, "items", f"Prompt · {judgment['item_id']}",
                                 item_id=judgment["item_id"], judge=judgment["judge"], part=judgment["part"],
                                 spec_hash=judgment.get("spec_hash"), messages=messages, why=why)
