@@ -90,6 +90,9 @@ def test_estimate_sequential_writes_the_sequence_and_says_where_it_stops(tmp_pat
     written = pd.read_csv(out / "sequential.csv")
     assert list(written.columns) == SEQUENTIAL_COLUMNS and len(written) == 3 * 200
     assert "certain enough at n = " in result.output and "m-a + m-b" in result.output
+    first = written[written["model"] == "m-a"].set_index("n")
+    assert f"path: n=20 {first.at[20, 'estimate']:.3f} [{first.at[20, 'lo']:.3f}, {first.at[20, 'hi']:.3f}]" \
+        in result.output
     missing = CliRunner().invoke(app, ["estimate", "--run", str(run_path), "--labels", str(labels_path),
                                        "--sequential"])
     assert missing.exit_code != 0 and "--sequential needs --target-width" in missing.output

@@ -113,7 +113,7 @@ def _sequential_out(units: Any, loaded: Any, width: float, alpha: float, start: 
                     out: Path | None) -> Any:
     """``estimate --sequential``: the sequences to DIR/sequential.csv, one line per sequence on where it stops."""
     from scijudge.commands._console import console
-    from scijudge.estimation.sequential import sequential_units, stop_line
+    from scijudge.estimation.sequential import path_text, sequential_units, stop_line
 
     table = sequential_units(units, loaded, target_width=width, alpha=alpha, t_opt=t_opt, start=start)
     if out is not None:
@@ -128,6 +128,9 @@ def _sequential_out(units: Any, loaded: Any, width: float, alpha: float, start: 
                   highlight=False, soft_wrap=True)
     for stop in table.attrs["stops"]:
         console.print("  " + stop_line(stop, width, alpha, start), highlight=False, soft_wrap=True)
+        path = path_text(table, stop["judge"], stop["model"], start, stop["stop"])
+        if path:
+            console.print("    path: " + path, highlight=False, soft_wrap=True)
     return table
 
 

@@ -142,6 +142,21 @@ def sequential(judgments: pd.DataFrame, labels: Any, *, target_width: float, alp
                             joint=joint)
 
 
+def path_text(table: pd.DataFrame, judge: str, model: str, start: int, stop: int | None) -> str:
+    """The sequence at a few numbers of labels (start, doubling, the stop and the last), for the console."""
+    rows = table[(table["judge"] == judge) & (table["model"] == model)].set_index("n")
+    if rows.empty or rows.index.max() < start:
+        return ""
+    last = int(rows.index.max())
+    marks, n = set(), max(start, 2)
+    while n <= last:
+        marks.add(n)
+        n *= 2
+    marks |= {last, *([stop] if stop is not None else [])}
+    return " · ".join(f"n={k} {rows.at[k, 'estimate']:.3f} [{rows.at[k, 'lo']:.3f}, {rows.at[k, 'hi']:.3f}]"
+                      + (" stop" if k == stop else "") for k in sorted(marks))
+
+
 def stop_line(stop: Mapping[str, Any], target_width: float, alpha: float, start: int) -> str:
     """One console line: where the sequence became certain enough, or how far it is."""
     who = f"{stop['judge']} / {stop['model']}"
