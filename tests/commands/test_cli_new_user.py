@@ -118,3 +118,18 @@ def test_a_store_is_named_by_its_path_in_errors_about_its_rows(folder):
     done = _run("calibrate", "--run", "runs/bad.sqlite", "--labels", "labels.jsonl", "--n-boot", "0")
     text = _line(done)
     assert done.exit_code == 2 and "error: runs/bad.sqlite" in text, text
+
+
+def test_an_interrupted_import_into_a_new_store_leaves_no_store_and_says_so(folder, monkeypatch):
+    def interrupted(self, chunks):
+        for _ in chunks:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Run, "record_columns", interrupted)
+    done = _run("import-judgments", DATA / "jury_example" / "panel.jsonl", "--run", "new.sqlite")
+    assert done.exit_code == 130 and "nothing was written to new.sqlite" in _line(done), done.output
+    assert not list(folder.glob("new.sqlite*")), "no empty store, WAL or lock file left behind"
+    done = _run("import-judgments", DATA / "jury_example" / "panel.jsonl", "--run", "S.sqlite")
+    assert done.exit_code == 130 and (folder / "S.sqlite").exists()
+    with Run(folder / "S.sqlite", create=False) as run:
+        assert len(run) == 8, "an existing store keeps every row"

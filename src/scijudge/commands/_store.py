@@ -55,36 +55,51 @@ def import_records(path: str | Path, chunks: Iterable[Columns], *, imported_spec
     first = next(pending, None)  # a file with no good row (or a bad file) creates no store
     if first is None:
         return counts
-    with Run(path) as run:
-        run.claim_writer()  # not while a judging run (or another import) writes this store
-        judged = run.model_endpoints(spec_hash_not=imported_spec)
-        earlier = reimport.imported_from(run, imported_spec, sha256) if sha256 else {}
-        counts.earlier_paths = sorted(set(earlier.values()))
-        before = len(run)
-        written_keys: set[str] = set()
+    created = not Path(path).exists()
+    try:
+        with Run(path) as run:
+            run.claim_writer()  # not while a judging run (or another import) writes this store
+            judged = run.model_endpoints(spec_hash_not=imported_spec)
+            earlier = reimport.imported_from(run, imported_spec, sha256) if sha256 else {}
+            counts.earlier_paths = sorted(set(earlier.values()))
+            before = len(run)
+            written_keys: set[str] = set()
 
-        def checked() -> Iterator[Columns]:
-            for chunk in itertools.chain([first], pending):
-                if judged:
-                    _check_supersede(run, chunk, judged, imported_spec, supersede, counts)
-                if earlier:
-                    written_keys.update(judgment_keys(*(chunk.column(c) for c in _KEY_FIELDS)))
-                yield chunk
+            def checked() -> Iterator[Columns]:
+                for chunk in itertools.chain([first], pending):
+                    if judged:
+                        _check_supersede(run, chunk, judged, imported_spec, supersede, counts)
+                    if earlier:
+                        written_keys.update(judgment_keys(*(chunk.column(c) for c in _KEY_FIELDS)))
+                    yield chunk
 
-        with run.transaction():
-            counts.written = run.record_columns(checked())
-            counts.replaced = counts.written - (len(run) - before)
-            counts.retired = reimport.make_history(run, (k for k in earlier if k not in written_keys))
-            if meta is not None:
-                record = meta() if callable(meta) else meta
-                if counts.earlier_paths:  # a re-import: say what it replaced
-                    record = {**record, "reimport_of": counts.earlier_paths, "replaced": counts.replaced,
-                              "retired": counts.retired}
-                run.set_meta(imports=[*(run.meta().get("imports") or []), record])
-            recorded = scales() if callable(scales) else scales
-            if recorded:
-                run.set_meta(scales={**(run.meta().get("scales") or {}), **recorded})
+            with run.transaction():
+                counts.written = run.record_columns(checked())
+                counts.replaced = counts.written - (len(run) - before)
+                counts.retired = reimport.make_history(run, (k for k in earlier if k not in written_keys))
+                if meta is not None:
+                    record = meta() if callable(meta) else meta
+                    if counts.earlier_paths:  # a re-import: say what it replaced
+                        record = {**record, "reimport_of": counts.earlier_paths, "replaced": counts.replaced,
+                                  "retired": counts.retired}
+                    run.set_meta(imports=[*(run.meta().get("imports") or []), record])
+                recorded = scales() if callable(scales) else scales
+                if recorded:
+                    run.set_meta(scales={**(run.meta().get("scales") or {}), **recorded})
+    except BaseException:
+        if created:  # an interrupted or refused import into a new store leaves no (empty) store behind
+            _remove_new_store(Path(path))
+        raise
     return counts
+
+
+def _remove_new_store(path: Path) -> None:
+    """Remove a store this import created (its file, WAL, shared memory and lock file), once it is closed."""
+    for name in (path.name, path.name + "-wal", path.name + "-shm", path.name + ".lock"):
+        try:
+            (path.parent / name).unlink()
+        except OSError:
+            pass
 
 
 def _check_supersede(run: Any, chunk: Columns, judged: set[tuple[str, str]], imported_spec: str, supersede: bool,

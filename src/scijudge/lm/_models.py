@@ -69,10 +69,17 @@ def _resolve_folder(ref: str, what: str, *, named_by: str | None = None) -> Path
         except Exception:
             pass
     source = f"{named_by} names {what} {ref!r}" if named_by else f"{what} {ref!r}"
-    raise ModelError(
-        f"{source}, which is neither a local folder nor in the local Hugging Face cache; scijudge never "
-        f"downloads weights. Download it first (huggingface-cli download {ref}) or give a local folder."
-    )
+    if "/" in ref.strip("/") and not ref.startswith(("/", ".", "~")) and _HUB_ID.match(ref):  # owner/name
+        raise ModelError(
+            f"{source}, which is neither a local folder nor in the local Hugging Face cache; scijudge never "
+            f"downloads weights. Download it first (huggingface-cli download {ref}) or give a local folder.")
+    import difflib
+
+    from scijudge.lm.smollm2 import ALIAS
+
+    close = difflib.get_close_matches(ref.lower(), [ALIAS], n=1, cutoff=0.7)
+    hint = f"; did you mean hf:{ALIAS} (the bundled default model)?" if close else ": give a local model folder"
+    raise ModelError(f"{source} is not a folder here{hint}")
 
 
 def parse_model_string(model: str) -> ModelRef:
