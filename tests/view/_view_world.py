@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,3 +69,28 @@ def make_world(folder: Path, n: int = 24) -> World:
                                     for i in range(n)]
     picks.write_text("\n".join(rows) + "\n")
     return World(store, items, labels, picks, judgments, truth)
+
+
+@contextmanager
+def running_viewer(args: list[str], src: Path) -> Iterator[dict[str, Any]]:
+    """``scijudge view ARGS --no-browser --port 0`` in a subprocess (the real CLI, ``src`` first on the path): its
+    base URL, token and process, stopped on exit."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(src) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    process = subprocess.Popen([sys.executable, "-m", "scijudge", "view", *args, "--no-browser", "--port", "0"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        first = process.stdout.readline() if process.stdout else ""
+        match = re.fullmatch(r"scijudge view: (http://127\.0\.0\.1:(\d+)/)\?token=([\w-]+)\n", first)
+        assert match, (first, process.stderr.read() if process.poll() is not None and process.stderr else "")
+        yield {"base": match.group(1), "token": match.group(3), "process": process}
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()

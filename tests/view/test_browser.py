@@ -8,18 +8,15 @@ which turns the skip into a failure. Selenium comes with the dev extra."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
-from _view_world import J1, XSS_ANSWER, make_world, sha256
+from _view_world import J1, XSS_ANSWER, make_world, running_viewer, sha256
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver") or ("/usr/bin/chromedriver" if Path("/usr/bin/chromedriver").exists() else None)
@@ -54,24 +51,10 @@ def world(tmp_path_factory):
 @pytest.fixture(scope="module")
 def server(world):
     out = world.store.parent / "new_labels.jsonl"
-    env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     before = (sha256(world.store), sorted(p.name for p in world.store.parent.iterdir()))
-    process = subprocess.Popen(
-        [sys.executable, "-m", "scijudge", "view", str(world.store), "--labels", str(world.labels), "--picks",
-         str(world.picks), "--label-out", str(out), "--annotator", "ann", "--judge", J1, "--no-browser", "--port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        first = process.stdout.readline()
-        match = re.fullmatch(r"scijudge view: (http://127\.0\.0\.1:(\d+)/)\?token=([\w-]+)\n", first)
-        assert match, (first, process.stderr.read() if process.poll() is not None else "")
-        yield {"base": match.group(1), "token": match.group(3), "labels": out, "before": before,
-               "process": process}
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+    with running_viewer([str(world.store), "--labels", str(world.labels), "--picks", str(world.picks), "--label-out",
+                         str(out), "--annotator", "ann", "--judge", J1], SRC) as running:
+        yield {**running, "labels": out, "before": before}
 
 
 @pytest.fixture(scope="module")

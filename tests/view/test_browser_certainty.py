@@ -5,13 +5,10 @@ the labels that make its confidence sequence W wide the queue shows "certain eno
 from __future__ import annotations
 
 import json
-import os
-import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from _view_world import running_viewer
 from test_browser import SRC, _wait, browser  # noqa: F401  (the module's headless Chromium fixture)
 
 from scijudge.records import JudgeResult
@@ -61,23 +58,10 @@ def world(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(world):
-    env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    process = subprocess.Popen(
-        [sys.executable, "-m", "scijudge", "view", str(world["store"]), "--items", str(world["items"]), "--labels",
-         str(world["pre"]), "--picks", str(world["picks"]), "--label-out", str(world["out"]), "--annotator", "ann",
-         "--target-width", repr(world["target"]), "--no-browser", "--port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        first = process.stdout.readline()
-        match = re.fullmatch(r"scijudge view: (http://127\.0\.0\.1:(\d+)/)\?token=([\w-]+)\n", first)
-        assert match, (first, process.stderr.read() if process.poll() is not None else "")
-        yield {"base": match.group(1), "token": match.group(3)}
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+    with running_viewer([str(world["store"]), "--items", str(world["items"]), "--labels", str(world["pre"]),
+                         "--picks", str(world["picks"]), "--label-out", str(world["out"]), "--annotator", "ann",
+                         "--target-width", repr(world["target"])], SRC) as running:
+        yield running
 
 
 def test_the_queue_stops_when_certain_enough(server, browser, world):  # noqa: F811
