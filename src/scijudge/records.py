@@ -233,9 +233,12 @@ def model_name(lm: Any) -> str:
 
 
 def endpoint_of(lm: Any) -> str:
-    """The credential-free endpoint an LM sends to ('' for a provider's default endpoint or a local model)."""
+    """The credential-free endpoint an LM sends to ('' for a provider's default endpoint or a local model); an
+    engine that owns its connection (a decision endpoint) declares it as ``engine.endpoint``."""
     kwargs = getattr(lm, "kwargs", None)
     base = kwargs.get("api_base") or kwargs.get("base_url") if isinstance(kwargs, dict) else None
+    declared = getattr(getattr(lm, "engine", None), "endpoint", None)
+    base = declared if isinstance(declared, str) and declared else base
     return safe_endpoint(base)
 
 

@@ -70,7 +70,8 @@ def test_judge_cascade_sends_the_strong_model_only_the_untrusted_items_and_resum
         assert ran.exit_code == 0, ran.output
     thresholds = tmp_path / "thresholds.json"
     made = runner.invoke(app, ["cascade", str(cal), "-m", "openai/cheap", "-m", "openai/strong", "--labels",
-                               str(labels), "--target", "0.8", "--risk", "0.2", "--name", "c", "--out",
+                               str(labels), "--target", "0.8", "--risk", "0.2", "--split", "bonferroni",
+                               "--no-calibrate", "--name", "c", "--out",
                                str(tmp_path / "c.sqlite"), "--save", str(thresholds), "--escalated",
                                str(tmp_path / "picks.csv")], env=env)
     assert made.exit_code == 0, made.output

@@ -57,11 +57,16 @@ def decision_messages(chain: StructuredChain, signature: Any, demos: list[dict[s
     return to_lm15(messages)
 
 
-def decision_request(model: str, system: str | None, chat: tuple[Any, ...]) -> Any:
-    """The lm15 request of one decision: greedy, ``MAX_TOKENS`` output tokens, top-``TOP_LOGPROBS`` logprobs."""
+def decision_request(model: str, system: str | None, chat: tuple[Any, ...],
+                     levels: Sequence[str] | None = None) -> Any:
+    """The lm15 request of one decision: greedy, ``MAX_TOKENS`` output tokens, top-``TOP_LOGPROBS`` logprobs;
+    ``levels`` ride along in ``config.extensions`` for an engine that asks a decision endpoint about them
+    (``scijudge.lm.decisions``; never sent to chat providers)."""
     from dspy import lm15
 
-    config = lm15.Config(temperature=0.0, max_tokens=MAX_TOKENS, logprobs=TOP_LOGPROBS)
+    extensions = {"scijudge_levels": [str(x) for x in levels]} if levels else None
+    config = lm15.Config(temperature=0.0, max_tokens=MAX_TOKENS, logprobs=TOP_LOGPROBS,
+                         **({"extensions": extensions} if extensions else {}))
     return lm15.Request(model=model, messages=chat, system=system, config=config)
 
 

@@ -126,7 +126,8 @@ def _decide(judge: Any, inputs: dict[str, Any], questions: list[tuple[str, list[
         else:
             system, chat = decision_messages(judge.chain, judge.signature, judge.demos, inputs,
                                              rating_only_instruction(levels, what))
-        requests.append(decision_request(lm.model, system, chat))
+        endpoint = bool(getattr(engine, "decision_endpoint", False))  # scijudge.lm.decisions: it needs the levels
+        requests.append(decision_request(lm.model, system, chat, levels if endpoint else None))
     if local:
         return _decide_locally(engine, requests, questions, record)
     return [decide_via_api(judge.chain, lm, request, levels, record)

@@ -90,3 +90,13 @@ def _hf_factory(model: str, *, cache: bool = True, max_tokens: int | None = None
 
 
 register_backend("hf:", _hf_factory, local=True)
+
+
+def _decisions_factory(model: str, **options: Any) -> Any:
+    """``decisions:<model>`` with ``api_base``: a decision endpoint (``scijudge.lm.decisions``)."""
+    from scijudge.lm.decisions import decisions_lm
+
+    return decisions_lm(model, **options)
+
+
+register_backend("decisions:", _decisions_factory)
