@@ -37,7 +37,11 @@ class Certainty:
             for p in paths:
                 with Run(p, create=False) as store:
                     frames.append(store.to_pandas().assign(source=p.stem))
-            self._frame = (stats, pd.concat(frames, ignore_index=True))
+            from scijudge.vocab import VARIANT_ID
+
+            frame = pd.concat(frames, ignore_index=True)
+            frame = frame[~frame["item_id"].astype(str).str.match(VARIANT_ID.pattern)]  # perturbed variants
+            self._frame = (stats, frame)
         return self._frame[1]
 
     def status(self, labels: list[dict[str, Any]]) -> tuple[list[str], str | None]:
