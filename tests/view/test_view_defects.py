@@ -183,3 +183,30 @@ def test_the_calibration_page_warns_about_labels_outside_the_picks_as_estimate_d
     assert any(w.startswith("4 items the design did not pick have labels") and " ".join(w.split()) in cli_text
                for w in shown), (shown, cli_text)
     assert "table{display:block;overflow-x:auto" in page
+
+
+def test_annotators_sharing_a_label_file_get_shares_of_the_queue_not_duplicates(tmp_path, monkeypatch):
+    import re
+
+    world = make_world(tmp_path / "w", n=8)
+    out = tmp_path / "shared.jsonl"
+
+    def shown(client):
+        return re.search(r'id="unit-item">([^<]+)<', client.get("/label").text).group(1)
+
+    clients = {}
+    for name in ("ann", "bob", "ann"):
+        viewer = make_viewer([world.store], label_out=out, annotator=name, token="t", judges=[J1])
+        client = TestClient(build_app(viewer), base_url="http://127.0.0.1:8000")
+        client.get("/?token=t")
+        clients.setdefault(name, []).append(client)
+    first_ann, first_bob = shown(clients["ann"][0]), shown(clients["bob"][0])
+    assert first_ann != first_bob  # each annotator has a unit of its own
+    assert shown(clients["ann"][1]) == first_ann  # a second viewer (or tab) of the same annotator: the same unit
+    assert clients["ann"][0].post("/label", json={"item_id": first_ann, "judge": J1, "score": 3}).status_code == 200
+    after = shown(clients["ann"][0])
+    assert after not in (first_ann, first_bob)
+    assert shown(clients["bob"][0]) == first_bob  # bob keeps his unit
+    assert first_bob < after  # the queue's order: bob's unit comes first
+    monkeypatch.setattr(labelling, "CLAIM_TTL_S", 0.0)  # an abandoned claim expires: its unit is free again
+    assert shown(clients["ann"][0]) == first_bob

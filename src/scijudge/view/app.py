@@ -161,7 +161,8 @@ class Viewer:
         with self.labelling.lock:
             skipped = set(self.labelling.skipped)
         stopped = self.stop_queue(labels) if self.stop_queue is not None else None
-        entry = None if stopped else self.labelling.queue.next(done, skipped)
+        queue = self.labelling.queue
+        entry = None if stopped else self.labelling.file.claim_next(lambda others: queue.next(done, skipped | others))
         mine = sum(1 for x in labels if x.get("annotator") == self.labelling.file.annotator
                    and x.get("file") == self.labelling.file.path.name)
         counts = (f"{mine} labelled by {self.labelling.file.annotator} in {self.labelling.file.path.name}; "

@@ -26,7 +26,9 @@ import os
 import stat
 import tempfile
 import threading
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,6 +53,8 @@ def _write_error(exc: OSError, path: Path) -> LabelWriteError:
 Unit = tuple[str, str, str]
 """(item_id, judge, part): what one label is about."""
 LOCK_TIMEOUT_S = 10.0
+CLAIM_TTL_S = 1800.0
+"""How long a unit shown to one annotator is kept out of the others' queues (an abandoned page frees it then)."""
 
 
 def read_label_lines(path: Path) -> list[dict[str, Any]]:
@@ -154,6 +158,47 @@ class LabelFile:
         finally:
             os.close(fd)
 
+    def claim_next(self, choose: Callable[[set[Unit]], QueueEntry | None]) -> QueueEntry | None:
+        """The next unit for this annotator, claimed: under the file lock, ``choose`` picks among the units no other
+        annotator was shown in the last ``CLAIM_TTL_S`` (``<label-out>.claims.json``), and the pick becomes this
+        annotator's one claim. Viewers of several annotators on one label file so share the queue out instead of
+        showing the same unit to each; tabs of one annotator show the same unit. Claims only order the queues: a
+        claims file that cannot be written leaves them unshared, never a label unwritten."""
+        with self._locked():
+            now = time.time()
+            claims = {k: v for k, v in self._claims().items()
+                      if isinstance(v, dict) and isinstance(v.get("at"), (int, float)) and now - v["at"] < CLAIM_TTL_S}
+            others = {_unit_of_key(k) for k, v in claims.items() if v.get("annotator") != self.annotator}
+            entry = choose(others)
+            kept = {k: v for k, v in claims.items() if v.get("annotator") != self.annotator}
+            if entry is not None:
+                kept["\t".join(entry.unit)] = {"annotator": self.annotator, "at": now}
+            with suppress(OSError):
+                self._write_claims(kept)
+        return entry
+
+    @property
+    def claims_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".claims.json")
+
+    def _claims(self) -> dict[str, Any]:
+        try:
+            found = json.loads(self.claims_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return found if isinstance(found, dict) else {}
+
+    def _write_claims(self, claims: dict[str, Any]) -> None:
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.claims_path.name + ".", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(claims, handle)
+                os.fchmod(handle.fileno(), 0o644)
+            os.replace(tmp, self.claims_path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
     def undo(self) -> dict[str, Any] | None:
         """Remove this annotator's last label (None when there is none); the file is replaced atomically."""
         with self._locked():
@@ -182,6 +227,11 @@ class LabelFile:
                 raise
         last.pop("_line", None)
         return last
+
+
+def _unit_of_key(key: str) -> Unit:
+    item_id, judge, part = (key.split("\t") + ["", "", ""])[:3]
+    return item_id, judge, part
 
 
 def _check_writable(path: Path) -> None:
