@@ -1,0 +1,117 @@
+"""What only real weights show: SmolLM2-135M-Instruct's chat template, its 49,152-token vocabulary under
+grammar-constrained JSON, decision levels that are real single tokens, and LoRA level rows on a real base whose
+input and output embeddings are tied (the distiller's output layer, merged or not).
+
+Not here: a training run on the real base. Three steps over nine short prompts took over five minutes on the
+shared two-core machine (a LoRA step is a forward and a backward pass through all 30 layers), more than the
+suite's budget; tests/distillation trains on tiny bases instead.
+
+One engine for the module (one model load); the converted folder is the session's ``smollm2`` fixture."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.needs_extra("smollm2")]
+
+CLAIMS = Path(__file__).resolve().parents[2] / "datasets" / "expertqa" / "claims.jsonl"
+
+
+@pytest.fixture(scope="module")
+def lm(smollm2: Path) -> Iterator[object]:
+    from scijudge.lm.local import local_lm
+
+    made = local_lm("hf:smollm2", max_tokens=120, max_string_chars=200)
+    yield made
+    made.engine.close()
+
+
+def _claims(n: int) -> list[object]:
+    from scijudge.data import load_items
+
+    items, _ = load_items(CLAIMS)
+    return items[:n]
+
+
+def test_the_chat_template_is_smollm2s_and_the_judges_system_prompt_replaces_its_default(lm: object) -> None:
+    runtime = lm.engine._runtime  # type: ignore[attr-defined]
+    text, ids = runtime.chat_prompt([{"role": "system", "content": "Rate claims."}, {"role": "user", "content": "Hi"}])
+    assert text == "<|im_start|>system\nRate claims.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+    assert "SmolLM" not in text  # the template's own default system prompt is not added beside the judge's
+    assert runtime.tokenizer.convert_ids_to_tokens(ids[:1]) == ["<|im_start|>"]
+    assert runtime.stop_ids == [2] and runtime.tokenizer.convert_ids_to_tokens([2]) == ["<|im_end|>"]
+
+
+def test_constrained_json_over_the_49k_vocabulary_parses_and_stays_on_the_scale(lm: object) -> None:
+    from scijudge.judges.build import build_judge
+    from scijudge.spec.judge_spec import get_spec
+
+    runtime = lm.engine._runtime  # type: ignore[attr-defined]
+    assert len(runtime.tokenizer) == 49152 and lm.engine.grammar_backend == "llguidance"  # type: ignore[attr-defined]
+    judge = build_judge(get_spec("expertqa.claim_correctness"), lm=lm)
+    result = judge.judge_one(_claims(1)[0])
+    assert result.status == "ok", result.reason
+    assert result.score in {1.0, 2.0, 3.0, 4.0, 5.0}
+    attempt = result.attempts[-1]
+    assert attempt.strategy == "json_schema" and attempt.outcome == "ok"
+    output = lm.history[-1]["outputs"][0]  # type: ignore[attr-defined]
+    answer = json.loads(output["text"] if isinstance(output, dict) else output)["judgment"]  # the schema's wrapper
+    assert set(answer) == {"rationale", "rating"} and isinstance(answer["rationale"], str) and answer["rationale"]
+
+
+def test_decision_levels_are_single_real_tokens_and_their_probabilities_are_the_models(lm: object) -> None:
+    from scijudge.judges.build import build_judge
+    from scijudge.lm.decision import level_paths
+    from scijudge.spec.judge_spec import get_spec
+
+    runtime = lm.engine._runtime  # type: ignore[attr-defined]
+    context = runtime.chat_prompt([{"role": "user", "content": "Rate it."}])[0] + '{"rating": '
+    paths = level_paths(runtime.encode_text, ["1", "2", "3", "4", "5"], context)
+    assert all(len(p) == 1 for p in paths) and [runtime.token_text(p[0]) for p in paths] == ["1", "2", "3", "4", "5"]
+    judge = build_judge(get_spec("expertqa.claim_support"), lm=lm)
+    judge.use_mode("decision")
+    results = [judge.judge_one(item) for item in _claims(2)]
+    for result in results:
+        assert result.status == "ok", result.reason
+        assert set(result.probs) == {"1", "2", "3"} and math.isclose(sum(result.probs.values()), 1.0, rel_tol=1e-6)
+        assert math.isclose(result.score, sum(int(k) * p for k, p in result.probs.items()), rel_tol=1e-9)
+    # a real model's distribution, not a uniform or one-hot placeholder, and it depends on the item
+    assert all(0.01 < p < 0.99 for p in results[0].probs.values()) and results[0].probs != results[1].probs
+
+
+def test_level_rows_on_the_tied_real_base_are_served_unmerged_with_their_trained_logits(smollm2: Path) -> None:
+    import peft
+    import torch
+    import transformers
+
+    from scijudge.distillation._train import TrainConfig, attach_lora, level_rows_param
+    from scijudge.lm._runtime import mergeable
+
+    base = transformers.AutoModelForCausalLM.from_pretrained(smollm2, dtype=torch.float32).eval()
+    assert base.config.tie_word_embeddings and base.lm_head.weight.data_ptr() == base.model.embed_tokens.weight.data_ptr()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(smollm2)
+    levels = [tokenizer.convert_tokens_to_ids(d) for d in "123"]
+    model = attach_lora(base, TrainConfig(lora_r=2), levels).eval()
+    torch.manual_seed(0)
+    with torch.no_grad():
+        level_rows_param(model).add_(torch.randn(len(levels), base.config.hidden_size) * 0.05)
+    prompt = torch.tensor([tokenizer("Rate 1, 2 or 3. Rating:")["input_ids"]])  # the level tokens occur in it
+    with torch.no_grad():
+        trained = model(input_ids=prompt).logits[0, -1, levels]
+    out = smollm2.parent / ".test-tied-adapter"  # beside the cache: the adapter names its base by this path
+    try:
+        model.save_pretrained(out)
+        fresh = transformers.AutoModelForCausalLM.from_pretrained(smollm2, dtype=torch.float32)
+        served = peft.PeftModel.from_pretrained(fresh, str(out), adapter_name="a").eval()
+        assert mergeable(served, "a") is False  # merging would write the level rows into the input embeddings
+        with torch.no_grad():
+            assert torch.allclose(served(input_ids=prompt).logits[0, -1, levels], trained, atol=1e-4)
+    finally:
+        import shutil
+
+        shutil.rmtree(out, ignore_errors=True)
