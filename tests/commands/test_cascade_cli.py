@@ -202,3 +202,20 @@ def test_estimate_refuses_the_queue_as_picks_and_names_the_trusted_subset(exampl
     text = " ".join(ran.output.split())
     assert "cascade:demo is a cascade: its judgments are the trusted subset" in text
     assert "escalated abstain and are left out" in text
+
+
+def test_the_cli_result_is_the_same_for_every_seed(jury_store: Path, tmp_path: Path) -> None:
+    # a majority jury's vote shares are full of ties (2/3 and 1 on every judge): no seed may change a threshold
+    saved = []
+    for seed in ("0", "3", "12345"):
+        path = tmp_path / f"t{seed}.json"
+        ran = CliRunner().invoke(app, ["cascade", str(jury_store), "-m", "jury:panel", "--labels", str(LABELS),
+                                       "--target", "0.6", "--tolerance", "1", "--risk", "0.2", "--name", "s",
+                                       "--seed", seed, "--out", str(tmp_path / f"o{seed}.sqlite"), "--save",
+                                       str(path)], env=ENV)
+        assert ran.exit_code == 0, ran.output
+        doc = json.loads(path.read_text())
+        doc.pop("seed")
+        saved.append(doc)
+    assert saved[0] == saved[1] == saved[2]
+    assert any(t is not None for t in saved[0]["members"][0]["thresholds"].values())

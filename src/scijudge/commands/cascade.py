@@ -78,7 +78,7 @@ def cascade_cmd(
     from scijudge._files import refuse_overwrite
     from scijudge.estimation.select import PICK_COLUMNS
     from scijudge.metrics.frames import Judgments
-    from scijudge.metrics.selective import cascade, cost_per_item, escalated_picks, write_cascade
+    from scijudge.metrics.selective import cascade, escalated_picks, write_cascade
     from scijudge.metrics.selective.store import write_picks
 
     if not labels.exists():
@@ -93,6 +93,25 @@ def cascade_cmd(
                      name=name, split=split, confidence=confidence, calibrated=calibrate, fit_share=fit_share)
     write_cascade(out, result, runs=list(runs), labels=labels, scales=merged)
     console = Console(highlight=False, soft_wrap=True)
+    _print_result(console, result, out=out, name=name, several=len(member) > 1, fit_share=fit_share)
+    if escalated is not None:
+        picks = escalated_picks(result, PICK_COLUMNS, seed=seed)
+        write_picks(escalated, picks)
+        console.print(f"wrote {escape(str(escalated))}: {len(picks)} escalated item(s) for the labelling queue")
+    if save is not None:
+        result.save(save)
+        console.print(f"wrote {escape(str(save))}: scijudge judge ITEMS -j JUDGE --cascade {escape(str(save))} "
+                      "--run RUN")
+    return result
+
+
+def _print_result(console: Any, result: Any, *, out: Path, name: str, several: bool, fit_share: float) -> None:
+    """The cascade's decisions per judge and member, its test, guarantee, rule and cost, and its notes."""
+    from rich.markup import escape
+
+    from scijudge.metrics.selective import cost_per_item
+
+    risk, split = result.definition["risk"], result.definition["risk_split"]
     d = result.decisions
     console.print(f"{len(d)} cascade judgments ({int(d['trusted'].sum())} trusted, {int((~d['trusted']).sum())} "
                   f"escalated) -> {escape(str(out))} as model cascade:{escape(name)}")
@@ -110,7 +129,7 @@ def cascade_cmd(
     if len(cal):
         console.print(f"trusted labelled items: {int(cal['agree'].sum())}/{len(cal)} agree "
                       f"({cal['agree'].mean():.3f})")
-    for row in result.joint.to_dict("records") if len(member) > 1 else []:
+    for row in result.joint.to_dict("records") if several else []:
         console.print("  " + escape(_joint_line(row, risk)))
     console.print(f"guarantee: {escape(result.guarantee)}")
     console.print(escape(_RULES[split]))
@@ -121,15 +140,6 @@ def cascade_cmd(
         console.print("cost per item, " + escape(_cost_line(row)))
     for note in result.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
-    if escalated is not None:
-        picks = escalated_picks(result, PICK_COLUMNS, seed=seed)
-        write_picks(escalated, picks)
-        console.print(f"wrote {escape(str(escalated))}: {len(picks)} escalated item(s) for the labelling queue")
-    if save is not None:
-        result.save(save)
-        console.print(f"wrote {escape(str(save))}: scijudge judge ITEMS -j JUDGE --cascade {escape(str(save))} "
-                      "--run RUN")
-    return result
 
 
 def _threshold_line(row: dict[str, Any]) -> str:

@@ -178,7 +178,7 @@ def cascade(judgments: Any, labels: Any, *, members: Sequence[str | Member], tar
         confidence: ``auto`` (probs, else the stored ``confidence`` column), ``probs`` or ``stored``.
         calibrated: map each member's confidence to its agreement probability (isotonic regression fitted on
             ``fit_share`` of the labelled units; the test uses only the rest). Default on: in the simulation of
-            ``benchmarks/bench_cascade.py`` it covers about twice the raw confidences at the same guarantee.
+            ``benchmarks/bench_cascade.py`` it kept 0.83 of the items against 0.10 on raw confidences.
             Without ``MIN_FIT`` fitting units for any member the raw confidences are tested on every label.
 
     Decision rule: module docstring and ``scijudge.metrics.selective.fst``.
