@@ -71,7 +71,9 @@ def estimate_section_html(table: pd.DataFrame, coverage: pd.DataFrame | None = N
              "(isotonic) calibration of the judge's score, so a shifted or bunched scale still helps; a "
              "<code>ppi-cal</code> row whose model reads <code>a + b + c</code> (its design says so) calibrates several models' scores "
              "at once (least squares), and is recommended when it is narrower than every single-model estimate; "
-             "<code>recommended</code> marks the narrowest of these and human-only; <code>note</code> flags intervals on "
+             "<code>recommended</code> marks the narrowest of these and human-only, compared once at alpha = 0.1 so "
+             "every alpha reports the same method (a tie goes to the simpler method; a zero-width interval is never "
+             "recommended); ppi and human-only intervals are Student's t on n - 1 df; <code>note</code> flags intervals on "
              "few units, of zero width, of identical inputs or clipped to the scale; human-only uses the labels alone, judge-only "
              "the judge alone (biased when the judge is). Abstentions (<code>n_abstained</code>) and labelled items without a judgment "
              "(<code>n_label_only</code>) are counted, never imputed.</p>",
