@@ -54,6 +54,9 @@ def test_estimate_with_picks_equals_active_ppi_on_the_picked_labels(tmp_path):
     table = pd.read_csv(out / "estimate.csv")
     row = table[table.method == "ppi"].iloc[0]
     assert "uncertainty picks, active PPI" in row.design
+    judge_only = table[table.method == "judge-only"].iloc[0]
+    assert "active PPI" not in judge_only.design and judge_only.design.startswith("no labels")
+    assert "ppi-cal" not in result.output.split("recommended")[1].split("\n")[0]  # the table has no ppi-cal row
     # independent: the same estimator on the raw arrays (scores and labels read back from the files)
     design = pd.read_csv(picks, dtype={"item_id": str})
     with Run(store, create=False) as run:
