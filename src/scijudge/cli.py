@@ -246,6 +246,20 @@ def _name_option(exc: ScijudgeError, flags: dict[str, str]) -> ScijudgeError:
     return renamed
 
 
+def _quiet_stdout() -> None:
+    """Point standard output at the null device, so the interpreter's last flush into the closed pipe neither
+    prints "Exception ignored" nor changes the exit code (the way Python's documentation advises for SIGPIPE)."""
+    import os
+    import sys
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no file descriptor (a test's captured output)
+        pass
+
+
 def _os_error(exc: OSError) -> ScijudgeError:
     """A file-system failure (a path under a file, no permission, disk full) as one line naming the path."""
     from scijudge.errors import InputError
@@ -293,8 +307,14 @@ def command(*args, on: typer.Typer | None = None, **kwargs):
                 return fn(*a, **k)
             except ScijudgeError as exc:
                 _fail(_name_option(exc, _option_flags(fn)))
-            except BrokenPipeError:
-                raise  # the reader went away (``scijudge schema | head``): typer ends quietly, exit 1, as click does
+            except BrokenPipeError:  # the reader went away (``scijudge calibrate | head``): it had what it wanted
+                _quiet_stdout()
+                raise typer.Exit(0) from None
+            except SystemExit as exc:  # rich's Console ends a write into a closed pipe with exit 1: the same case
+                if isinstance(exc.__context__, BrokenPipeError):
+                    _quiet_stdout()
+                    raise typer.Exit(0) from None
+                raise
             except OSError as exc:
                 _fail(_os_error(exc))
             except KeyboardInterrupt:  # a command without its own Ctrl-C handling: one line, exit 130

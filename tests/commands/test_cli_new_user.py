@@ -133,3 +133,44 @@ def test_an_interrupted_import_into_a_new_store_leaves_no_store_and_says_so(fold
     assert done.exit_code == 130 and (folder / "S.sqlite").exists()
     with Run(folder / "S.sqlite", create=False) as run:
         assert len(run) == 8, "an existing store keeps every row"
+
+
+@pytest.mark.slow  # a subprocess: seconds
+def test_calibrate_into_a_pipe_closed_after_the_first_line_exits_0_quietly(folder):
+    import subprocess
+    import sys
+
+    code = "import sys; from scijudge.cli import main; sys.argv = ['scijudge'] + sys.argv[1:]; main()"
+    command = [sys.executable, "-c", code, "calibrate", "--run", "S.sqlite", "--labels", "labels.jsonl", "--n-boot",
+               "0", "--scale", "1,5,1"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=folder) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        first = proc.stdout.readline()
+        proc.stdout.close()  # what `| head -1` does
+        code_ = proc.wait(timeout=300)
+        errors = proc.stderr.read().decode()
+    assert first and code_ == 0, (code_, errors)
+    assert "Traceback" not in errors and "Broken pipe" not in errors and "Exception ignored" not in errors, errors
+
+
+def test_the_judges_table_fits_the_terminal_width():
+    from scijudge.commands._console import out
+
+    done = _run("judges", "--family", "likert")
+    assert done.exit_code == 0 and "yescieval.qa.correctness" in done.output, done.output
+    widest = max(len(line) for line in done.output.splitlines())
+    assert widest <= out.width, (widest, out.width)
+
+
+def test_piped_tables_carry_no_float_noise():
+    import io
+
+    import pandas as pd
+    from rich.console import Console
+
+    from scijudge.report.text import print_frame
+
+    buffer = io.StringIO()
+    print_frame(pd.DataFrame({"judge": ["j"], "mae": [0.52 / 3], "n": [3]}), "t", Console(file=buffer), piped=True)
+    text = buffer.getvalue()
+    assert 0.52 / 3 == 0.17333333333333334 and "0.17333333333333334" not in text and "0.173333333333" in text, text

@@ -144,7 +144,7 @@ def test_view_names_the_damaged_store(tmp_path, monkeypatch):
     (tmp_path / "S.sqlite").write_bytes(bytes(data))
     before = _digest(tmp_path)
     result = CliRunner().invoke(app, ["view", "A.sqlite", "S.sqlite", "--export", "site"])
-    _one_line_error(result, "S.sqlite: corrupt run store (")
+    _one_line_error(result, "S.sqlite: damaged run store (", "sqlite3 S.sqlite .recover")
     assert _digest(tmp_path) == before and not (tmp_path / "site").exists()
 
 

@@ -6,7 +6,6 @@ import json
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -40,4 +39,4 @@ def judges_cmd(
     for s in specs:
         inputs = ", ".join(i.name + ("?" if i.optional else "") for i in s.inputs)
         table.add_row(escape(s.name), s.family, escape(inputs), escape(s.description))
-    Console(width=max(out.width, 160)).print(table)
+    out.print(table)  # the terminal's width: long descriptions wrap in their column, names never

@@ -62,8 +62,10 @@ def fmt_interval(lo: Any, hi: Any, digits: int = 3) -> str:
 
 
 def _csv_value(value: Any) -> Any:
-    if isinstance(value, (float, np.floating)) and math.isfinite(float(value)) and float(value) == 0:
-        return 0.0  # no '-0.0' in machine-readable output either
+    if isinstance(value, (float, np.floating)) and math.isfinite(float(value)):
+        if float(value) == 0:
+            return 0.0  # no '-0.0' in machine-readable output either
+        return float(f"{float(value):.12g}")  # 0.17333333333333328 (arithmetic's last bits) prints as 0.173333333333
     return value
 
 
