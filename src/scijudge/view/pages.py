@@ -45,6 +45,15 @@ def _money(value: Any) -> str:
     return "" if value is None else f"${value:.4f}"
 
 
+def _classical_mean(values: list[float]) -> Any:
+    """``estimation.ppi.classical_mean`` (95%) of the scores: ``estimate``'s judge-only estimate."""
+    import numpy as np
+
+    from scijudge.estimation.ppi import classical_mean
+
+    return classical_mean(np.asarray(values, dtype=float), 0.05)
+
+
 def _pct(value: Any) -> str:
     return "" if value is None else f"{100 * value:.1f}%"
 
@@ -52,7 +61,7 @@ def _pct(value: Any) -> str:
 def _mean_text(row: dict[str, Any]) -> str:
     """A runs row's mean score, its interval and its count (``few`` below ``FEW`` scores)."""
     if row.get("mean") is None:
-        return f"— (n={row.get('n_scores', 0)})"
+        return f"— (n={row.get('n_scores', 0)})" if row.get("means", True) else "…"
     interval = f" [{row['lo']:.2f}, {row['hi']:.2f}]" if row.get("lo") is not None else ""
     few = ", few" if row["n_scores"] < FEW else ""
     return f"{row['mean']:.2f}{interval} (n={row['n_scores']}{few})"
@@ -157,25 +166,25 @@ class Site:
     # --- pages --------------------------------------------------------------------------------------
     def runs_page(self, links: Links, nonce: str = "") -> str:
         labels_text = f"labels: {', '.join(p.name for p in self.label_files())}" if self.label_files() else ""
-        live = self.live()
+        import sys
+
+        # the means need scipy (seconds to import): a first page before the background start-up imported it
+        # shows the counts at once and its script fills the means in from /live
+        live = self.live(means=self.static or "scijudge.estimation.ppi" in sys.modules)
         return self.render("runs.html", links, "runs", "Runs", rows=live["rows"], progress=live["progress"],
                            labels_text=labels_text, nonce=nonce, few=FEW,
                            drift_names=" and ".join(self.store_names[:2]) if len(self.view.paths) >= 2 else "")
 
-    def live(self) -> dict[str, Any]:
+    def live(self, means: bool = True) -> dict[str, Any]:
         """What the runs page shows and its script polls (``/live``): per store, judge and model the counts, the
         mean score with its 95% interval (``estimation.ppi.classical_mean``, the judge-only estimate of
         ``estimate``), the abstention rate, cost and tokens; a progress line per store; the total stored."""
-        import numpy as np
-
-        from scijudge.estimation.ppi import classical_mean
-
         rows, scores = self.view.summary(), self.view.scores()
         names = self.store_names
         for row in rows:
             values = scores.get((row["store"], row["judge"], row["model"]), [])
-            mean = classical_mean(np.asarray(values, dtype=float), 0.05) if values else None
-            row.update(store_name=names[row["store"]], n_scores=len(values),
+            mean = _classical_mean(values) if values and means else None
+            row.update(store_name=names[row["store"]], n_scores=len(values), means=means,
                        mean=None if mean is None or math.isnan(mean.estimate) else mean.estimate,
                        lo=None if mean is None or math.isnan(mean.lo) else mean.lo,
                        hi=None if mean is None or math.isnan(mean.hi) else mean.hi,
