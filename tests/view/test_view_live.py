@@ -42,7 +42,7 @@ def test_runs_rows_carry_the_mean_score_with_its_interval_and_the_abstention_rat
         assert row["cells"]["mean"] == mean
         rate = sum(j["status"] == "abstained" for j in mine) / len(mine)
         assert row["cells"]["abstention"] == f"{100 * rate:.1f}%"
-    page = client.get("/").text
+    page = client.get("/").text  # the means computed for /live are in the page; a changed store's come by /live
     assert live["rows"][0]["cells"]["mean"] in page and "no run is writing it" in page
 
 

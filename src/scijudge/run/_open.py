@@ -232,6 +232,16 @@ def check_columns(names: Sequence[str], columns: Sequence[Sequence[Any]], rows: 
                 check_row(dict(zip(names, row)), path)
 
 
+def bad_row_sql(names: Sequence[str]) -> str:
+    """``check_row``'s rules for ``names`` as one SQL condition, true for a row that breaks them (a reader that
+    holds rows in SQLite finds a damaged one in one pass, then lets ``check_columns`` name it)."""
+    rules = [f"typeof({name}) NOT IN ({', '.join(repr(t) for t in _SQL_TYPES[name])})"
+             for name in names if name in _SQL_TYPES]
+    if "status" in names:
+        rules.append(f"status NOT IN ({', '.join(repr(s) for s in STATUSES)})")
+    return "(" + " OR ".join(rules or ["0"]) + ")"
+
+
 def check_row(row: Mapping[str, Any], path: Path) -> None:
     """Refuse a stored row whose values are not what the schema says (read back from a damaged page), in one line
     naming the store, the row's item and the column."""

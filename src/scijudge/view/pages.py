@@ -166,11 +166,9 @@ class Site:
     # --- pages --------------------------------------------------------------------------------------
     def runs_page(self, links: Links, nonce: str = "") -> str:
         labels_text = f"labels: {', '.join(p.name for p in self.label_files())}" if self.label_files() else ""
-        import sys
-
-        # the means need scipy (seconds to import): a first page before the background start-up imported it
-        # shows the counts at once and its script fills the means in from /live
-        live = self.live(means=self.static or "scijudge.estimation.ppi" in sys.modules)
+        # the means read every score and need scipy (seconds to import at start-up): a page whose stores changed
+        # since they were last computed shows the counts at once and its script fills the means in from /live
+        live = self.live(means=self.static or self.view.cached("scores"))
         return self.render("runs.html", links, "runs", "Runs", rows=live["rows"], progress=live["progress"],
                            labels_text=labels_text, nonce=nonce, few=FEW,
                            drift_names=" and ".join(self.store_names[:2]) if len(self.view.paths) >= 2 else "")

@@ -26,7 +26,7 @@ from typing import Any
 
 from scijudge.errors import InputError
 from scijudge.records import JSON_COLUMNS, RUN_COLUMNS
-from scijudge.run._open import ReadConnection, check_columns, check_tables, connect_read, unreadable
+from scijudge.run._open import ReadConnection, bad_row_sql, check_columns, check_tables, connect_read, unreadable
 
 MAX_STORES = 10
 """SQLite attaches at most 10 databases to one connection (its compile-time default)."""
@@ -191,16 +191,25 @@ class StoreView:
             db.execute("DROP TABLE IF EXISTS main.spreads")
             db.execute(f"CREATE TABLE main.keys AS SELECT {', '.join(_KEYS)} FROM cur")
             db.execute("CREATE INDEX main.keys_stored ON keys(store, rid)")
-            db.execute("CREATE INDEX main.keys_item ON keys(item_id)")
-            for at, path in enumerate(self.paths):  # a damaged row is refused as every reader refuses it
-                rows = db.execute(f"SELECT {', '.join(_KEYS)} FROM main.keys WHERE store = ?", (at,)).fetchall()
-                if rows:
-                    check_columns(_KEYS, list(zip(*rows)), rows, path)
+            bad = db.execute(f"SELECT {', '.join(_KEYS)} FROM main.keys WHERE {bad_row_sql(_KEYS)} LIMIT 1").fetchall()
+            if bad:  # a damaged row is refused as every reader refuses it, naming its store
+                check_columns(_KEYS, list(zip(*bad)), bad, self.paths[bad[0][0]])
             db.execute("CREATE TEMP VIEW listed AS SELECT k.*, l.human, l.n AS n_labels, "
                        "ABS(k.score - l.human) AS disagreement FROM main.keys k LEFT JOIN main.labels l "
                        "ON l.item_id = k.item_id AND l.judge = k.judge AND l.part = k.part")
         self._built = version
         self._cache.clear()
+
+    def _by_item(self) -> None:
+        """The key table, fresh and indexed by item (built at the first look-up by item: a runs or items page
+        never needs it)."""
+        self._fresh()
+        with self._reading() as db:
+            db.execute("CREATE INDEX IF NOT EXISTS main.keys_item ON keys(item_id)")
+
+    def cached(self, key: Any) -> bool:
+        """Whether the answer named ``key`` is computed for the stores as they are now."""
+        return self._built == self._version() and key in self._cache
 
     def _cached(self, key: Any, compute: Any) -> Any:
         self._fresh()
@@ -398,7 +407,7 @@ class StoreView:
     def item(self, item_id: str) -> list[dict[str, Any]]:
         """Every current judgment of one item in every store, JSON columns decoded: found in the key table, then
         read from the stores by rowid (as every reader reads a store: a damaged index of a store is never used)."""
-        self._fresh()
+        self._by_item()
         keys = self._all("SELECT store, rid FROM main.keys WHERE item_id = ? ORDER BY judge, part, model, store",
                          [item_id])
         rows = self._by_rowid(keys, "*")
@@ -444,7 +453,7 @@ class StoreView:
 
     def judges_of(self, item_id: str) -> list[tuple[str, str]]:
         """The (judge, part) pairs judged on one item."""
-        self._fresh()
+        self._by_item()
         return [(r["judge"], r["part"]) for r in self._all(
             "SELECT DISTINCT judge, part FROM main.keys WHERE item_id = ? ORDER BY judge, part", [item_id])]
 
@@ -464,10 +473,15 @@ class StoreView:
             from scijudge.vocab import VARIANT_ID
 
             found: dict[tuple[int, str, str], list[float]] = {}
-            for row in self._all("SELECT store, judge, model, item_id, score FROM main.keys WHERE status = 'ok' "
-                                 "AND score IS NOT NULL ORDER BY store, rid"):
-                if not VARIANT_ID.match(row["item_id"]):
-                    found.setdefault((row["store"], row["judge"], row["model"]), []).append(float(row["score"]))
+            ok = "FROM main.keys WHERE status = 'ok' AND score IS NOT NULL"
+            like = "(item_id GLOB '*::*::subtle' OR item_id GLOB '*::*::extreme')"  # every VARIANT_ID matches
+            with self._reading() as db:
+                rows = db.execute(f"SELECT store, judge, model, score {ok} AND NOT {like} ORDER BY store, rid").fetchall()
+                rows += [r[:3] + r[4:] for r in db.execute(
+                    f"SELECT store, judge, model, item_id, score {ok} AND {like} ORDER BY store, rid")
+                    if not VARIANT_ID.match(r[3])]
+            for store, judge, model, score in rows:
+                found.setdefault((store, judge, model), []).append(float(score))
             return found
 
         return dict(self._cached("scores", compute))
