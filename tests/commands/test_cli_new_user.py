@@ -174,3 +174,24 @@ def test_piped_tables_carry_no_float_noise():
     print_frame(pd.DataFrame({"judge": ["j"], "mae": [0.52 / 3], "n": [3]}), "t", Console(file=buffer), piped=True)
     text = buffer.getvalue()
     assert 0.52 / 3 == 0.17333333333333334 and "0.17333333333333334" not in text and "0.173333333333" in text, text
+
+
+def test_optimize_says_a_candidate_worse_than_its_base_is_not_the_judge_to_use(capsys):
+    from types import SimpleNamespace
+
+    from scijudge.commands.optimize import _print_result
+
+    def result(after: float) -> SimpleNamespace:
+        return SimpleNamespace(
+            spec=SimpleNamespace(provenance={}, name="t.cand"), base_spec=SimpleNamespace(name="t.base"),
+            recipe=SimpleNamespace(name="mipro"), before={"score": 0.6, "n_units": 30},
+            after={"score": after, "n_units": 30}, notes=[], interrupted=False, unchanged=False,
+            spec_path=Path("optimized/t.toml"), budget={"lm_calls": 1, "optimization_lm_calls": 1,
+                                                        "evaluation_lm_calls": 0, "cached_calls": 0, "cost_usd": None})
+
+    _print_result(result(0.4), None)
+    text = " ".join(capsys.readouterr().out.split())
+    assert "scored worse than the base judge on the test split (0.400 against 0.600): keep the base judge " \
+           "(t.base)" in text and "optimized judge:" not in text, text
+    _print_result(result(0.7), None)
+    assert "optimized judge: optimized/t.toml" in " ".join(capsys.readouterr().out.split())

@@ -50,11 +50,22 @@ def _print_result(result: Any, log_path: Path | None) -> None:
     elif result.spec_path and result.unchanged:
         console.print(f"the optimizer returned the base judge unchanged (not an optimized judge); its copy with this "
                       f"run's provenance: {result.spec_path}", highlight=False, markup=False, soft_wrap=True)
+    elif result.spec_path and _worse_than_base(result):
+        console.print(f"the best candidate scored worse than the base judge on the test split "
+                      f"({fmt(result.after.get('score'))} against {fmt(result.before.get('score'))}): keep the base "
+                      f"judge ({result.base_spec.name}); the candidate is saved for inspection only: {result.spec_path}",
+                      highlight=False, markup=False, soft_wrap=True)
     elif result.spec_path:
         console.print(f"optimized judge: {result.spec_path}  (use it as --judge {result.spec_path})",
                       highlight=False, markup=False, soft_wrap=True)
     if log_path is not None:
         console.print(f"log: {log_path}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _worse_than_base(result: Any) -> bool:
+    """The candidate's test score (the recipe's metric, higher is better) is below the base judge's."""
+    before, after = result.before.get("score"), result.after.get("score")
+    return before is not None and after is not None and before == before and after == after and after < before
 
 
 def _progress() -> Any:
