@@ -176,6 +176,7 @@ def test_pairwise_decision_rates_both_answers_and_reports_in_the_items_terms(loo
 def test_batch_and_fused_runs_refuse_decision_mode() -> None:
     from scijudge.errors import ModelError
     from scijudge.judges.build import judges_for_run
+    from scijudge.judges.options import JudgeOptions
     from scijudge.run.batch.executor import check_batchable
     from scijudge.spec.judge_spec import get_spec
 
@@ -183,10 +184,11 @@ def test_batch_and_fused_runs_refuse_decision_mode() -> None:
     with pytest.raises(ModelError, match="decision"):
         check_batchable([judge])
     with pytest.raises(ModelError, match="decision"):
-        judges_for_run([get_spec("yescieval.qa.correctness")], "openai/judge", executor="batch", mode="decision")
+        judges_for_run([get_spec("yescieval.qa.correctness")], JudgeOptions(model="openai/judge", mode="decision"),
+                       executor="batch")
     specs = [get_spec("yescieval.qa.correctness"), get_spec("yescieval.qa.coherence")]
     with pytest.raises(InputError, match="fused"):
-        judges_for_run(specs, "openai/judge", fused=True, mode="decision")
+        judges_for_run(specs, JudgeOptions(model="openai/judge", fused=True, mode="decision"))
 
 
 def test_an_interrupted_decision_run_keeps_what_it_got_and_resumes(loopback, tmp_path: Path) -> None:

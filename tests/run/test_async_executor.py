@@ -142,7 +142,7 @@ def test_the_cli_picks_the_async_executor_from_concurrency_64_for_api_models(loo
             assert result.exit_code == 0, result.output
         refused = CliRunner().invoke(app, ["judge", str(tmp_path / "items.jsonl"), "-j", str(tmp_path / "spec.toml"),
                                            "-m", "openai/judge", "--api-base", server.url, "--executor", "fibers"])
-        assert refused.exit_code == 2 and "--executor must be auto, threads or async" in refused.output
+        assert refused.exit_code == 2 and "--executor: must be auto, threads or async" in refused.output
     finally:
         aio.AsyncExecutor.execute = original  # type: ignore[method-assign]
     assert used == [5], "threads at --concurrency 8, the event loop at 64"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -13,17 +14,20 @@ from scijudge.commands._progress import print_summary, progress_bar
 from scijudge.commands._run_control import StopOnSignal, exit_run, resume_command, safe_argv
 from scijudge.errors import EXIT_INCOMPLETE, EXIT_INTERRUPTED, InputError, ScijudgeError
 
+_NOT_OPTIONS = ("items", "run", "progress")
+"""The flags that are not ``RunOptions`` fields; every other flag is the field of its parameter's name."""
 
-def judge_cmd(
+
+def _flags(
     items: Annotated[Path, typer.Argument(help="Items in canonical JSONL (see `scijudge schema`).")],
-    judge: Annotated[list[str], typer.Option(
+    judges: Annotated[list[str], typer.Option(
         "--judge", "-j", help="Judge name, glob (yescieval.qa.*) or spec path; repeatable.")],
     model: Annotated[str | None, typer.Option(
         "--model", "-m", help="DSPy/litellm model string, or hf:<model or adapter>.")] = None,
     api_base: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL, e.g. http://localhost:8000/v1.")] = None,
     run: Annotated[Path | None, typer.Option(help="Run store (SQLite). Re-running with the same store resumes.")] = None,
     concurrency: Annotated[int, typer.Option(min=1, help="Judgments in flight at once.")] = 8,
-    executor_name: Annotated[str, typer.Option(
+    executor: Annotated[str, typer.Option(
         "--executor", help="In-process executor: auto (asyncio from --concurrency 64 up for API models, threads "
                            "otherwise), threads, or async (one event loop: hundreds to thousands of slow judgments "
                            "in flight).")] = "auto",
@@ -56,7 +60,7 @@ def judge_cmd(
         help="Checklist judges: accept task axes outside ResearchRubrics' seven (kept as written).")] = False,
     preset: Annotated[str | None, typer.Option(
         help="Prompt preset for every judge, e.g. 'yescieval-native' (YESciEval's own layout for its released judges).")] = None,
-    block: Annotated[list[str] | None, typer.Option(
+    blocks: Annotated[list[str] | None, typer.Option(
         "--block", help="Fill a judge's text block from a file: NAME=FILE (repeatable); NAME= empties it (e.g. --block "
                         "task_context=).")] = None,
     batch: Annotated[bool, typer.Option(
@@ -84,6 +88,11 @@ def judge_cmd(
         help="Judge with a cascade saved by `scijudge cascade --save`: its first member judges every item, each next "
              "member only the items no earlier one trusted (models, endpoints and modes come from the file).")] = None,
 ) -> None:
+    """The flags of ``scijudge judge``: each parameter is the ``scijudge.run.options.RunOptions`` field of its name
+    (``_NOT_OPTIONS`` aside), so the command maps flags to fields in this one place."""
+
+
+def judge_cmd(**flags: Any) -> None:
     """Judge every item with every judge; each judgment is saved to the run store as it completes.
 
     Re-running with the same --run resumes: judgments already stored for the same item content, judge spec,
@@ -103,117 +112,30 @@ def judge_cmd(
 
     Cascade example: scijudge judge items.jsonl -j yescieval.qa.correctness --cascade thresholds.json --run runs/c.sqlite
     """
-    from scijudge.data import load_items
-    from scijudge.judges.build import judges_for_run
-    from scijudge.judges.presets import apply_blocks_and_preset
-    from scijudge.records import safe_endpoint
-    from scijudge.redaction import redact
-    from scijudge.run.api import judge_items, make_executor
-    from scijudge.run.plan import valid_items
-    from scijudge.run.store import Run
-    from scijudge.spec.judge_spec import resolve_judges
-    from scijudge.vocab import score_scale_of
+    from scijudge.run.judging import JudgeRun
+    from scijudge.run.options import RunOptions
 
-    if batch and ray is not None:
-        raise InputError("choose --batch (provider batch APIs) or --ray (local hf: models on Ray), not both",
-                         field="--batch")
-    name = "batch" if batch else "ray" if ray is not None else "processes" if processes > 1 else "threads"
-    if cascade is not None and (model is not None or api_base is not None or mode != "generate" or rating_probs
-                                or fused or ray is not None or limit is not None):
-        raise InputError("--cascade takes its members' models, endpoints and modes from the thresholds file: drop "
-                         "--model, --api-base, --mode, --rating-probs, --fused, --ray and --limit", field="--cascade")
-    if cascade is None and model is None:
-        raise InputError("give the model to judge with (--model) or a saved cascade (--cascade)", field="--model")
-    from scijudge.lm import is_local_model
-
-    if not progress and model is not None and is_local_model(model):
-        from scijudge.commands import _progress
-
-        _progress.quiet_local_models()  # no "Loading weights" bar, no transformers FutureWarning
+    items, run, progress = (flags.pop(name) for name in _NOT_OPTIONS)
+    options = RunOptions.of(**{k: v for k, v in flags.items() if v is not None})
+    _quiet_local_model(options.model, progress)
     run_path = run or Path("runs") / f"{items.stem}.sqlite"
     early = _claim_existing(run_path)  # a damaged, foreign or busy store: refused before any model loads
     try:
-        specs = apply_blocks_and_preset(resolve_judges(judge), blocks=block or [], preset=preset)
-        if reports is not None:
-            from scijudge.importers.researchrubrics import load_checklist_items
-
-            loaded, skipped = load_checklist_items(items, reports, skip_invalid=skip_invalid, any_axis=allow_unknown_axes)
-        else:
-            loaded, skipped = load_items(items, skip_invalid=skip_invalid)
-        for s in skipped:
-            console.print(f"[yellow]skipped[/] {escape(redact(str(s)))}", highlight=False, soft_wrap=True)
-        def build(model_: str, api_base_: str | None, mode_: str, decision_score_: str, rating_probs_: bool) -> list:
-            return judges_for_run(specs, model_, lm_options=dict(api_base=api_base_, cache=cache, timeout=timeout,
-                                                                 max_tokens=max_tokens),
-                                  rating_probs=rating_probs_, chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens,
-                                  fused=fused, layout=layout, chain_options=dict(retry_after_cap=retry_after_cap),
-                                  executor=name, mode=mode_, decision_score=decision_score_)
-
-        stages: list | None = None
-        if cascade is not None:
-            from scijudge.commands._cascade import cascade_stages, judge_through
-
-            stages, seed, models = cascade_stages(cascade, build)
-            judges = stages[0].judges
-            model = ",".join(models)
-        else:
-            assert model is not None
-            judges = build(model, api_base, mode, decision_score, rating_probs)
-        options: dict = {}
-        if name == "processes":
-            options = dict(processes=processes, use_cache=cache)
-        elif name == "batch":
-            options = dict(batch_size=batch_size, poll=batch_poll, fallback=batch_fallback, on_batch=_print_batch,
-                           on_note=lambda text: console.print(f"[yellow]{escape(redact(text))}[/]", highlight=False,
-                                                              soft_wrap=True))
-        elif name == "ray":
-            options = dict(address=None if ray == "local" else ray)
-        if executor_name not in ("auto", "threads", "async"):
-            raise InputError(f"--executor must be auto, threads or async, not {executor_name!r}", field="--executor")
-        if name == "threads":
-            from scijudge.run.aio import wants_async
-
-            if executor_name == "async" or (executor_name == "auto" and wants_async(judges, concurrency)):
-                name = "async"
-        elif executor_name != "auto":
-            raise InputError(f"--executor {executor_name} runs judgments in this process; drop it with --{name}",
-                             field="--executor")
-        executor = make_executor(name, concurrency=concurrency, **options)
-        for stage_judges in [s.judges for s in stages] if stages else [judges]:
-            executor.check(stage_judges)
-        if skip_invalid and name != "ray":
-            loaded, problems = valid_items(loaded, judges)
-            for problem in problems:
-                console.print(f"[yellow]skipped[/] {escape(redact(str(problem)))}", highlight=False, soft_wrap=True)
+        plan = JudgeRun.prepare(lambda: _load_items(items, options), options, stages_of=_stages_of,
+                                on_batch=_print_batch, on_note=_note)
     except BaseException:
         if early is not None:
             early.close()
         raise
-    store = early if early is not None else Run(run_path).claim_writer()
-    store.set_meta(items=str(items), judges=[s.name for s in specs], model=model,
-                   api_base=safe_endpoint(api_base) or None, argv=safe_argv(),
-                   **({"cascade": str(cascade)} if cascade is not None else {}),
-                   # the score scale of each judge as its spec declared it, for calibration (issue 11)
-                   scales={s.name: list(score_scale_of(s)) for s in specs if s.scale is not None})
-    stop = StopOnSignal(grace)
-    with stop, progress_bar(progress and name in ("threads", "async", "processes")) as on_result:
+    for problem in plan.skipped:
+        _skipped(problem)
+    store = plan.open_store(early if early is not None else run_path, items=items, argv=safe_argv())
+    stop = StopOnSignal(options.grace)
+    with stop, progress_bar(progress and plan.kind in ("threads", "processes")) as on_result:
         try:
-            if stages is not None:
-                summary = judge_through(loaded, stages, store, seed=seed, say=_say, executor=executor,
-                                        concurrency=concurrency, retry_abstained=retry_abstained, stop=stop.event,
-                                        grace=grace, on_result=on_result)
-            else:
-                summary = judge_items(loaded, judges, store, executor=executor, concurrency=concurrency, limit=limit,
-                                      retry_abstained=retry_abstained, stop=stop.event, grace=grace,
-                                      on_result=on_result)
+            summary = plan.run(store, stop=stop.event, on_result=on_result, say=_say)
         except ScijudgeError as exc:
-            partial = getattr(exc, "summary", None)
-            if partial is not None and (partial.judged or partial.skipped_done or partial.no_answer or partial.tokens_in):
-                print_summary(partial, run_path)  # a table of zeros (nothing reached) would only hide the error
-            console.print(f"[bold red]error:[/] {escape(redact(str(exc)))}", highlight=False, soft_wrap=True)
-            if partial is not None and partial.resumable and getattr(exc, "resume_helps", True):
-                console.print(f"resume with: {escape(resume_command())}", highlight=False, soft_wrap=True)
-            exit_run(store, getattr(exc, "exit_code", 3))
+            _stopped(exc, store, run_path)
     print_summary(summary, run_path)
     if summary.interrupted:
         console.print(f"interrupted: {summary.judged} judgments stored in {run_path} this run"
@@ -227,6 +149,10 @@ def judge_cmd(
     store.close()
 
 
+judge_cmd.__signature__ = inspect.signature(_flags, eval_str=True)  # type: ignore[attr-defined]
+judge_cmd.__annotations__ = {n: p.annotation for n, p in judge_cmd.__signature__.parameters.items()}  # type: ignore[attr-defined]
+
+
 def _claim_existing(path: Path) -> Any:
     """The existing run store at ``path`` opened to write (checked: a store, whole, ours, no other writer), or None
     for a new one. An empty file is refused: it is not a store a user meant to resume."""
@@ -238,6 +164,63 @@ def _claim_existing(path: Path) -> Any:
         raise InputError("an empty file, not a run store: remove it, or name a new --run path (it is created)",
                          file=path)
     return Run(path).claim_writer()
+
+
+def _load_items(items: Path, options: Any) -> list[Any]:
+    """The items (a ResearchRubrics task file with ``reports`` for checklist judges); skipped lines are printed."""
+    if options.reports is not None:
+        from scijudge.importers.researchrubrics import load_checklist_items
+
+        loaded, skipped = load_checklist_items(items, options.reports, skip_invalid=options.skip_invalid,
+                                               any_axis=options.allow_unknown_axes)
+    else:
+        from scijudge.data import load_items
+
+        loaded, skipped = load_items(items, skip_invalid=options.skip_invalid)
+    for problem in skipped:
+        _skipped(str(problem))
+    return loaded
+
+
+def _quiet_local_model(model: str | None, progress: bool) -> None:
+    """Without a progress bar, a local model loads without its own bars and warnings."""
+    from scijudge.lm import is_local_model
+
+    if not progress and model is not None and is_local_model(model):
+        from scijudge.commands import _progress
+
+        _progress.quiet_local_models()  # no "Loading weights" bar, no transformers FutureWarning
+
+
+def _stages_of(path: Path, build: Any) -> tuple[list[Any], int, list[str]]:
+    from scijudge.commands._cascade import cascade_stages
+
+    return cascade_stages(path, build)
+
+
+def _stopped(exc: ScijudgeError, store: Any, run_path: Path) -> None:
+    """A run that stopped early: what it did, the error in one line, how to resume; then the exit code."""
+    from scijudge.redaction import redact
+
+    partial = getattr(exc, "summary", None)
+    if partial is not None and (partial.judged or partial.skipped_done or partial.no_answer or partial.tokens_in):
+        print_summary(partial, run_path)  # a table of zeros (nothing reached) would only hide the error
+    console.print(f"[bold red]error:[/] {escape(redact(str(exc)))}", highlight=False, soft_wrap=True)
+    if partial is not None and partial.resumable and getattr(exc, "resume_helps", True):
+        console.print(f"resume with: {escape(resume_command())}", highlight=False, soft_wrap=True)
+    exit_run(store, getattr(exc, "exit_code", 3))
+
+
+def _skipped(problem: str) -> None:
+    from scijudge.redaction import redact
+
+    console.print(f"[yellow]skipped[/] {escape(redact(problem))}", highlight=False, soft_wrap=True)
+
+
+def _note(text: str) -> None:
+    from scijudge.redaction import redact
+
+    console.print(f"[yellow]{escape(redact(text))}[/]", highlight=False, soft_wrap=True)
 
 
 def _say(text: str) -> None:

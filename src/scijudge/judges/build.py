@@ -14,6 +14,7 @@ from scijudge.chain.chain import ChainConfig, StructuredChain
 from scijudge.errors import InputError
 from scijudge.judges.base import Judge
 from scijudge.judges.contract import JudgeProtocol
+from scijudge.judges.options import JudgeOptions
 from scijudge.spec.families import Family, JudgeFactory, get_family
 from scijudge.spec.judge_spec import JudgeSpec, get_spec
 
@@ -156,47 +157,40 @@ def build_run_judges(specs: Sequence[JudgeSpec], lm: Any, *, rating_probs: bool 
     return judges
 
 
-def judges_for_run(specs: Sequence[JudgeSpec], model: str, *, lm_options: dict[str, Any] | None = None,
-                   rating_probs: bool = False, chunk_tokens: int | None = None, overlap_tokens: int | None = None,
-                   fused: bool = False, layout: str = "rubric-first", chain_options: dict[str, Any] | None = None,
-                   executor: str = "threads", mode: str = "generate", decision_score: str = "expected") -> list[Any]:
+def judges_for_run(specs: Sequence[JudgeSpec], options: JudgeOptions, *, executor: str = "threads") -> list[Any]:
     """The judges (or, for executors that build them elsewhere, the recipes) of one run of ``specs`` with
-    ``model``: what ``scijudge judge`` hands to ``judge_items``. Combinations an executor cannot serve are
+    ``options``: what ``scijudge judge`` hands to ``judge_items``. Combinations an executor cannot serve are
     refused here, before any model is built or weights loaded."""
     from scijudge.errors import ModelError
     from scijudge.judges.recipe import JudgeRecipe
     from scijudge.lm import is_local_model
 
-    lm_options = dict(lm_options or {})
-    chain_options = dict(chain_options or {})
+    model = options.require_model()
     local = is_local_model(model)
     if executor == "batch" and local:
-        raise ModelError(f"--batch sends judgments to a provider's batch API; {model} is a local model, which "
-                         "already batches in-process (drop --batch, or use --ray for many GPUs)")
+        raise ModelError(f"batch sends judgments to a provider's batch API; {model} is a local model, which "
+                         "already batches in-process (drop batch, or use ray for many GPUs)")
     if executor == "processes" and local:
         raise ModelError("several processes are for API models; a local hf: model batches inside one process")
     if executor == "ray" and not local:
         raise ModelError(f"{model} is an API model: API judges do not need Ray (its actors run local hf: engines); "
-                         "use --concurrency/--processes for speed or --batch for the batch price")
+                         "use concurrency/processes for speed or batch for the batch price")
     from scijudge.judges.decision import check_mode
 
     for spec in specs:  # before any model is built
-        check_mode(mode, decision_score, spec.family, name=spec.name, source=spec.source)
-    if mode == "decision" and executor == "batch":
-        raise ModelError("--batch sends generated judgments to a provider's batch API; --mode decision reads "
-                         "logprobs of direct calls (drop --batch)")
-    variant = fused or layout != "rubric-first"
-    if variant and executor in ("processes", "ray", "batch"):
-        raise InputError(f"--fused and --layout run in one process, without --{executor}", field="--fused")
+        check_mode(options.mode, options.decision_score, spec.family, name=spec.name, source=spec.source)
+    if options.mode == "decision" and executor == "batch":
+        raise ModelError("batch sends generated judgments to a provider's batch API; mode decision reads "
+                         "logprobs of direct calls (drop batch)")
+    if (options.fused or options.layout != "rubric-first") and executor in ("processes", "ray", "batch"):
+        raise InputError(f"fused and layout run in one process, without {executor}", field="fused")
+    chain_options: dict[str, Any] = {"retry_after_cap": options.retry_after_cap}
     if executor == "ray":
-        judge_options: dict[str, Any] = dict(rating_probs=rating_probs, chunk_tokens=chunk_tokens,
-                                             overlap_tokens=overlap_tokens)
-        if mode != "generate":
-            judge_options.update(mode=mode, decision_score=decision_score)
-        return [JudgeRecipe(spec, model, lm_options, judge_options, chain_options) for spec in specs]
+        judge_options = {k: v for k, v in options.judge_options().items()
+                         if k not in ("mode", "decision_score") or options.mode != "generate"}
+        return [JudgeRecipe(spec, model, options.lm_options(), judge_options, chain_options) for spec in specs]
     from scijudge.lm import make_lm
 
-    lm = make_lm(model, **lm_options)
-    return build_run_judges(specs, lm, fused=fused, layout=layout, chain_config=ChainConfig(**chain_options),
-                            rating_probs=rating_probs, chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens,
-                            mode=mode, decision_score=decision_score)
+    lm = make_lm(model, **options.lm_options())
+    return build_run_judges(specs, lm, fused=options.fused, layout=options.layout,
+                            chain_config=ChainConfig(retry_after_cap=options.retry_after_cap), **options.judge_options())

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from scijudge.records import JudgeResult
@@ -102,3 +102,23 @@ def reason_class(reason: str) -> str:
 
 Progress = Callable[[JudgeResult, RunSummary], None]
 """Called after each stored result (progress bars, logging)."""
+
+
+def merged(summaries: Sequence[RunSummary]) -> RunSummary:
+    """One summary of several stages: counts, tokens and cost added; interrupted if any stage was."""
+    out = RunSummary()
+    for s in summaries:
+        for f in fields(RunSummary):
+            value, mine = getattr(s, f.name), getattr(out, f.name)
+            if f.name == "interrupted":
+                out.interrupted = out.interrupted or s.interrupted
+            elif f.name == "resumable":
+                out.resumable = out.resumable and s.resumable
+            elif isinstance(value, dict):
+                for k, v in value.items():
+                    mine[k] = mine.get(k, 0) + v
+            elif isinstance(value, list):
+                mine.extend(value)
+            else:
+                setattr(out, f.name, mine + value)
+    return out
