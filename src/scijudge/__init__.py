@@ -21,7 +21,8 @@ _LAZY: dict[str, str] = {
     # the read side: run stores read once, and the one scale
     "Judgments": "scijudge.metrics.frames", "Scale": "scijudge.spec.scales",
     # judges
-    "Judge": "scijudge.judges", "load_judge": "scijudge.judges",
+    "Judge": "scijudge.judges", "load_judge": "scijudge.judges", "load_judges": "scijudge.judges",
+    "JudgeOptions": "scijudge.judges.options", "RunOptions": "scijudge.run.options", "JudgeRun": "scijudge.run.judging",
     "JudgeResult": "scijudge.records", "Attempt": "scijudge.records",
     "JudgeOutput": "scijudge.spec.outputs", "LikertRating": "scijudge.spec.outputs", "PairwiseJudgment": "scijudge.spec.outputs",
     "RunFields": "scijudge.spec.outputs",
@@ -43,12 +44,13 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
-    "Abstained", "Attempt", "ChainConfig", "HumanLabel", "InputError", "Item", "Judge", "JudgeOutput", "Judgments",
-    "JudgeProtocol", "JudgeRecipe",
-    "JudgeResult", "JudgeSpec", "LikertRating", "ModelError", "PairwiseJudgment", "Paper", "Run", "RunFields",
-    "RunSummary", "Scale", "ScijudgeError", "SpecError", "StructuredChain", "UnknownJudgeError", "__version__", "bundled_path",
-    "calibrate", "cascade", "distill", "estimate", "get_spec", "judge_items", "jury", "list_specs", "load_items", "load_judge",
-    "load_labels", "load_spec_file", "make_lm", "optimize", "select_labels", "sequential",
+    "Abstained", "Attempt", "ChainConfig", "HumanLabel", "InputError", "Item", "Judge", "JudgeOptions",
+    "JudgeOutput", "JudgeProtocol", "JudgeRecipe", "JudgeResult", "JudgeRun", "JudgeSpec", "Judgments",
+    "LikertRating", "ModelError", "PairwiseJudgment", "Paper", "Run", "RunFields", "RunOptions", "RunSummary",
+    "Scale", "ScijudgeError", "SpecError", "StructuredChain", "UnknownJudgeError", "__version__", "bundled_path",
+    "calibrate", "cascade", "distill", "estimate", "get_spec", "judge_items", "jury", "list_specs", "load_items",
+    "load_judge", "load_judges", "load_labels", "load_spec_file", "make_lm", "optimize", "select_labels",
+    "sequential",
 ]
 
 
@@ -71,7 +73,10 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from scijudge.distillation import distill
     from scijudge.estimation import estimate, sequential
     from scijudge.estimation.select import select_labels
-    from scijudge.judges import Judge, load_judge
+    from scijudge.judges import Judge, load_judge, load_judges
+    from scijudge.judges.options import JudgeOptions
+    from scijudge.run.judging import JudgeRun
+    from scijudge.run.options import RunOptions
     from scijudge.labels import HumanLabel, load_labels
     from scijudge.lm import make_lm
     from scijudge.metrics.calibration import calibrate

@@ -219,5 +219,5 @@ print("torch loaded" if "torch" in sys.modules else "torch not loaded")
                           env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "true"})
     lines = done.stdout.strip().splitlines()
     assert len(lines) == 4, done.stdout + done.stderr
-    assert "--labels" in lines[0] and "API model" in lines[1] and "missing.jsonl" in lines[2]
+    assert "field 'labels'" in lines[0] and "API model" in lines[1] and "missing.jsonl" in lines[2]
     assert lines[3] == "torch not loaded"

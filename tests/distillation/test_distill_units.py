@@ -21,7 +21,7 @@ def test_split_is_deterministic_and_an_item_keeps_its_side_when_others_are_added
     train2, test2 = split_ids(ids + [f"new{k}" for k in range(50)], seed=3, held_out=0.3)
     assert set(test) <= set(test2) and set(train) <= set(train2)
     assert split_ids(ids, seed=4, held_out=0.3)[1] != test
-    with pytest.raises(InputError, match="--split"):
+    with pytest.raises(InputError, match="field .split."):
         split_ids(ids, seed=0, held_out=1.5)
 
 
@@ -100,7 +100,7 @@ def test_teacher_probs_are_the_targets_and_a_missing_distribution_falls_back_to_
 def test_a_teacher_run_with_several_models_asks_for_one(tmp_path):
     path = tmp_path / "teacher.sqlite"
     _teacher_store(path, [_row("a", "big", 4), _row("a", "other", 3)])
-    with pytest.raises(InputError, match="--teacher-model"):
+    with pytest.raises(InputError, match="teacher_model"):
         teacher_targets(path, "j", LEVELS, None, [])
     assert teacher_targets(path, "j", LEVELS, "other", [])[0] == {"a": [0, 0, 1, 0, 0]}
 
@@ -126,7 +126,7 @@ def test_scijudge_distill_is_the_verb_even_after_the_package_is_imported():
     import scijudge.distillation._data  # the package is scijudge.distillation: scijudge.distill stays the verb
 
     assert callable(scijudge.distill) and "distill" in scijudge.__all__
-    with pytest.raises(InputError, match="--lora-r"):
+    with pytest.raises(InputError, match="field .lora_r.: must be at least 1"):
         scijudge.distill("x", [], base="hf:/nowhere", out="/tmp/unused", lora_r=0)
 
 

@@ -82,12 +82,12 @@ def _base_folder(base: str | Path) -> Path:
         ref = parse_model_string(text if text.startswith("hf:") else f"hf:{text}")
     except ModelError as exc:
         if provider in _API_PROVIDERS and not text.startswith("hf:"):
-            raise InputError(f"--base {text} is an API model: LoRA distillation trains a local transformers model's "
-                             "weights, so the base must be hf:<model folder or cached hub id>", field="--base") from exc
+            raise InputError(f"{text} is an API model: LoRA distillation trains a local transformers model's "
+                             "weights, so the base must be hf:<model folder or cached hub id>", field="base") from exc
         raise
     if ref.adapter is not None:
-        raise InputError(f"--base {text} is a PEFT adapter; distil onto its base model ({ref.base}) instead",
-                         field="--base")
+        raise InputError(f"{text} is a PEFT adapter; distil onto its base model ({ref.base}) instead",
+                         field="base")
     return ref.base
 
 
@@ -139,16 +139,16 @@ def distill(judge: Any, items: str | Path | Sequence[Item], *, base: str | Path,
     cfg.check()
     out_dir = Path(out)
     if out_dir.exists() and not out_dir.is_dir():
-        raise InputError("--out must be a folder", file=out_dir, field="--out")
+        raise InputError("must be a folder", file=out_dir, field="out")
     if not resume:
         _clear_outputs(out_dir)
     labels_path = Path(labels) if labels is not None else None
     teacher_path = Path(teacher) if teacher is not None else None
     # everything that can be checked without torch or the model is checked first (a typo costs no model load)
     if labels_path is None and teacher_path is None:
-        raise InputError("give --labels (human scores) or --teacher (a run store of a stronger judge)",
-                         field="--labels")
-    for path, option in ((labels_path, "--labels"), (teacher_path, "--teacher")):
+        raise InputError("give labels (human scores) or a teacher (a run store of a stronger judge)",
+                         field="labels")
+    for path, option in ((labels_path, "labels"), (teacher_path, "teacher")):
         if path is not None and not path.is_file():
             raise InputError(f"{option} file not found", file=path, field=option)
     base_dir = _base_folder(base)

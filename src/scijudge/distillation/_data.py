@@ -69,7 +69,7 @@ def data_hash(examples: Sequence[Example]) -> str:
 def split_ids(ids: Sequence[str], *, seed: int, held_out: float) -> tuple[list[str], list[str]]:
     """Deterministic split by hashing (seed, id): an item's side does not change when others are added."""
     if not 0.0 < held_out < 1.0:
-        raise InputError(f"--split is the held-out fraction, between 0 and 1 (got {held_out})", field="--split")
+        raise InputError(f"the held-out fraction must be between 0 and 1 (got {held_out})", field="split")
 
     def key(i: str) -> float:
         return int(hashlib.sha256(f"{seed}:{i}".encode()).hexdigest()[:12], 16) / 16 ** 12
@@ -86,7 +86,7 @@ def scale_levels(judge: Any) -> list[str]:
     spec = judge.spec
     if spec.family != "likert":
         raise InputError(f"distill trains pointwise Likert judges; {spec.name!r} is a {spec.family} judge",
-                         file=spec.source, field="--judge")
+                         file=spec.source, field="judge")
     scale = scale_of(spec)
     if not scale.integral:
         raise InputError(f"distill needs a whole-number scale; {spec.name!r} has steps of {scale.step:g}",
@@ -147,11 +147,11 @@ def level_token_ids(tokenizer: Any, prompt: str, levels: Sequence[str]) -> list[
         full = encode(tokenizer, prompt + level)
         if full[: len(head)] != head or len(full) != len(head) + 1:
             raise InputError(f"level {level!r} is not one token after the judge's prompt with this tokenizer; "
-                             "decision-form distillation needs single-token levels (use --form generated)",
-                             field="--base")
+                             "decision-form distillation needs single-token levels (use the generated form)",
+                             field="base")
         ids.append(full[-1])
     if len(set(ids)) != len(ids):
-        raise InputError(f"levels {list(levels)} share tokens {ids}", field="--base")
+        raise InputError(f"levels {list(levels)} share tokens {ids}", field="base")
     return ids
 
 
@@ -179,7 +179,7 @@ def teacher_targets(run_path: Path, judge_name: str, levels: list[str], model: s
     from scijudge.run.store import Run
 
     if not run_path.is_file():
-        raise InputError("teacher run store not found", file=run_path, field="--teacher")
+        raise InputError("teacher run store not found", file=run_path, field="teacher")
     store = Run(run_path, create=False)
     try:
         rows = [r for r in store.rows() if r["judge"] == judge_name and not r["part"]]
@@ -190,10 +190,10 @@ def teacher_targets(run_path: Path, judge_name: str, levels: list[str], model: s
         rows = [r for r in rows if r["model"] == model]
     elif len(models) > 1:
         raise InputError(f"the teacher run holds judgments of several models ({', '.join(models)}); choose one "
-                         "with --teacher-model", file=run_path, field="--teacher-model")
+                         "with teacher_model", file=run_path, field="teacher_model")
     if not rows:
         raise InputError(f"no judgments of {judge_name!r}" + (f" by {model}" if model else "") + " in the teacher run",
-                         file=run_path, field="--judge")
+                         file=run_path, field="judge")
     dists: dict[str, list[float]] = {}
     answers: dict[str, str] = {}
     no_probs = abstained = 0
@@ -237,21 +237,21 @@ def _targets(judge: Any, items: list[Item], *, form: str, labels: Path | None, t
         source = f"teacher:{teacher}" + (f" ({model})" if model else "")
     elif labels is not None:
         if form == "generated":
-            raise InputError("--form generated trains on a teacher's answers: give --teacher", field="--form")
+            raise InputError("the generated form trains on a teacher's answers: give a teacher", field="form")
         targets = label_targets(labels, judge.name, levels)
         source = f"labels:{labels}"
     else:
-        raise InputError("give --labels (human scores) or --teacher (a run store of a stronger judge)",
-                         field="--labels")
+        raise InputError("give labels (human scores) or a teacher (a run store of a stronger judge)",
+                         field="labels")
     by_id = {item.id: item for item in items}
     usable = sorted(i for i in targets if i in by_id)
     if len(usable) < 10:
         raise InputError(f"only {len(usable)} item(s) have both an item and a target for {judge.name!r}; "
-                         "distillation needs at least 10", field="--items")
+                         "distillation needs at least 10", field="items")
     train_ids, test_ids = split_ids(usable, seed=seed, held_out=held_out)
     if not train_ids or not test_ids:
-        raise InputError(f"the split left {len(train_ids)} train and {len(test_ids)} held-out items; change --split",
-                         field="--split")
+        raise InputError(f"the split left {len(train_ids)} train and {len(test_ids)} held-out items; change the split",
+                         field="split")
     return {"levels": levels, "notes": notes, "answers": answers, "targets": targets, "source": source,
             "by_id": by_id, "train_ids": train_ids, "test_ids": test_ids}
 
@@ -294,7 +294,7 @@ def encode_examples(tokenizer: Any, examples: Sequence[Example], levels: list[st
         head = encode(tokenizer, ex.prompt)
         full = encode(tokenizer, ex.prompt + (ex.completion or "")) + [tokenizer.eos_token_id]
         if full[: len(head)] != head:
-            raise InputError(f"item {ex.id!r}: the prompt's tokens change when the answer is appended", field="--base")
+            raise InputError(f"item {ex.id!r}: the prompt's tokens change when the answer is appended", field="base")
         ids.append(full)
         labels.append([-100] * len(head) + full[len(head):])
     return Encoded(ids, labels=labels)

@@ -96,15 +96,15 @@ class TrainConfig:
 
     def check(self) -> None:
         """Refuse settings that cannot train (one line naming the option)."""
-        checks = [(self.form in ("decision", "generated"), "--form", "must be decision or generated"),
-                  (self.lora_r >= 1, "--lora-r", "must be at least 1"), (self.lr > 0, "--lr", "must be positive"),
-                  (self.epochs >= 1, "--epochs", "must be at least 1"),
-                  (self.batch_size >= 1, "--batch-size", "must be at least 1"),
-                  (bool(self.targets), "--targets", "must name at least one module"),
-                  (self.device in ("auto", "cpu", "cuda"), "--device", "must be auto, cpu or cuda")]
+        checks = [(self.form in ("decision", "generated"), "form", "must be decision or generated"),
+                  (self.lora_r >= 1, "lora_r", "must be at least 1"), (self.lr > 0, "lr", "must be positive"),
+                  (self.epochs >= 1, "epochs", "must be at least 1"),
+                  (self.batch_size >= 1, "batch_size", "must be at least 1"),
+                  (bool(self.targets), "targets", "must name at least one module"),
+                  (self.device in ("auto", "cpu", "cuda"), "device", "must be auto, cpu or cuda")]
         for ok, option, why in checks:
             if not ok:
-                raise InputError(f"{option} {why}", field=option)
+                raise InputError(why, field=option)
 
 
 @dataclass
@@ -140,7 +140,7 @@ def pick_device(cfg: TrainConfig, torch: Any) -> tuple[Any, Any]:
     if want == "auto":
         want = "cuda" if torch.cuda.is_available() else "cpu"
     if want == "cuda" and not torch.cuda.is_available():
-        raise ModelError("--device cuda: no CUDA device is available here")
+        raise ModelError("device cuda: no CUDA device is available here")
     device = torch.device(want)
     if device.type == "cuda":
         return device, (torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16)
@@ -180,7 +180,7 @@ def attach_lora(model: Any, cfg: TrainConfig, level_ids: Sequence[int] | None = 
     try:
         pm = peft.get_peft_model(model, lora)  # autocast_adapter_dtype keeps adapter weights fp32 on a bf16 base
     except ValueError as exc:
-        raise InputError(f"--targets {','.join(cfg.targets)}: {exc}", field="--targets") from exc
+        raise InputError(f"targets {','.join(cfg.targets)}: {exc}", field="targets") from exc
     if cfg.gradient_checkpointing:
         pm.config.use_cache = False
         pm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})

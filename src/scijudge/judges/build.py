@@ -100,17 +100,22 @@ _LM_OPTIONS = ("api_base", "api_key", "cache", "timeout", "engine", "max_tokens"
 
 
 def load_judge(name_or_path: str | Path | JudgeSpec, *, lm: Any = None, model: str | None = None,
-               rating_probs: bool = False, blocks: dict[str, str] | None = None,
+               options: JudgeOptions | None = None, rating_probs: bool = False, blocks: dict[str, str] | None = None,
                chunk_tokens: int | None = None, overlap_tokens: int | None = None, mode: str = "generate",
-               decision_score: str = "expected", **lm_options: Any) -> Any:
+               decision_score: str = "expected", **lm_options: Any) -> Judge:
     """Load a judge by shipped name, spec path or spec object, bound to an LM (or a model string).
 
-    ``mode="decision"`` scores from the model's probabilities over the levels (no text generated).
+    ``options`` (``JudgeOptions``: model, endpoint, decoding, mode, preset, blocks...) is the typed form of every
+    keyword below and of what ``scijudge judge`` takes; given, it decides the judge and the keywords must be left
+    out. ``mode="decision"`` scores from the model's probabilities over the levels (no text generated).
 
     ``lm_options`` go to ``make_lm`` with ``model``; given with ``lm`` (an LM already built) they would have no
     effect, so that is an error naming them.
     """
     spec = name_or_path if isinstance(name_or_path, JudgeSpec) else get_spec(name_or_path)
+    if options is not None:
+        built: Judge = _judge_of_options(spec, options, lm=lm)
+        return built
     if blocks:
         spec = spec.with_blocks(**blocks)
     if lm_options and (lm is not None or model is None):
@@ -121,8 +126,39 @@ def load_judge(name_or_path: str | Path | JudgeSpec, *, lm: Any = None, model: s
         from scijudge.lm import make_lm
 
         lm = make_lm(model, **lm_options)
-    return build_judge(spec, lm=lm, rating_probs=rating_probs, chunk_tokens=chunk_tokens,
-                       overlap_tokens=overlap_tokens, mode=mode, decision_score=decision_score)
+    judge: Judge = build_judge(spec, lm=lm, rating_probs=rating_probs, chunk_tokens=chunk_tokens,
+                               overlap_tokens=overlap_tokens, mode=mode, decision_score=decision_score)
+    return judge
+
+
+def _judge_of_options(spec: JudgeSpec, options: JudgeOptions, *, lm: Any = None) -> Any:
+    """``load_judge`` with ``JudgeOptions``: blocks and preset applied, the LM built from the options unless one is
+    given, the judge laid out (``layout``); ``fused`` joins several rubrics, so it is for ``load_judges``."""
+    from scijudge.judges.presets import apply_blocks_and_preset
+
+    if options.fused:
+        raise InputError("fused judges several rubrics in one call: use load_judges with them", field="fused")
+    (spec,) = apply_blocks_and_preset([spec], blocks=list(options.blocks), preset=options.preset)
+    if lm is None:
+        from scijudge.lm import make_lm
+
+        lm = make_lm(options.require_model(), **options.lm_options())
+    judges: list[Any] = build_run_judges([spec], lm, layout=options.layout,
+                                         chain_config=ChainConfig(retry_after_cap=options.retry_after_cap),
+                                         **options.judge_options())
+    return judges[0]
+
+
+def load_judges(names: Sequence[str | Path], options: JudgeOptions) -> list[JudgeProtocol]:
+    """The judges of ``names`` (names, globs such as ``yescieval.qa.*``, or spec paths) built as ``scijudge judge``
+    builds them from ``options``: one shared chain, Likert rubrics fused into one call per item with ``fused``,
+    every judge in the prompt ``layout``, blocks and preset applied. Hand them to ``judge_items``."""
+    from scijudge.judges.presets import apply_blocks_and_preset
+    from scijudge.spec.judge_spec import resolve_judges
+
+    specs = apply_blocks_and_preset(resolve_judges([str(n) for n in names]), blocks=list(options.blocks),
+                                    preset=options.preset)
+    return judges_for_run(specs, options)
 
 
 def build_run_judges(specs: Sequence[JudgeSpec], lm: Any, *, rating_probs: bool = False,

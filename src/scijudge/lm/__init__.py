@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scijudge.errors import ModelError
 from scijudge.lm._backends import backend_for, is_local_model, local_prefixes, register_backend
+
+if TYPE_CHECKING:  # pragma: no cover
+    import dspy
 
 __all__ = ["is_local_model", "load_dotenv_once", "make_lm", "register_backend"]
 
@@ -31,7 +34,7 @@ def load_dotenv_once(path: str | Path | None = None) -> None:
 
 def make_lm(model: str, *, api_base: str | None = None, api_key: str | None = None, cache: bool = True,
             timeout: float | None = 60.0, engine: str = "auto", max_tokens: int | None = None,
-            **local_options: Any) -> Any:
+            **local_options: Any) -> dspy.LM:
     """Build a ``dspy.LM`` for a model string.
 
     Args:
