@@ -6,6 +6,8 @@ standard library's json or the tool's own reader, never from the importer under 
 
 from __future__ import annotations
 
+import importlib.util
+
 import json
 import shutil
 import sqlite3
@@ -192,7 +194,10 @@ def _damaged_files(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     log = (INSPECT / "inspect-0.3.58-solver-a.json").read_bytes()
     out = {"truncated eval": (tmp_path / "cut.eval", "zip archive that cannot be opened"),
            "other zip": (tmp_path / "other.zip", "not an inspect_ai .eval log"),
-           "truncated json": (tmp_path / "cut.json", "cannot be read"),
+           # inspect_ai's own reader names the log; without the interop extra it is read as plain JSON (one line
+           # naming the file's line either way)
+           "truncated json": (tmp_path / "cut.json",
+                              "cannot be read" if importlib.util.find_spec("inspect_ai") else "not valid JSON"),
            "empty": (tmp_path / "empty.json", "empty file")}
     out["truncated eval"][0].write_bytes((INSPECT / "inspect-0.3.58-solver-a.eval").read_bytes()[:3000])
     with zipfile.ZipFile(out["other zip"][0], "w") as archive:

@@ -29,7 +29,7 @@ def drift_cmd(
     with the same key replaces its row, so to catch a provider changing the model behind a name, judge into a
     second store and compare the two.
 
-    Example: scijudge drift old.sqlite new.sqlite --fail-above 0.2   (after: scijudge import-judgments datasets/jury_example/panel.jsonl --run old.sqlite; scijudge import-judgments datasets/jury_example/panel_rerun.jsonl --run new.sqlite)
+    Example: scijudge drift old.sqlite new.sqlite --fail-above 0.1   (after: scijudge import-judgments datasets/jury_example/panel.jsonl --run old.sqlite; scijudge import-judgments datasets/jury_example/panel_rerun.jsonl --run new.sqlite)
     """
     import sys
 

@@ -32,7 +32,7 @@ def select_labels_cmd(
     stratum (stratified PPI), so the estimate stays unbiased. Uncertainty comes from the judge's rating
     distributions (--mode decision or --rating-probs), several models' disagreement, or a residual model (--labels).
 
-    Example: scijudge select-labels --run runs/demo.sqlite -j yescieval.qa.correctness --budget 4 --out picks.csv   (after `scijudge demo`)
+    Example: scijudge select-labels --run runs/demo.sqlite -j expertqa.claim_correctness --budget 3 --out picks.csv   (after `scijudge demo`)
     """
     from scijudge.estimation.select import plan_table, select_labels
     from scijudge.metrics.frames import Judgments

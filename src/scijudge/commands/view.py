@@ -32,7 +32,7 @@ def view_cmd(
     the first visit). With --label-out, /label shows the --picks items first, then the unlabelled ones: keys 1-9
     (0 for 10) give the score, s skips, u undoes; judgments stay hidden until you label.
 
-    Example: scijudge view runs/demo.sqlite --label-out my_labels.jsonl   (after `scijudge demo`; add --labels datasets/yescieval_example/labels.jsonl for the human scores and the calibration page)
+    Example: scijudge view runs/demo.sqlite --label-out my_labels.jsonl   (after `scijudge demo`; add --labels datasets/expertqa/labels.jsonl for the experts' labels and the calibration page)
     """
     from scijudge.view import check_installed
 
