@@ -46,11 +46,12 @@ def server():
         srv.stop()
 
 
-def test_a_decision_endpoint_judges_and_its_probabilities_are_stored(server, tmp_path: Path) -> None:
+@pytest.mark.parametrize("executor", ["threads", "async"])
+def test_a_decision_endpoint_judges_and_its_probabilities_are_stored(server, tmp_path: Path, executor: str) -> None:
     dist = {"1": 0.05, "2": 0.1, "3": 0.2, "4": 0.6, "5": 0.05}
     srv = server(lambda body: Decision(dist))
     with Run(tmp_path / "r.sqlite") as run:
-        summary = judge_items(_items(3), [_judge(srv.url)], run)
+        summary = judge_items(_items(3), [_judge(srv.url)], run, executor=executor)
         rows = run.to_pandas()
     assert summary.judged == 3 and len(srv.requests) == 3
     body = srv.requests[0]
@@ -168,3 +169,17 @@ def test_judge_cascade_from_a_decision_endpoint_sends_the_next_member_only_the_u
     assert Counter(frame["model"]) == {"decisions:decider": 10, "openai/strong": 4}
     stored = frame[frame["model"] == "decisions:decider"]["probs"].iloc[0]
     assert math.isclose(max(stored.values()), 0.95)
+
+
+def test_refusals_are_one_line(server, tmp_path: Path) -> None:
+    srv = server(lambda body: Decision({"3": 1.0}))
+    items = tmp_path / "i.jsonl"
+    items.write_text(json.dumps({"id": "a", "question": "Q?", "papers": PAPERS, "answer": "A."}) + "\n")
+    base = ["judge", str(items), "-j", JUDGE, "-m", "decisions:decider", "--run", str(tmp_path / "r.sqlite"),
+            "--no-progress"]
+    for extra, message in ((["--mode", "decision"], "give its server's /v1 base URL with --api-base"),
+                           (["--api-base", srv.url], "it only answers decision requests")):
+        ran = CliRunner().invoke(app, [*base, *extra], env={"COLUMNS": "200"})
+        assert ran.exit_code == 2 and message in ran.output, ran.output
+        assert len([line for line in ran.output.splitlines() if line.strip()]) == 1, ran.output
+    assert not srv.requests and not (tmp_path / "r.sqlite").exists()

@@ -74,6 +74,11 @@ def build_judge(spec: JudgeSpec, *, lm: Any = None, rating_probs: bool = False,
     from scijudge.judges.decision import check_mode
 
     check_mode(mode, decision_score, spec.family, name=spec.name, source=spec.source)
+    if mode != "decision" and getattr(getattr(lm, "engine", None), "decision_endpoint", False):
+        from scijudge.errors import InputError
+
+        raise InputError(f"model {getattr(lm, 'model', '')!r} is a decision endpoint: it only answers decision "
+                         "requests (judge with --mode decision)", field="mode")
     family = get_family(spec.family, source=spec.source)
     options: dict[str, Any] = dict(lm=lm, rating_probs=rating_probs, chunk_tokens=chunk_tokens,
                                    overlap_tokens=overlap_tokens)

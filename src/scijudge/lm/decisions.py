@@ -213,7 +213,7 @@ def decisions_lm(model: str, *, api_base: str | None = None, api_key: str | None
     from scijudge.lm._dspy_compat import use_local_cost_map
 
     if not api_base:
-        raise InputError(f"{model}: a decision endpoint needs --api-base (the server's /v1 base URL)",
+        raise InputError(f"model {model!r} is a decision endpoint: give its server's /v1 base URL with --api-base",
                          field="api_base")
     for ignored in ("engine", "logprobs", "top_logprobs", "temperature"):
         options.pop(ignored, None)
