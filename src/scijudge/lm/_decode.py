@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scijudge.lm._grammar import GrammarBackend, GrammarSpec, Matcher
+from scijudge.lm._prefix import PrefixStore, prefix_pass
 
 logger = logging.getLogger("scijudge.lm.local")
 
@@ -172,19 +173,19 @@ def _left_pad(sequences: Sequence[Sequence[int]], pad_id: int, torch: Any, devic
     return ids.to(device), mask.to(device)
 
 
-def _prefill(call: ModelCaller, rows: Sequence[Row], pad_id: int, torch: Any, device: Any) -> tuple[Any, Any, Any]:
-    """Prefill the prompts; a prefix shared by several rows is computed once. Returns (logits, mask, cache)."""
-    cache = call.new_cache()
+def _prefill(call: ModelCaller, rows: Sequence[Row], pad_id: int, torch: Any, device: Any,
+             store: PrefixStore | None = None) -> tuple[Any, Any, Any]:
+    """Prefill the prompts; a prefix shared by several rows is computed once (and, with a ``store``, a prefix an
+    earlier batch computed is reused). Returns (logits, mask, cache)."""
     groups = _groups_by_prefix(rows)
-    if len(groups) == len(rows):  # nothing shared: one left-padded pass
+    if len(groups) == len(rows) and store is None:  # nothing shared: one left-padded pass
+        cache = call.new_cache()
         ids, mask = _left_pad([r.input_ids for r in rows], pad_id, torch, device)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         return call(ids, mask, positions, cache), mask, cache
     # Pass 1: each group's shared prefix once, left-padded across groups.
     prefixes = [rows[members[0]].input_ids[:length] for length, members in groups]
-    ids, prefix_mask = _left_pad(prefixes, pad_id, torch, device)
-    positions = (prefix_mask.cumsum(-1) - 1).clamp(min=0)
-    call(ids, prefix_mask, positions, cache)
+    cache, prefix_mask = prefix_pass(call, prefixes, pad_id, torch, device, store)
     group_of = [0] * len(rows)
     start_of = [0] * len(rows)
     for g, (length, members) in enumerate(groups):
@@ -236,8 +237,10 @@ def decode_batch(
     stop_ids: Sequence[int],
     pad_id: int,
     detokenize: Callable[[list[int]], str],
+    store: PrefixStore | None = None,
 ) -> list[RowResult]:
-    """Generate for all rows in one batch and return one result per row, in order."""
+    """Generate for all rows in one batch and return one result per row, in order (``store``: prompt prefixes
+    kept across batches, ``scijudge.lm._prefix``)."""
     import torch
 
     call = ModelCaller(model)
@@ -255,7 +258,7 @@ def decode_batch(
     masker = _Masker(vocab_size, stop_ids, torch, device) if any(s.matcher for s in states) else None
 
     with torch.inference_mode():
-        logits, mask, cache = _prefill(call, rows, pad_id, torch, device)
+        logits, mask, cache = _prefill(call, rows, pad_id, torch, device, store)
         next_pos = torch.tensor([len(r.input_ids) for r in rows], dtype=torch.long, device=device)
         active = list(range(len(rows)))  # rows in the batch tensors; finished ones leave it in bulk (see COMPACT)
         bitmask = _fill_masks(masker, states, active)

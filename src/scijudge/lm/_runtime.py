@@ -22,6 +22,7 @@ from scijudge.errors import ModelError
 from scijudge.lm._batching import Batcher
 from scijudge.lm._decode import Row, RowResult, decode_batch
 from scijudge.lm._grammar import GrammarBackend, make_backend
+from scijudge.lm._prefix import PrefixStore
 from scijudge.lm.decision import DecideRow, decide_batch
 from scijudge.lm._models import (
     ModelRef,
@@ -70,6 +71,7 @@ class Runtime:
         self.stop_ids = sorted(stops)
         self.context = self._context_window()
         self.batcher = Batcher(self._run_batch, name=f"scijudge-local:{base.name}")
+        self.prefixes = PrefixStore()  # prompt prefixes' KV kept across batches (an item's other rubrics)
         self._warned_template = False
 
     @staticmethod
@@ -237,15 +239,18 @@ class Runtime:
                 if self.peft and self.merged != adapter:
                     self.model.set_adapter(adapter)
                 context = nullcontext()
+            store = self.prefixes if self.prefixes.budget > 0 else None
+            if store is not None:
+                store.use((adapter, self.merged, id(self.model)))  # KV of other weights is not this model's
             with context:
                 if rows and isinstance(rows[0], DecideRow):  # decision rows: prefill only (scijudge.lm.decision)
-                    return decide_batch(self.model, rows, pad_id=self.pad_id)
-                return self._decode_splitting_on_oom(rows)
+                    return decide_batch(self.model, rows, pad_id=self.pad_id, store=store)
+                return self._decode_splitting_on_oom(rows, store)
 
-    def _decode_splitting_on_oom(self, rows: Sequence[Row]) -> list[RowResult]:
+    def _decode_splitting_on_oom(self, rows: Sequence[Row], store: PrefixStore | None = None) -> list[RowResult]:
         try:
             return decode_batch(
-                self.model, rows, stop_ids=self.stop_ids, pad_id=self.pad_id, detokenize=self.detokenize
+                self.model, rows, stop_ids=self.stop_ids, pad_id=self.pad_id, detokenize=self.detokenize, store=store
             )
         except self.torch.OutOfMemoryError:
             if len(rows) == 1:
@@ -254,7 +259,7 @@ class Runtime:
                 self.torch.cuda.empty_cache()
             half = len(rows) // 2
             logger.warning("out of memory on a batch of %d; retrying as %d + %d", len(rows), half, len(rows) - half)
-            return self._decode_splitting_on_oom(rows[:half]) + self._decode_splitting_on_oom(rows[half:])
+            return self._decode_splitting_on_oom(rows[:half], store) + self._decode_splitting_on_oom(rows[half:], store)
 
     def shutdown(self) -> None:
         self.batcher.close()

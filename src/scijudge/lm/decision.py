@@ -25,7 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scijudge.lm._decode import MIN_SHARED_PREFIX, ModelCaller, _groups_by_prefix, _left_pad
+from scijudge.lm._decode import MIN_SHARED_PREFIX, ModelCaller, _groups_by_prefix
+from scijudge.lm._prefix import PrefixStore, prefix_pass
 
 DEFAULT_MAX_BATCH_TOKENS = 1 << 16  # rows x padded width of one pass 2 (bounds activation and KV memory)
 
@@ -85,8 +86,9 @@ class LevelScores:
 
 
 def decide_batch(model: Any, rows: Sequence[DecideRow], *, pad_id: int,
-                 max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS) -> list[LevelScores]:
-    """Level distributions of ``rows`` (prefill only), in order; rows sharing a plan are run together."""
+                 max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS, store: PrefixStore | None = None) -> list[LevelScores]:
+    """Level distributions of ``rows`` (prefill only), in order; rows sharing a plan are run together (``store``:
+    prompt prefixes kept across batches, ``scijudge.lm._prefix``)."""
     import torch
 
     out: list[LevelScores | None] = [None] * len(rows)
@@ -99,7 +101,7 @@ def decide_batch(model: Any, rows: Sequence[DecideRow], *, pad_id: int,
         for members in by_plan.values():
             plan = rows[members[0]].plan
             for chunk in _chunks(members, rows, plan, max_batch_tokens):
-                scores = _decide(call, [rows[i].input_ids for i in chunk], plan, pad_id, torch, device)
+                scores = _decide(call, [rows[i].input_ids for i in chunk], plan, pad_id, torch, device, store)
                 for i, score in zip(chunk, scores, strict=True):
                     out[i] = score
     return [s for s in out if s is not None]
@@ -130,7 +132,7 @@ class _Ids:
 
 
 def _decide(call: ModelCaller, prompts: list[list[int]], plan: Plan, pad_id: int, torch: Any,
-            device: Any) -> list[LevelScores]:
+            device: Any, store: PrefixStore | None = None) -> list[LevelScores]:
     feeds, depth = plan.feeds, plan.depth
     n_feeds = len(feeds)
     rows: Any = [_Ids(p) for p in prompts]  # _groups_by_prefix reads only .input_ids
@@ -138,17 +140,15 @@ def _decide(call: ModelCaller, prompts: list[list[int]], plan: Plan, pad_id: int
     cache = call.new_cache()
     row_prompt = [i for i in range(len(prompts)) for _ in range(n_feeds)]
     row_feed = [f for _ in prompts for f in feeds]
-    shared = any(length >= MIN_SHARED_PREFIX and len(members) > 1 for length, members in groups)
-    if shared:  # pass 1: each group's shared prefix once, left-padded across groups
+    shared = store is not None or any(length >= MIN_SHARED_PREFIX and len(members) > 1 for length, members in groups)
+    if shared:  # pass 1: each group's shared prefix once, left-padded across groups (or from the store)
         group_of = [0] * len(prompts)
         start_of = [0] * len(prompts)
         for g, (length, members) in enumerate(groups):
             for i in members:
                 group_of[i], start_of[i] = g, length
         prefixes = [prompts[members[0]][:length] for length, members in groups]
-        ids, prefix_mask = _left_pad(prefixes, pad_id, torch, device)
-        positions = (prefix_mask.cumsum(-1) - 1).clamp(min=0)
-        call(ids, prefix_mask, positions, cache)
+        cache, prefix_mask = prefix_pass(call, prefixes, pad_id, torch, device, store)
         select = torch.tensor([group_of[i] for i in row_prompt], dtype=torch.long, device=device)
         cache.batch_select_indices(select)  # repeat each group's prefix KV for its rows (a copy: bounded by budget)
         start = [start_of[i] for i in row_prompt]

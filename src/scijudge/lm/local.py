@@ -132,6 +132,7 @@ class LocalEngine:
         grammar: str | None = None,
         max_string_chars: int | None = DEFAULT_MAX_STRING_CHARS,
         force_close: bool = True,
+        prefix_cache_mb: int | None = None,
     ) -> None:
         """Resolve ``model`` offline and load it (shared with other engines on the same base and settings).
 
@@ -146,6 +147,9 @@ class LocalEngine:
             max_string_chars: ``maxLength`` given to every schema string that has none (None: no cap).
             force_close: when a constrained answer's budget is nearly spent, force the shortest valid ending,
                 so it parses instead of being cut off at ``max_tokens``.
+            prefix_cache_mb: memory for prompt prefixes' KV kept across batches (``scijudge.lm._prefix``; an
+                item's prefix is computed once for all its rubrics); 0 turns the reuse off; default 512 (the
+                model's shared setting: the last engine that sets it wins).
         """
         if max_batch_size < 1:
             raise ModelError(f"max_batch_size must be at least 1, got {max_batch_size}")
@@ -174,6 +178,9 @@ class LocalEngine:
             release(self._key, self._adapter)
             raise
         self._finalizer = weakref.finalize(self, release, self._key, self._adapter)
+        self.prefix_cache_mb = prefix_cache_mb
+        if prefix_cache_mb is not None:
+            self._runtime.prefixes.budget = max(0, int(prefix_cache_mb)) << 20
 
     # -- DSPy engine protocol ------------------------------------------------------------------------
 
@@ -203,6 +210,7 @@ class LocalEngine:
             "grammar": self.grammar,
             "max_string_chars": self.max_string_chars,
             "force_close": self.force_close,
+            "prefix_cache_mb": self.prefix_cache_mb,
         }
 
     @classmethod
@@ -432,6 +440,7 @@ def local_lm(
     grammar: str | None = None,
     max_string_chars: int | None = DEFAULT_MAX_STRING_CHARS,
     force_close: bool = True,
+    prefix_cache_mb: int | None = None,
     **lm_kwargs: Any,
 ) -> Any:
     """A ``dspy.LM`` backed by a local transformers (+PEFT) model; see the module docstring.
@@ -448,6 +457,7 @@ def local_lm(
     engine = LocalEngine(
         model, dtype=dtype, device_map=device_map, max_batch_size=max_batch_size, max_wait_ms=max_wait_ms,
         merge_adapter=merge_adapter, grammar=grammar, max_string_chars=max_string_chars, force_close=force_close,
+        prefix_cache_mb=prefix_cache_mb,
     )
     from scijudge.lm.smollm2 import identity_name
 

@@ -136,6 +136,28 @@ def bias_tokens(model: Any, tokenizer: Any, torch: Any, token_ids: list[int], lo
         head[token_ids, 0] = logits / feature
 
 
+def tiny_llama(vocab_size: int, *, seed: int = 0, init_range: float = 0.2, **token_ids: int | None) -> Any:
+    """The tiny random Llama of ``build_tiny_model`` in memory, without a tokenizer or files (fast tests that feed
+    token ids; ``token_ids``: bos/eos/pad_token_id)."""
+    from scijudge.lm._models import require_torch
+
+    torch, transformers = require_torch()
+    torch.manual_seed(seed)
+    config = transformers.LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=32768,  # rotary positions: a long context costs no parameters
+        initializer_range=init_range,
+        tie_word_embeddings=False,
+        **token_ids,
+    )
+    return transformers.LlamaForCausalLM(config).to(torch.float32).eval()
+
+
 def build_tiny_model(folder: str | Path, *, seed: int = 0, with_adapter: bool = True, init_range: float = 0.2,
                      closing_bias: bool = True) -> dict[str, Path]:
     """Build and save a tiny random Llama model (and a LoRA adapter naming it) under ``folder``; no downloads.
@@ -154,22 +176,8 @@ def build_tiny_model(folder: str | Path, *, seed: int = 0, with_adapter: bool = 
     base_dir = root / "base"
     base_dir.mkdir(parents=True, exist_ok=True)
     tokenizer = _build_tokenizer()
-    torch.manual_seed(seed)
-    config = transformers.LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=32768,  # rotary positions: a long context costs no parameters
-        initializer_range=init_range,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        tie_word_embeddings=False,
-    )
-    model = transformers.LlamaForCausalLM(config).to(torch.float32).eval()
+    model = tiny_llama(len(tokenizer), seed=seed, init_range=init_range, bos_token_id=tokenizer.bos_token_id,
+                       eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
     if closing_bias:
         _nudge_towards_closing(model, tokenizer, torch, strength=_CLOSING_BONUS)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
