@@ -49,6 +49,8 @@ def test_runs_rows_carry_the_mean_score_with_its_interval_and_the_abstention_rat
 def test_live_counts_a_judgment_stored_after_start(served):
     world, _viewer, client = served
     before = client.get("/live").json()
+    items_page = client.get("/items").text
+    assert f"const stored = {before['total']};" in items_page and 'id="live-note"' in items_page
     with Run(world.store) as run:
         run.record_dump(dict(world.judgments[0], item_id="late", model=MODELS[0]))
     after = client.get("/live").json()

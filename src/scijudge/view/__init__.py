@@ -3,7 +3,8 @@
 metrics, estimation and report layers compute, never a number of its own.
 
 Modules: ``stores`` (paged SQL over read-only stores), ``items`` (items files by offset), ``labelling`` (the label
-file and the queue), ``pages`` (Jinja2 pages, autoescaped), ``figures`` (the calibration page), ``app`` (the
+file and the queue), ``pages`` (Jinja2 pages, autoescaped), ``figures`` (the calibration page), ``prompts`` (a
+judgment's prompt, rebuilt from its spec), ``app`` (the
 Starlette app and its token gate), ``server`` (uvicorn, the URL line, the browser), ``export`` (the static site).
 Starlette, uvicorn, Jinja2 and filelock are the ``view`` extra: ``pip install 'scijudge[view]'``.
 """

@@ -377,7 +377,9 @@ def build_app(viewer: Viewer) -> Any:
     def items(request: Request) -> Response:
         filters, sort, descending, number = filters_of(request.query_params)
         try:
-            return page(viewer.site.items_page(viewer.links, filters, sort=sort, descending=descending, page=number))
+            nonce = secrets.token_urlsafe(12)
+            return page(viewer.site.items_page(viewer.links, filters, sort=sort, descending=descending, page=number,
+                                               nonce=nonce), nonce)
         except InputError as exc:
             return PlainTextResponse(str(exc), status_code=400)
 

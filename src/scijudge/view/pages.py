@@ -229,7 +229,8 @@ class Site:
             return "", str(exc)
         return table.to_html(index=False, float_format=lambda v: f"{v:.3f}", na_rep="—", border=0), None
 
-    def items_page(self, links: Links, filters: Filters, *, sort: str, descending: bool, page: int) -> str:
+    def items_page(self, links: Links, filters: Filters, *, sort: str, descending: bool, page: int,
+                   nonce: str = "") -> str:
         has_labels = bool(self.label_files())
         if has_labels:
             self.refresh_labels()
@@ -238,7 +239,8 @@ class Site:
                   "max": filters.score_max, "q": filters.text, "sort": sort, "desc": "1" if descending else None}
         kept = {k: v for k, v in params.items() if v not in (None, "")}
         return self.render("items.html", links, "items", "Items", page=found, f=filters, sort=sort, desc=descending,
-                           suffix="" if self.static or not kept else "&" + urlencode(kept),
+                           suffix="" if self.static or not kept else "&" + urlencode(kept), nonce=nonce,
+                           stored=sum(r["ok"] + r["abstained"] for r in self.view.summary()),
                            sorts=list(SORTS), choices=self.view.choices(), has_labels=has_labels,
                            page_url=lambda n: links.page_url(n, params))
 
