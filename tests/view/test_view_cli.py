@@ -31,7 +31,7 @@ def test_help_names_the_contract_options_and_an_example_on_bundled_data():
         assert flag in result.output
     text = " ".join(result.output.split())
     assert "Example: scijudge view runs/demo.sqlite --label-out my_labels.jsonl" in text
-    assert "--labels datasets/yescieval_example/labels.jsonl" in text
+    assert "--labels datasets/expertqa/labels.jsonl" in text
 
 
 def test_export_writes_a_self_contained_read_only_site(tmp_path):
