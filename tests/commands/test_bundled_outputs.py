@@ -1,9 +1,11 @@
 """Every number and file of the bundled examples stays what it was: the regression net of the read-side refactor.
 
-The golden file ``tests/data/bundled_outputs.json.gz`` was recorded by the code as it stood BEFORE the one
-``Judgments`` value, ``Scale`` and labels coercion replaced the per-command readers (main at 7316e13, 2026-12-06,
-which includes that day's estimate and cascade changes): it is that code's output, not a number this code
-computed. The commands are the examples of the help texts and of ``datasets/jury_example/CARD.md`` on the bundled
+The golden file ``tests/data/bundled_outputs.json.gz`` holds the outputs of the code as it stood before a
+structural change, never numbers the changed code computed: the read-side change (one ``Judgments`` value,
+``Scale`` and labels coercion) was checked against outputs recorded by main at 7316e13, before it landed; since
+then the file is re-recorded, by main before the next structural change, whenever another change means to change
+these outputs (last: main at 93c7998, 2026-12-06, where other changes had altered the printed number format).
+The commands are the examples of the help texts and of ``datasets/jury_example/CARD.md`` on the bundled
 data (copied into a fresh folder) -- import the panel, a majority jury of its three judges, calibrate (the panel;
 the panel beside the jury), estimate (the panel; the panel and the jury), the cascade over the jury, drift between
 the panel and its rerun -- with relative paths.
