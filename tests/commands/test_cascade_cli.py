@@ -186,6 +186,9 @@ def test_calibrate_takes_the_selective_target_risk_and_tolerance(tmp_path: Path)
                               "--selective-tolerance", "0"], env=ENV)
     assert ran.exit_code == 0, ran.output
     assert "guaranteed >= 0.5 at risk 0.2" in " ".join(ran.output.split())
+    assert "at exact agreement" in " ".join(ran.output.split())
+    loose = runner.invoke(app, [*base, "--selective-tolerance", "1"], env=ENV)
+    assert loose.exit_code == 0 and "agreement within 1" in " ".join(loose.output.split()), loose.output
     bad = runner.invoke(app, [*base, "--selective-risk", "1.5"], env=ENV)
     assert bad.exit_code == 2 and "selective risk must be between 0 and 1" in bad.output
     assert len([ln for ln in bad.output.splitlines() if ln.strip()]) == 1

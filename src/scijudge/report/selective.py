@@ -50,8 +50,9 @@ def selective_section_html(curves: pd.DataFrame, table: Callable[[pd.DataFrame],
     return ("<h2>Selective judging (agreement against coverage)</h2>"
             f"<p class='note'>Judgments ordered from the most confident (the probability the judge put on the level "
             f"it gave). ★ marks the threshold fixed-sequence testing guarantees: with probability ≥ "
-            f"{1 - float(first['risk']):.2g}, exact agreement ≥ {float(first['target']):.2g} on the judgments it "
-            "keeps (exact binomial tests; see <code>scijudge cascade</code> for other targets). Figures on fewer "
+            f"{1 - float(first['risk']):.2g}, {_agreement_words(first)} ≥ {float(first['target']):.2g} on the judgments "
+            "it keeps (exact binomial tests; <code>calibrate --selective-target/--selective-risk/"
+            "--selective-tolerance</code> set them, <code>scijudge cascade</code> chooses a cascade). Figures on fewer "
             f"than 30 labelled items are wide.</p>{img}"
             + table(points))
 
@@ -67,12 +68,18 @@ def selective_lines(curves: pd.DataFrame) -> list[str]:
     out = []
     for row in points[points["threshold"].notna()].to_dict("records"):
         out.append(f"selective: {row['contender']} on {row['judge']}: confidence >= {row['threshold']:.3g} keeps "
-                   f"{row['coverage']:.1%} of {row['n_labelled']} labelled at exact agreement {row['agreement']:.3f} "
+                   f"{row['coverage']:.1%} of {row['n_labelled']} labelled at {_agreement_words(row)} {row['agreement']:.3f} "
                    f"(guaranteed >= {row['target']:g} at risk {row['risk']:g}; {row['agreement_all']:.3f} on all)")
     none = points[points["threshold"].isna()]
     if len(none):
         first = none.iloc[0]
-        out.append(f"selective: no confidence threshold guarantees exact agreement {first['target']:g} at risk "
+        out.append(f"selective: no confidence threshold guarantees {_agreement_words(first)} {first['target']:g} at risk "
                    f"{first['risk']:g} for {len(none)} of {len(points)} (contender, judge) pairs with rating "
                    "probabilities (the report's selective curves show them; `scijudge cascade` sets other targets)")
     return out
+
+
+def _agreement_words(row: Any) -> str:
+    """'exact agreement', or 'agreement within T' for a curve drawn at tolerance T."""
+    tolerance = float(row["tolerance"]) if "tolerance" in row and row["tolerance"] == row["tolerance"] else 0.0
+    return "exact agreement" if tolerance == 0 else f"agreement within {tolerance:g}"

@@ -16,7 +16,7 @@ from scijudge.metrics.selective.fst import fixed_sequence, selective_curve
 CURVE_TARGET = 0.8
 CURVE_RISK = 0.1
 CURVE_COLUMNS = ("contender", "judge", "threshold", "n_kept", "n_labelled", "coverage", "agreement", "guaranteed",
-                 "target", "risk")
+                 "target", "risk", "tolerance")
 MAX_POINTS = 60
 
 
@@ -60,7 +60,7 @@ def selective_curves(judgments: pd.DataFrame, labels: pd.DataFrame, *, target: f
         keep = (np.arange(len(curve)) % step == 0) | curve["guaranteed"].to_numpy() | (
             np.arange(len(curve)) == len(curve) - 1)
         out.append(curve[keep].assign(contender=contender, judge=judge, n_labelled=int(use.sum()), target=target,
-                                      risk=risk))
+                                      risk=risk, tolerance=tolerance))
     if not out:
         return pd.DataFrame(columns=list(CURVE_COLUMNS))
     return pd.concat(out, ignore_index=True)[list(CURVE_COLUMNS)]
@@ -88,9 +88,10 @@ def guaranteed_points(curves: pd.DataFrame) -> pd.DataFrame:
         first = g.iloc[0]
         rows.append({"contender": contender, "judge": judge, "n_labelled": int(first["n_labelled"]),
                      "target": first["target"], "risk": first["risk"],
+                     "tolerance": float(first["tolerance"]) if "tolerance" in first else 0.0,
                      "threshold": float(mark["threshold"].iloc[0]) if len(mark) else np.nan,
                      "coverage": float(mark["coverage"].iloc[0]) if len(mark) else 0.0,
                      "agreement": float(mark["agreement"].iloc[0]) if len(mark) else np.nan,
                      "agreement_all": float(g["agreement"].iloc[-1])})
-    return pd.DataFrame(rows, columns=["contender", "judge", "n_labelled", "target", "risk", "threshold", "coverage",
-                                       "agreement", "agreement_all"])
+    return pd.DataFrame(rows, columns=["contender", "judge", "n_labelled", "target", "risk", "tolerance", "threshold",
+                                       "coverage", "agreement", "agreement_all"])
