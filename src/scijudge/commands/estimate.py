@@ -109,6 +109,21 @@ def _recommendation_line(table: Any) -> str:
     return line
 
 
+def _check_sequential(target_width: float | None, picks: Path | None, compare: Any, out: Path | None,
+                      inputs: list[Path | None]) -> None:
+    """``--sequential``'s requests refused before anything is read: no width, picks or a comparison, or an output
+    that would overwrite an input."""
+    if target_width is None:
+        raise InputError("--sequential needs --target-width W (the width at which to stop)", field="target-width")
+    if picks is not None or compare:
+        raise InputError("--sequential is for labels picked uniformly at random, one mean per (judge, model): "
+                         "leave out --picks and --compare", field="picks" if picks is not None else "compare")
+    if out is not None:
+        from scijudge._files import refuse_overwrite
+
+        refuse_overwrite(out / "sequential.csv", inputs)
+
+
 def _sequential_out(units: Any, loaded: Any, width: float, alpha: float, start: int, t_opt: int,
                     out: Path | None) -> Any:
     """``estimate --sequential``: the sequences to DIR/sequential.csv, one line per sequence on where it stops."""
@@ -177,19 +192,12 @@ def estimate_cmd(
         raise InputError(f"--coverage must be between 0 and 1, got {coverage}", field="coverage")
     if target_width is not None and target_width <= 0:
         raise InputError(f"--target-width must be > 0, got {target_width}", field="target-width")
-    if sequential and target_width is None:
-        raise InputError("--sequential needs --target-width W (the width at which to stop)", field="target-width")
-    if sequential and (picks is not None or compare):
-        raise InputError("--sequential is for labels picked uniformly at random, one mean per (judge, model): "
-                         "leave out --picks and --compare", field="picks" if picks is not None else "compare")
     if out is not None:
         from scijudge._files import check_output_folder
 
         check_output_folder(out)  # before anything is computed
-    if sequential and out is not None:
-        from scijudge._files import refuse_overwrite
-
-        refuse_overwrite(out / "sequential.csv", [*run, labels, items])
+    if sequential:
+        _check_sequential(target_width, picks, compare, out, [*run, labels, items])
     design = None
     if picks is not None:  # read first: a bad picks file is reported before any store is read
         from scijudge.estimation.select import read_picks

@@ -143,10 +143,15 @@ def _cross_fitted_residual(f: np.ndarray, pilot: np.ndarray, y: np.ndarray) -> n
 
 def _checked(design: str, f: np.ndarray, pilot: np.ndarray, y: np.ndarray, budget: int, *, u: np.ndarray | None,
              tau: float, stratum: np.ndarray | None, neyman_scale: Mapping[str, float] | None,
-             notes: list[str]) -> str:
+             notes: list[str], check: bool = True) -> str:
     """``design`` when the planner, from at least ``CHECK_MIN_LABELS`` labels already collected, expects its
     interval at this budget to be at most ``AUTO_MARGIN`` of uniform picks' width; uniform picks otherwise, with a
-    note saying why. The same check for every design and every source of its uncertainty."""
+    note saying why. The same check for every design and every source of its uncertainty (``check=False``: the
+    design as asked, said so)."""
+    if not check:
+        notes.append(f"{design} picks without a check on labels already collected (asked for)"
+                     + (f": its weights are bounded by the floor {tau:g}" if design == "uncertainty" else ""))
+        return design
     if pilot.size < CHECK_MIN_LABELS:
         notes.append(f"uniform picks instead of {design}: a design runs only after a check on at least "
                      f"{CHECK_MIN_LABELS} labels already collected ({pilot.size} given; pass them with --labels)")
@@ -246,13 +251,9 @@ def select_labels(judgments: pd.DataFrame, *, judge: str, budget: int, strategy:
     chosen = strategy
     if strategy == "uncertainty" and u is None:
         chosen = "uniform"
-    if chosen in ("uncertainty", "stratified") and not check:
-        notes.append(f"{chosen} picks without a check on labels already collected (asked for): its weights are "
-                     f"bounded by the floor {tau:g}" if chosen == "uncertainty" else "stratified picks without a check "
-                     "on labels already collected (asked for)")
-    elif chosen in ("uncertainty", "stratified"):
+    if chosen in ("uncertainty", "stratified"):
         chosen = _checked(chosen, f, pilot, y_pilot, budget, u=u, tau=tau, stratum=stratum,
-                          neyman_scale=neyman_scale, notes=notes)
+                          neyman_scale=neyman_scale, notes=notes, check=check)
     if strategy == "auto":
         if pilot.size >= CHECK_MIN_LABELS:
             variances = _budget_variances(f, pilot, y_pilot, budget, u=u, tau=tau, stratum=stratum,
