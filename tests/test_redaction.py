@@ -153,3 +153,10 @@ def test_the_pre_check_is_true_wherever_one_of_its_substrings_is():
     texts = ["", *pieces] + ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 6))) for _ in range(20000)]
     assert [redaction._may_match(t) for t in texts] == [spelled_out(t) for t in texts]
     assert sum(map(redaction._may_match, texts)) not in (0, len(texts))
+
+
+def test_an_echoed_authorization_header_is_masked_and_its_closing_bracket_kept():
+    from scijudge.redaction import redact
+
+    said = redact("gateway said: bad request (Authorization: Bearer sk-abc123def456ghi789) [authorization=tok123456]")
+    assert said == "gateway said: bad request (Authorization: ***) [authorization=***]", said

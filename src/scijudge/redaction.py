@@ -32,7 +32,7 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(rf"([?&;](?:{_QUERY_KEYS})=)[^&#\s\"'<>]+", re.IGNORECASE), r"\1" + MASK),
     # Authorization: Bearer xyz / "authorization": "xyz" / api-key: xyz
     (re.compile(r"((?:authorization|x-api-key|api-key|proxy-authorization)[\"']?\s*[:=]\s*[\"']?)"
-                r"(?:(?:bearer|basic|token)\s+)?[^\s\"',;}]+", re.IGNORECASE), r"\1" + MASK),
+                r"(?:(?:bearer|basic|token)\s+)?[^\s\"',;})\]]+", re.IGNORECASE), r"\1" + MASK),  # ends at ) or ]
     (re.compile(r"\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{6,}", re.IGNORECASE), r"\1 " + MASK),
     # provider key shapes
     (re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{8,}"), MASK),

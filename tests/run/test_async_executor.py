@@ -243,3 +243,18 @@ def test_the_run_freezes_only_what_existed_before_it_and_hands_it_back():
         assert gc.get_freeze_count() == frozen
     finally:
         gc.unfreeze()
+
+
+@pytest.mark.slow  # a timed stop: about a second each
+@pytest.mark.parametrize("executor", ["async", "threads"])
+def test_a_stop_during_retries_accounts_for_every_task(loopback, tmp_path, executor):
+    """Requests in flight that the stop ends without an answer (a 503 retried when the stop came) are counted as in
+    flight without an answer: stored + in flight + not sent + no answer = every task."""
+    server = loopback(lambda body: Fault(503, "busy"), latency=0.05)
+    stop = threading.Event()
+    threading.Timer(0.6, stop.set).start()
+    with Run(tmp_path / "r.sqlite") as run:
+        summary = judge_items(items(40), judges(server.url, names=("t.a",)),
+                              run=run, executor=executor, concurrency=8, stop=stop, grace=5)
+    assert summary.interrupted and server.count > 0
+    assert summary.judged + summary.abandoned + summary.not_sent + summary.no_answer == 40, summary

@@ -138,8 +138,9 @@ def test_an_unreadable_result_line_is_reported_and_sent_again_and_the_rest_store
     result = _judge(items, specs, run, server.url)
     assert result.exit_code == 0, result.output
     assert "Traceback" not in result.output
-    reported = [line for line in result.output.splitlines() if "its judgment is sent again" in line]
-    assert len(reported) == 1, result.output
+    said = " ".join(result.output.split())
+    assert said.count("1 judgment without a readable result line is sent again") == 1, result.output
+    assert "not sent again" not in said, result.output
     assert _rows(run) == _expected(12)
     assert server.batch_count == 2 and len(server.batch_lines) == 12 + 1, "only the unreadable line is sent again"
     assert _item(server.batch_lines[-1]["body"]) == 4
@@ -166,6 +167,10 @@ def test_a_line_unreadable_every_time_gets_no_answer_and_exit_4(batch_server, tm
     del expected[("it004", "test.batch.a")]
     assert _rows(run) == expected, "every readable line is stored; the unreadable one is not stored at all"
     assert server.batch_count == 3 and len(server.batch_lines) == 12 + 2, "sent three times in all"
+    said = " ".join(result.output.split())
+    assert said.count("1 judgment without a readable result line is sent again") == 2, result.output
+    assert "1 judgment without a readable result line is not sent again in this run: no answer after 3 batches" \
+        in said, "the third unreadable line is not said to be sent again: nothing is sent"
 
 
 @pytest.mark.slow
@@ -402,11 +407,17 @@ def test_a_gateway_that_cannot_list_batches_stops_with_exit_3_and_abandon_lets_t
                           keys=[task_key(item, judge, "") for item in _items(items)], price_basis=None)
     store.close()
     stopped = _judge(items, specs, run, server.url)
-    assert stopped.exit_code == 3, stopped.output
-    assert f"--abandon {intent}" in stopped.output and "Traceback" not in stopped.output
+    said = " ".join(stopped.output.split())
+    assert stopped.exit_code == 3 and "re-run to look it up again" in said, stopped.output
+    assert "--abandon" not in said and "Traceback" not in said, "no way out offered on the first error"
+    again = _judge(items, specs, run, server.url)
+    said = " ".join(again.output.split())
+    assert again.exit_code == 3 and f"--abandon {intent}" in said and "may still run and bill it" in said, said
     assert server.batch_count == 0
     abandoned = _cli("batches", run, "--abandon", intent)
-    assert abandoned.exit_code == 0 and "go back to pending" in abandoned.output
+    said = " ".join(abandoned.output.split())
+    assert abandoned.exit_code == 0 and "go back to pending" in said, said
+    assert "never confirmed as created" in said and "may still run and bill it" in said, said
     done = _judge(items, specs, run, server.url)
     assert done.exit_code == 0, done.output
     assert _rows(run) == _expected(3) and server.batch_count == 1

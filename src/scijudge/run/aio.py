@@ -83,9 +83,10 @@ class AsyncExecutor:
         in_flight: set[asyncio.Task[None]] = set()
         idle = asyncio.Event()
         skipped = 0
+        stopped = 0  # sent, then ended by the stop without an answer (a retry the stop cut short)
 
         async def one(task: Task) -> None:
-            nonlocal skipped
+            nonlocal skipped, stopped
             item, judge, part = task
             if life.closed:
                 skipped += 1
@@ -97,8 +98,11 @@ class AsyncExecutor:
                 return
             except Exception:
                 return  # a run-level fault: the gate holds it and ``finish`` raises it
+            if results is None:
+                stopped += 1
+                return
             try:
-                for result in results or []:
+                for result in results:
                     life.record(result)
             except Exception:
                 return  # the store cannot be written: the gate holds it
@@ -144,7 +148,7 @@ class AsyncExecutor:
                 blocking.shutdown(wait=False, cancel_futures=True)
         if life.closed:
             life.never_sent(skipped + sum(1 for _ in queue))
-        return left
+        return left + stopped
 
 
 @contextmanager

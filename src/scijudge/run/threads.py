@@ -35,6 +35,7 @@ class ThreadExecutor:
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="scijudge")
         in_flight: set[Future[None]] = set()
         skipped: list[int] = []  # tasks a worker picked up after the stop: never sent (list.append is atomic)
+        stopped: list[int] = []  # sent, then ended by the stop without an answer (a retry the stop cut short)
 
         def one(task: Task) -> None:
             item, judge, part = task
@@ -46,7 +47,10 @@ class ThreadExecutor:
             except TransportFailure as exc:
                 life.no_answer(str(exc))
                 return
-            for result in results or []:
+            if results is None:
+                stopped.append(1)
+                return
+            for result in results:
                 life.record(result)
 
         def submit_next() -> None:
@@ -85,4 +89,4 @@ class ThreadExecutor:
             pool.shutdown(wait=False, cancel_futures=True)
         if life.closed:
             life.never_sent(unsent + len(skipped) + sum(1 for _ in queue))
-        return len(in_flight)
+        return len(in_flight) + len(stopped)

@@ -47,6 +47,11 @@ def abandon_batch(run: str | Path, batch_id: str) -> Abandoned:
                 except (BatchFault, ModelError) as exc:
                     outcome.warning = (f"could not cancel batch {record.remote_id} at the provider ({exc}); it may "
                                        "still run and be billed: cancel it in the provider's console")
+            if record.remote_id is None:  # its create was sent but never confirmed
+                outcome.warning = (f"batch {record.client_id} was never confirmed as created: if the provider did "
+                                   "create it, it may still run and bill it; look for a batch with metadata "
+                                   f"scijudge_client_id = {record.client_id} in the provider's console and cancel "
+                                   "it there")
             outcome.record = store.abandon(record.client_id)
             return outcome
         finally:

@@ -30,8 +30,8 @@ from scijudge.lm import is_local_model
 from scijudge.records import Attempt, attempt_totals, model_name, safe_endpoint
 from scijudge.run.batch.openai import BatchFault, OpenAIBatchAPI, ResultsUnavailable
 from scijudge.run.batch.pricing import batch_rates
-from scijudge.run.batch.results import Pending, Verdict, abstention, read_line, stages
-from scijudge.run.batch.store import FINAL_STATUSES, BatchRecord, BatchStore, Progress
+from scijudge.run.batch.results import RESENDS, Pending, Verdict, abstention, read_line, stages
+from scijudge.run.batch.store import FINAL_STATUSES, LOOKUP_FAILED, BatchRecord, BatchStore, Progress
 from scijudge.run.lifecycle import Lifecycle
 from scijudge.run.plan import Task
 from scijudge.spec.families import get_family
@@ -205,6 +205,16 @@ class _Session:
         if self.o.on_note is not None:
             self.o.on_note(text)
 
+    def _lookup_failed(self, record: BatchRecord, exc: BatchFault) -> BatchFault:
+        """A batch whose creation was never confirmed could not be looked up. The first time: re-run (the look-up
+        may work then). Again: the way out is to give it up, which cannot stop a batch the provider did create."""
+        if record.status != LOOKUP_FAILED:
+            self.store.update(record.client_id, status=LOOKUP_FAILED)
+            return BatchFault(f"{exc}; whether batch {record.client_id} was created is not known yet: re-run to look "
+                              "it up again")
+        return BatchFault(f"{exc} (the second look-up in a row); {self.abandon_hint(record.client_id)} (if the "
+                          "provider did create it, it may still run and bill it)")
+
     def abandon_hint(self, batch_id: str) -> str:
         return (f"re-run to try again, or give the batch up (its lines go back to pending): "
                 f"scijudge batches {self.run_path} --abandon {batch_id}")
@@ -250,7 +260,7 @@ class _Session:
                 try:
                     found = client.find(record, self.store.remote_ids())
                 except BatchFault as exc:
-                    raise BatchFault(f"{exc}; {self.abandon_hint(record.client_id)}") from exc
+                    raise self._lookup_failed(record, exc) from exc
                 if found is None:  # killed before the batch was created: its lines go out in a new batch
                     self.store.processed(record.client_id, "never-created")
                     continue
@@ -377,6 +387,7 @@ class _Session:
         again: list[str] = []
         kept: dict[str, dict[str, Any]] = {}
         refused = 0
+        missing = [0, 0]  # judgments with no usable line in this batch: [not sent again, sent again]
         for key in record.keys:
             line = state.lines.get(key)
             entry = self.pending.get(key)
@@ -390,7 +401,12 @@ class _Session:
             if line is None and state.status == "failed":
                 refused += 1  # the provider failed the whole batch: sending the same lines again fails again
                 continue
-            again.extend(self._handle(api, record, key, line, entry))
+            sent = self._handle(api, record, key, line, entry)
+            again.extend(sent)
+            if line is None:
+                missing[bool(sent)] += 1
+        if state.problems:
+            self._say_unread(missing)
         if kept:
             self.store.keep_answers(record.client_id, kept)
             self.report.kept += len(kept)
@@ -401,6 +417,19 @@ class _Session:
                 f"{refused} lines were not run and are not sent again in this run; fix the cause, then re-run "
                 "(they go out in a new batch)"))
         return again
+
+    def _say_unread(self, missing: list[int]) -> None:
+        """After unreadable result lines: what happens to the judgments that got no usable line, as it happens."""
+        last, again = missing
+
+        def judgments(n: int) -> str:
+            return f"{n} judgment{'' if n == 1 else 's'} without a readable result line {'is' if n == 1 else 'are'}"
+
+        if again:
+            self.note(f"{judgments(again)} sent again")
+        if last:
+            self.note(f"{judgments(last)} not sent again in this run: no answer after {RESENDS + 1} batches (a "
+                      "re-run tries again)")
 
     def _handle(self, api: Any, record: BatchRecord, key: str, line: dict[str, Any] | None,
                 entry: Pending) -> list[str]:

@@ -3,8 +3,8 @@
 Uses the ``openai`` SDK (a litellm dependency, so always installed) with the judge LM's ``api_base``.
 Creating a batch is idempotent: the create call is never retried blindly; after a failed create the batch is
 looked up by scijudge's own client id (sent as batch metadata) before another is made. Result files are
-read line by line: a line that cannot be read is reported (one line each) and its judgment sent again, the
-other lines are kept.
+read line by line: a line that cannot be read is reported (one line each), the other lines are kept; the executor
+then says how many judgments without a readable line are sent again and how many have had their last try.
 """
 
 from __future__ import annotations
@@ -52,16 +52,15 @@ def read_result_lines(text: str, where: str, state: BatchState,
         try:
             line = json.loads(raw)
         except json.JSONDecodeError as exc:
-            state.problems.append(f"{where} line {number}: not JSON ({exc.msg}); its judgment is sent again")
+            state.problems.append(f"{where} line {number}: not JSON ({exc.msg})")
             continue
         custom_id = line.get("custom_id") if isinstance(line, dict) else None
         if not isinstance(custom_id, str) or not custom_id:
-            state.problems.append(f"{where} line {number}: no custom_id; its judgment is sent again")
+            state.problems.append(f"{where} line {number}: no custom_id")
             continue
         problem = check(line)
         if problem is not None:
-            state.problems.append(f"{where} line {number} (custom_id {custom_id[:40]}): {problem}; "
-                                  "its judgment is sent again")
+            state.problems.append(f"{where} line {number} (custom_id {custom_id[:40]}): {problem}")
             continue
         earlier = state.lines.get(custom_id)
         if earlier is not None:

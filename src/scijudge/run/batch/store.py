@@ -42,6 +42,8 @@ CREATE TABLE IF NOT EXISTS batch_answers (key TEXT PRIMARY KEY, client_id TEXT N
 """
 FINAL_STATUSES = frozenset({"completed", "expired", "failed", "cancelled"})
 ABANDONED = "abandoned"
+LOOKUP_FAILED = "lookup-failed"
+"""Status of a batch whose creation was never confirmed and whose look-up by client id failed (a re-run tries again)."""
 
 
 class Progress(BaseModel):
