@@ -276,8 +276,10 @@ def _whole(conf: np.ndarray, agr: np.ndarray, sc: np.ndarray, use: np.ndarray, *
     draws = None
     if predict:
         prob = np.clip(sc[:, labelled], 0, 1)
-        uniform = np.random.default_rng(0).random((SIMULATIONS, *prob.shape))
-        draws = plan.agreeing((uniform < prob).astype(float))
+        rng = np.random.default_rng(0)
+        chunk = max(1, min(SIMULATIONS, 2_000_000 // max(1, prob.size)))  # memory bounded on large label sets
+        draws = np.concatenate([plan.agreeing((rng.random((min(chunk, SIMULATIONS - done), *prob.shape)) < prob)
+                                              .astype(float)) for done in range(0, SIMULATIONS, chunk)])
     test = walk(n, x, target=target, delta=risk, simulated=draws)
     n_cal = int(labelled.sum())
     k_members = conf.shape[0]
