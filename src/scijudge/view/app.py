@@ -135,8 +135,6 @@ class Viewer:
             if self.ready.is_set():
                 return
             try:
-                import scijudge.estimation.ppi  # noqa: F401 - the runs page's means (scipy: seconds to import)
-
                 if self.labelling is not None:
                     self.scale_of("")
                     self.rubric_of("")

@@ -177,7 +177,7 @@ class Site:
         """What the runs page shows and its script polls (``/live``): per store, judge and model the counts, the
         mean score with its 95% interval (``estimation.ppi.classical_mean``, the judge-only estimate of
         ``estimate``), the abstention rate, cost and tokens; a progress line per store; the total stored."""
-        rows, scores = self.view.summary(), self.view.scores()
+        rows, scores = self.view.summary(), self.view.scores() if means else {}
         names = self.store_names
         for row in rows:
             values = scores.get((row["store"], row["judge"], row["model"]), [])

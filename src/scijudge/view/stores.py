@@ -177,8 +177,9 @@ class StoreView:
 
     def _spreads_quietly(self) -> None:
         try:
+            self._by_item()  # the item pages' index, then the spreads
             self._spreads()
-        except Exception:  # closed meanwhile: a sort by spread builds them itself
+        except Exception:  # closed meanwhile: a look-up by item or a sort by spread builds them itself
             pass
         finally:
             self._spreading = False
@@ -397,12 +398,14 @@ class StoreView:
         self._fresh()
         source = self._spreads() if sort == "spread" else "listed"
         order = SORTS[sort].format(dir="DESC" if descending else "ASC")
-        ids = list(dict.fromkeys(r["item_id"] for r in self._all(
-            f"SELECT item_id FROM {source}{where} ORDER BY {order}", args)))
+        ids: dict[str, int] = self._cached(("order", source, where, tuple(args), order), lambda: {
+            item: at for at, item in enumerate(dict.fromkeys(r["item_id"] for r in self._all(
+                f"SELECT item_id FROM {source}{where} ORDER BY {order}", args)))})  # stepping on costs nothing
         if item_id not in ids:
             return None, None
-        at = ids.index(item_id)
-        return (ids[at - 1] if at > 0 else None), (ids[at + 1] if at + 1 < len(ids) else None)
+        at = ids[item_id]
+        order_ids = list(ids)
+        return (order_ids[at - 1] if at > 0 else None), (order_ids[at + 1] if at + 1 < len(ids) else None)
 
     def item(self, item_id: str) -> list[dict[str, Any]]:
         """Every current judgment of one item in every store, JSON columns decoded: found in the key table, then
