@@ -389,9 +389,10 @@ def build_app(viewer: Viewer) -> Any:
             return PlainTextResponse(f"no item {item_id!r} in these stores or items files", status_code=404)
         filters, sort, descending, _number = filters_of(request.query_params)
         kept = [(k, v) for k, v in request.query_params.multi_items() if k not in ("id", "page", "token")]
+        neighbours = viewer.site.view.neighbours(item_id, filters, sort=sort, descending=descending) if kept \
+            else (None, None)  # an item opened from the items table (its filter and sort in the query) steps along it
         return page(viewer.site.item_page(
-            viewer.links, item_id, neighbours=viewer.site.view.neighbours(item_id, filters, sort=sort,
-                                                                         descending=descending),
+            viewer.links, item_id, neighbours=neighbours,
             suffix="&" + urlencode(kept) if kept else "", prompt_url=prompt_url))
 
     def prompt_url(judgment: dict[str, Any]) -> str:
