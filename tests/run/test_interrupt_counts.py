@@ -115,3 +115,10 @@ def test_the_cli_says_both_counts_and_a_second_ctrl_c_prints_one_line(loopback, 
     assert second.returncode == 130, output
     quit_lines = [line for line in output.splitlines() if line.startswith("quit at once")]
     assert len(quit_lines) == 1 and "resume with: scijudge judge" in quit_lines[0], output
+
+
+def test_the_interrupt_line_counts_every_planned_judgment_once():
+    from scijudge.run.summary import RunSummary
+
+    summary = RunSummary(planned=10, judged=4, abandoned=2, not_sent=3, no_answer=1, interrupted=True)
+    assert summary.unfinished() == "2 in flight got no answer in time, 3 not sent yet, 1 got no answer (not stored)"

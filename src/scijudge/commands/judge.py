@@ -138,7 +138,8 @@ def judge_cmd(**flags: Any) -> None:
             _stopped(exc, store, run_path)
     print_summary(summary, run_path)
     if summary.interrupted:
-        console.print(f"interrupted: {summary.judged} judgments stored in {run_path} this run"
+        console.print(f"interrupted: {summary.judged} judgment{'' if summary.judged == 1 else 's'} stored in "
+                      f"{run_path} this run"
                       + (f"; {left}, a re-run asks for them" if (left := summary.unfinished()) else "")
                       + f"\nresume with: {escape(resume_command())}", highlight=False, soft_wrap=True)
         exit_run(store, EXIT_INTERRUPTED)

@@ -69,12 +69,15 @@ class RunSummary:
 
     def unfinished(self) -> str:
         """What a stopped run left, the same words for every executor: "3 in flight got no answer in time,
-        176 not sent yet" (empty when nothing was left)."""
+        176 not sent yet, 2 got no answer (not stored)" (empty when nothing was left): with the judgments stored,
+        every planned judgment is counted once."""
         said = []
         if self.abandoned:
             said.append(f"{self.abandoned} in flight got no answer in time")
         if self.not_sent:
             said.append(f"{self.not_sent} not sent yet")
+        if self.no_answer:  # with the stored ones, these add up to every planned judgment
+            said.append(f"{self.no_answer} got no answer (not stored)")
         return ", ".join(said)
 
     @property
