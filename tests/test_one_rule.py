@@ -246,7 +246,7 @@ def test_rating_probabilities_follow_the_spec_scale(tmp_path, step, rating, valu
 def test_cost_map_setting_keeps_a_users_choice(monkeypatch):
     import os
 
-    from scijudge.lm._dspy_compat import LOCAL_COST_MAP, use_local_cost_map
+    from scijudge.lm.dspy_compat import LOCAL_COST_MAP, use_local_cost_map
 
     monkeypatch.delenv(LOCAL_COST_MAP, raising=False)
     use_local_cost_map()

@@ -185,7 +185,7 @@ def _fail(exc: BaseException) -> None:
     """One line, no traceback: credentials redacted, and text from data never read as terminal markup."""
     from rich.markup import escape
 
-    from scijudge.commands._console import console
+    from scijudge.commands import console
     from scijudge.redaction import redact
 
     console.print(f"[bold red]error:[/] {escape(redact(str(exc)))}", highlight=False, soft_wrap=True)
@@ -228,7 +228,7 @@ def _flag_of(field: str, flags: dict[str, str]) -> str | None:
 def _name_option(exc: ScijudgeError, flags: dict[str, str]) -> ScijudgeError:
     """An input error about a command's own option names the option as typed (``--layout: ...``), not as a
     field of some model (``field 'layout'``); a library message says the options, not its keyword arguments."""
-    from scijudge.commands._console import in_cli_words
+    from scijudge.commands import in_cli_words
     from scijudge.errors import InputError
 
     if not isinstance(exc, InputError):
@@ -318,7 +318,7 @@ def command(*args, on: typer.Typer | None = None, **kwargs):
             except OSError as exc:
                 _fail(_os_error(exc))
             except KeyboardInterrupt:  # a command without its own Ctrl-C handling: one line, exit 130
-                from scijudge.commands._console import console
+                from scijudge.commands import console
 
                 console.print(f"interrupted: scijudge {name} stopped before it finished", highlight=False)
                 raise typer.Exit(130) from None
@@ -354,11 +354,11 @@ def main() -> None:  # pragma: no cover - console script entry point
     files and stores itself."""
     import gc
 
-    from scijudge.commands import _console
-    from scijudge.lm._dspy_compat import use_local_cost_map
+    from scijudge.commands import run_as_console_script
+    from scijudge.lm.dspy_compat import use_local_cost_map
 
     use_local_cost_map()
-    _console.CONSOLE_SCRIPT = True
+    run_as_console_script()
     try:
         app()
     finally:

@@ -1,4 +1,4 @@
-"""Every DSPy internal scijudge uses lives in lm/_dspy_compat.py; each one is checked against the installed DSPy.
+"""Every DSPy internal scijudge uses lives in lm/dspy_compat.py; each one is checked against the installed DSPy.
 
 These tests fail loudly on a DSPy upgrade that moves or reshapes something a patch relies on, instead of the
 patch silently doing nothing.
@@ -14,7 +14,7 @@ import dspy
 import pytest
 from dspy import lm15
 
-from scijudge.lm import _dspy_compat
+from scijudge.lm import dspy_compat
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "scijudge"
 # DSPy modules that are public API and may be used anywhere; every other dspy.* module is internal.
@@ -22,8 +22,8 @@ PUBLIC_DSPY = {"dspy", "dspy.lm15"}
 
 
 def test_the_installed_dspy_has_every_internal_we_use():
-    assert _dspy_compat.check() == []
-    assert _dspy_compat.dspy_version().startswith(_dspy_compat.TESTED_DSPY)
+    assert dspy_compat.check() == []
+    assert dspy_compat.dspy_version().startswith(dspy_compat.TESTED_DSPY)
 
 
 def test_check_fails_loudly_when_an_internal_moves(monkeypatch):
@@ -33,23 +33,23 @@ def test_check_fails_loudly_when_an_internal_moves(monkeypatch):
     monkeypatch.delattr(costs, "estimate_cost")
     monkeypatch.delattr(base, "validate_request")
     monkeypatch.delattr(lm15.AnthropicLM, "_payload")
-    problems = _dspy_compat.check()
+    problems = dspy_compat.check()
     assert "dspy.clients.costs.estimate_cost is gone" in problems
     assert "dspy.clients.engines.base.validate_request is gone" in problems
     assert "dspy.lm15.AnthropicLM._payload(request, stream) changed" in problems
 
 
 def test_an_untested_dspy_version_warns(monkeypatch):
-    monkeypatch.setattr(_dspy_compat, "dspy_version", lambda: "3.5.0")
+    monkeypatch.setattr(dspy_compat, "dspy_version", lambda: "3.5.0")
     with pytest.warns(UserWarning, match=r"tested with DSPy 3\.4\.x; found 3\.5\.0"):
-        _dspy_compat.warn_if_untested()
+        dspy_compat.warn_if_untested()
 
 
 def test_only_the_compat_module_imports_dspy_internals(source_trees):
     offenders = []
     sources = source_trees(SRC)
     for path in sources.paths:
-        if path.name == "_dspy_compat.py":
+        if path.name == "dspy_compat.py":
             continue
         for node in sources.nodes(path):
             names = []
@@ -71,10 +71,10 @@ def test_the_class_swap_adds_hooks_to_a_real_lm_and_refuses_an_unrelated_class()
             seen.append(entry)
             super().update_history(entry)
 
-    _dspy_compat.rebind_class(lm, Counting)
+    dspy_compat.rebind_class(lm, Counting)
     assert type(lm) is Counting and lm.model == "openai/gpt-4o-mini"
     with pytest.raises(TypeError, match="does not extend"):
-        _dspy_compat.rebind_class(lm, dict)
+        dspy_compat.rebind_class(lm, dict)
 
 
 def test_every_call_of_a_swapped_lm_reaches_update_history():
@@ -89,61 +89,61 @@ def test_every_call_of_a_swapped_lm_reaches_update_history():
             seen.append(entry)
             super().update_history(entry)
 
-    _dspy_compat.rebind_class(lm, Counting)
+    dspy_compat.rebind_class(lm, Counting)
     assert lm("say hello") == ["hello"]
     assert len(seen) == 1 and seen[0]["usage"]["prompt_tokens"] == 100
 
 
 def test_the_engine_request_check_is_dspys():
     request = lm15.Request(model="m", messages=(lm15.Message.user("hi"),))
-    _dspy_compat.validate_engine_request(request)
+    dspy_compat.validate_engine_request(request)
     bad = lm15.Request(model="m", messages=(lm15.Message.user("hi"),), config=lm15.Config(extensions={"api_key": "k"}))
     with pytest.raises(ValueError, match="execution controls"):
-        _dspy_compat.validate_engine_request(bad)
+        dspy_compat.validate_engine_request(bad)
     with pytest.raises(TypeError):
-        _dspy_compat.validate_engine_request({"model": "m"})
+        dspy_compat.validate_engine_request({"model": "m"})
 
 
 def test_anthropic_batch_entries_use_the_native_clients_payload_and_parser():
     client = lm15.AnthropicLM(api_key="test-key", base_url="http://127.0.0.1:9/v1")
     request = lm15.Request(model="claude-x", messages=(lm15.Message.user("Rate this."),), system="Be brief.",
                            config=lm15.Config(max_tokens=64, temperature=0.3))
-    params = _dspy_compat.anthropic_payload(client, request)
+    params = dspy_compat.anthropic_payload(client, request)
     assert "stream" not in params
     assert params["model"] == "claude-x" and params["max_tokens"] == 64 and params["temperature"] == 0.3
     assert params["messages"][0]["role"] == "user"
     message = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-x",
                "content": [{"type": "text", "text": '{"judgment": {"rating": 4}}'}], "stop_reason": "end_turn",
                "usage": {"input_tokens": 11, "output_tokens": 7}}
-    response = _dspy_compat.anthropic_batch_answer(client, message)
+    response = dspy_compat.anthropic_batch_answer(client, message)
     assert response.text == '{"judgment": {"rating": 4}}'
     assert response.usage.input_tokens == 11 and response.usage.output_tokens == 7
 
 
 def test_model_prices_and_lm_errors_come_from_dspy():
-    list_in, list_out = _dspy_compat.model_rates("openai", "gpt-4o-mini", ("input_cost_per_token",
+    list_in, list_out = dspy_compat.model_rates("openai", "gpt-4o-mini", ("input_cost_per_token",
                                                                           "output_cost_per_token"))
     assert list_in is not None and 0 < list_in < list_out  # output tokens cost more than input for this model
-    assert _dspy_compat.model_rates("openai", "no-such-model-xyz", ("input_cost_per_token",
+    assert dspy_compat.model_rates("openai", "no-such-model-xyz", ("input_cost_per_token",
                                                                    "output_cost_per_token")) == (None, None)
     from dspy.utils.exceptions import LMRateLimitError
 
-    assert issubclass(LMRateLimitError, _dspy_compat.lm_error_class())
+    assert issubclass(LMRateLimitError, dspy_compat.lm_error_class())
 
 
 def test_offline_model_metadata_sets_the_variable_once_and_respects_the_user(monkeypatch):
     monkeypatch.delenv("LITELLM_LOCAL_MODEL_COST_MAP", raising=False)
-    _dspy_compat.use_local_cost_map()
+    dspy_compat.use_local_cost_map()
     assert os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] == "true"
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "false")
-    _dspy_compat.use_local_cost_map()
+    dspy_compat.use_local_cost_map()
     assert os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] == "false"
 
 
 def test_the_model_info_memoisation_applies():
     from scijudge.lm import _speedups
 
-    assert _speedups.install() is True and _dspy_compat.model_info_patched()
+    assert _speedups.install() is True and dspy_compat.model_info_patched()
 
 
 def _entry(lm):
@@ -177,18 +177,18 @@ def test_the_inline_async_call_is_lm_acall_without_its_thread_hops(loopback, mon
         stock = await lm.acall(_request("one", config), cache=False)
         stock_entry = _entry(lm)
         routed.clear()
-        inline = [await _dspy_compat.acall_request(lm, _request(text, config)) for text in ("one", "two", "three")]
+        inline = [await dspy_compat.acall_request(lm, _request(text, config)) for text in ("one", "two", "three")]
         assert len(routed) == 1  # the same shape (texts aside): routed once
-        await _dspy_compat.acall_request(lm, _request("four", lm15.Config(temperature=0.3, max_tokens=64)))
+        await dspy_compat.acall_request(lm, _request("four", lm15.Config(temperature=0.3, max_tokens=64)))
         assert len(routed) == 2  # another config: routed afresh
         return stock, stock_entry, inline
 
-    assert _dspy_compat.inline_acall_holds()
+    assert dspy_compat.inline_acall_holds()
     stock, stock_entry, inline = asyncio.run(both())
     assert [r.text for r in inline] == [stock.text] * 3
     assert inline[0].usage == stock.usage and inline[0].finish_reason == stock.finish_reason
     lm.history.clear()
-    asyncio.run(_dspy_compat.acall_request(lm, _request("one", config)))
+    asyncio.run(dspy_compat.acall_request(lm, _request("one", config)))
     assert _entry(lm) == stock_entry and stock_entry["cost"] is not None
 
 
@@ -201,7 +201,7 @@ def test_the_inline_async_call_raises_what_lm_acall_raises(monkeypatch):
     lm = make_lm("openai/gpt-4o-mini", api_base=closed_port_url(), cache=False)
     config = lm15.Config(max_tokens=8)
     errors = []
-    for call in (lambda: lm.acall(_request("x", config), cache=False), lambda: _dspy_compat.acall_request(
+    for call in (lambda: lm.acall(_request("x", config), cache=False), lambda: dspy_compat.acall_request(
             lm, _request("x", config))):
         with pytest.raises(Exception) as caught:
             asyncio.run(call())
@@ -221,28 +221,28 @@ def test_the_inline_async_call_leaves_callbacks_subclasses_and_a_changed_dspy_to
         return "stock"
 
     monkeypatch.setattr(dspy.LM, "acall", stock)
-    monkeypatch.setattr(_dspy_compat, "inline_acall_holds", lambda: True)
+    monkeypatch.setattr(dspy_compat, "inline_acall_holds", lambda: True)
     lm = dspy.LM("openai/gpt-4o-mini", cache=False)
     request = _request("x", lm15.Config(max_tokens=8))
     with dspy.context(callbacks=[BaseCallback()]):
-        assert asyncio.run(_dspy_compat.acall_request(lm, request)) == "stock"
-    monkeypatch.setattr(_dspy_compat, "inline_acall_holds", lambda: False)
-    assert asyncio.run(_dspy_compat.acall_request(lm, request)) == "stock"
+        assert asyncio.run(dspy_compat.acall_request(lm, request)) == "stock"
+    monkeypatch.setattr(dspy_compat, "inline_acall_holds", lambda: False)
+    assert asyncio.run(dspy_compat.acall_request(lm, request)) == "stock"
     assert used == ["LM", "LM"]
 
 
 def test_check_names_a_mirrored_dspy_function_that_changed(monkeypatch):
-    monkeypatch.setitem(_dspy_compat._MIRRORED, "dspy.clients.execution:aexecute", "0" * 16)
-    monkeypatch.setattr(_dspy_compat, "_MIRROR_HOLDS", None)
-    assert any("dspy.clients.execution:aexecute" in problem for problem in _dspy_compat.check())
-    assert not _dspy_compat.inline_acall_holds()
-    monkeypatch.setattr(_dspy_compat, "_MIRROR_HOLDS", None)
+    monkeypatch.setitem(dspy_compat._MIRRORED, "dspy.clients.execution:aexecute", "0" * 16)
+    monkeypatch.setattr(dspy_compat, "_MIRROR_HOLDS", None)
+    assert any("dspy.clients.execution:aexecute" in problem for problem in dspy_compat.check())
+    assert not dspy_compat.inline_acall_holds()
+    monkeypatch.setattr(dspy_compat, "_MIRROR_HOLDS", None)
 
 
 def test_the_route_memo_gives_dspys_route():
     from dspy.clients import capabilities
 
-    assert _dspy_compat.memoise_route_lookup() and capabilities.resolve.scijudge_memo
+    assert dspy_compat.memoise_route_lookup() and capabilities.resolve.scijudge_memo
     lm = dspy.LM("openai/gpt-4o-mini")
     assert capabilities.resolve(lm) == capabilities.resolve.__wrapped__(lm)
     assert capabilities.resolve(lm) is capabilities.resolve(lm)

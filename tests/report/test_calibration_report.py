@@ -198,11 +198,12 @@ def test_piped_summary_is_csv_with_full_values_and_no_negative_zero(report_input
     assert "┃" in terminal.export_text() or "│" in terminal.export_text()
     assert fmt_number(-0.0001) == "0.000" and fmt_number(-0.0) == "0.000" and fmt_number(-0.0006) == "-0.001"
     assert fmt_interval(-0.0001, 0.0) == "[0.000, 0.000]"
-    from scijudge.report.calibration import _table, _with_ci
+    from scijudge.report.calibration import _with_ci
+    from scijudge.report.page import html_table
 
     frame = result.per_rubric.copy()
     frame[["bias", "bias_lo", "bias_hi"]] = [-1e-9, -1e-9, 1e-9]
-    shown = _table(_with_ci(frame, [("judge", None), ("bias", None)]))
+    shown = html_table(_with_ci(frame, [("judge", None), ("bias", None)]))
     assert "0.000 [0.000, 0.000]" in shown and "-0.000" not in shown
 
 

@@ -92,7 +92,7 @@ def test_endpoints_are_stored_without_credentials():
 
 
 def test_the_dspy_internals_we_use_are_still_there():
-    from scijudge.lm import _dspy_compat, _speedups
+    from scijudge.lm import dspy_compat, _speedups
 
-    assert _dspy_compat.check() == []
-    assert _speedups.install() is True and _dspy_compat.model_info_patched()
+    assert dspy_compat.check() == []
+    assert _speedups.install() is True and dspy_compat.model_info_patched()

@@ -18,7 +18,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from scijudge.lm import _dspy_compat
+from scijudge.lm import dspy_compat
 
 try:
     import orjson
@@ -54,7 +54,7 @@ def cache_key(lm: Any, request: Any) -> CacheKey:
     # rollout_id: optimizers resample with lm.copy(rollout_id=...); each rollout is a separate entry, as in DSPy.
     return _as_key({"_fn_identifier": _CACHE_VERSION, "endpoint": endpoint_of(lm),
                     "rollout_id": (getattr(lm, "kwargs", None) or {}).get("rollout_id"),
-                    "request": _dspy_compat.request_as_dict(request)})
+                    "request": dspy_compat.request_as_dict(request)})
 
 
 def _as_key(key: CacheKey | dict[str, Any]) -> CacheKey:
@@ -77,7 +77,7 @@ class _CachedResponse:
 def _read(key: CacheKey, *, disk: bool = True) -> Any:
     """An entry of DSPy's response cache: its memory layer, then (``disk``) its disk layer; an unreadable entry is
     a miss. DSPy's own cache class is read directly under the key's digest, any other through its ``get``."""
-    layers = _dspy_compat.cache_layers()
+    layers = dspy_compat.cache_layers()
     if layers is None:
         return dspy_cache().get(key.data) if disk else None
     memory, on_disk, lock = layers
@@ -102,7 +102,7 @@ def _write(entries: list[tuple[CacheKey, Any]]) -> None:
     """Store entries in both layers of DSPy's response cache, where ``_read`` finds them (the cache thread only):
     the disk layer in one transaction, a commit per batch rather than per entry (SQLite writes every commit's
     pages to its log: 0.1-0.2 ms of CPU per entry, twice that beside a reader, measured in ``bench_cli.py``)."""
-    layers = _dspy_compat.cache_layers()
+    layers = dspy_compat.cache_layers()
     if layers is None:
         for key, value in entries:
             dspy_cache().put(key.data, value)

@@ -44,7 +44,7 @@ from scijudge.chain.steps import (  # noqa: F401 - _call_with_deadline and Reque
     has_async_engine,
 )
 from scijudge.errors import EndpointError, TransportFailure
-from scijudge.lm import _dspy_compat
+from scijudge.lm import dspy_compat
 from scijudge.records import Attempt
 from scijudge.chain.replies import non_json_reply
 from scijudge.chain.fencing import fence_inputs, with_notice
@@ -63,7 +63,7 @@ from scijudge.chain.schema import (  # noqa: F401 - public names of the chain, k
     strict_schema,
 )
 
-JSONAdapter: Any = _dspy_compat.json_adapter()
+JSONAdapter: Any = dspy_compat.json_adapter()
 
 Strategy = Literal["json_schema", "json_object"]
 
@@ -218,7 +218,7 @@ class StructuredChain(JSONAdapter):  # DSPy's adapter class, looked up at run ti
         """DSPy's user message, with plain-text values written as they are: DSPy builds a pydantic TypeAdapter per
         value to get the same text back (about 0.2 ms of CPU per input per judgment, measured with
         ``benchmarks/bench_async.py --profile``); any other value goes through DSPy's formatting."""
-        format_field_value = _dspy_compat.format_field_value
+        format_field_value = dspy_compat.format_field_value
         messages = [prefix]
         for name, info in _input_fields(signature):
             if name in inputs:
@@ -584,7 +584,7 @@ def _rates(model: str, response: Any) -> tuple[float, float] | None:
     found: list[float] = []
     for usage in (lm15.Usage(input_tokens=1_000_000, output_tokens=0), lm15.Usage(input_tokens=0, output_tokens=1_000_000)):
         try:
-            cost, _ = _dspy_compat.estimate_cost(replace(response, usage=usage), provider, model.split("/", 1)[-1])
+            cost, _ = dspy_compat.estimate_cost(replace(response, usage=usage), provider, model.split("/", 1)[-1])
         except Exception:
             cost = None
         if cost is None:

@@ -84,7 +84,7 @@ def decide_via_api(chain: StructuredChain, lm: Any, request: Any, levels: Sequen
         record.attempts.append(Attempt(strategy=DECISION_STRATEGY, temperature=0.0, max_tokens=MAX_TOKENS,
                                        outcome="ok", cached=True))
     else:
-        from scijudge.lm._dspy_compat import short_answer_request
+        from scijudge.lm.dspy_compat import short_answer_request
 
         with short_answer_request():  # a few tokens on purpose: DSPy's truncation warning does not apply
             response = chain._send(lm, request, DECISION_STRATEGY, 0.0, MAX_TOKENS, record, last_strategy=True)

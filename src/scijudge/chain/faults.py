@@ -18,7 +18,7 @@ import socket
 from typing import Any, Literal
 
 from scijudge.chain.replies import non_json_reply
-from scijudge.lm._dspy_compat import lm_errors
+from scijudge.lm.dspy_compat import lm_errors
 from scijudge.redaction import redact
 
 from scijudge.records import Outcome

@@ -108,7 +108,7 @@ def has_async_engine(lm: Any) -> bool:
 
 
 async def _acall_with_deadline(lm: Any, request: Any, deadline: float | None) -> Any:
-    """``_call_with_deadline`` awaited: ``lm.acall`` (``_dspy_compat.acall_request``: the same call without DSPy's
+    """``_call_with_deadline`` awaited: ``lm.acall`` (``dspy_compat.acall_request``: the same call without DSPy's
     worker-thread hops) under ``asyncio.timeout`` (connect to last byte), or, for an LM with no async client,
     the blocking call in a worker thread."""
     import asyncio
@@ -116,7 +116,7 @@ async def _acall_with_deadline(lm: Any, request: Any, deadline: float | None) ->
     if not has_async_engine(lm):
         ctx = contextvars.copy_context()
         return await asyncio.to_thread(ctx.run, _call_with_deadline, lm, request, deadline)
-    from scijudge.lm._dspy_compat import acall_request
+    from scijudge.lm.dspy_compat import acall_request
 
     if deadline is None or not getattr(lm, "_scijudge_warm_async", False):
         response = await acall_request(lm, request)
@@ -129,7 +129,7 @@ async def _acall_with_deadline(lm: Any, request: Any, deadline: float | None) ->
         async with asyncio.timeout(deadline):
             return await acall_request(lm, request)
     except TimeoutError:
-        from scijudge.lm._dspy_compat import lm_errors
+        from scijudge.lm.dspy_compat import lm_errors
 
         raise lm_errors().LMTimeoutError(f"no complete answer within the {deadline:g} s deadline (timed out)") \
             from None
@@ -175,7 +175,7 @@ def _call_with_deadline(lm: Any, request: Any, deadline: float | None) -> Any:
 
     threading.Thread(target=call, daemon=True, name="scijudge-request").start()
     if not done.wait(deadline):
-        from scijudge.lm._dspy_compat import lm_errors
+        from scijudge.lm.dspy_compat import lm_errors
 
         raise lm_errors().LMTimeoutError(f"no complete answer within the {deadline:g} s deadline (timed out)")
     if "error" in box:

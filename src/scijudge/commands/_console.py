@@ -10,6 +10,12 @@ out = Console()
 CONSOLE_SCRIPT = False  # set by ``scijudge.cli.main``: this process runs one command, then exits
 
 
+def run_as_console_script() -> None:
+    """Say that this process is the console script: it runs one command, then exits (``settle_after_imports``)."""
+    global CONSOLE_SCRIPT
+    CONSOLE_SCRIPT = True
+
+
 def settle_after_imports() -> None:
     """In the console script, once a heavy command's libraries are imported, move every object alive now (the
     libraries' own, millions once pandas, scipy and scikit-learn are in) out of the collector's sight: each full

@@ -4,29 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import typer
 
 from scijudge.errors import InputError
-
-
-@contextlib.contextmanager
-def _named_by_path(paths: list[Path]) -> Iterator[None]:
-    """An input error about one run (its ``source`` name in the tables: a stem) names the store by its path."""
-    from scijudge.metrics.frames import source_names
-
-    by_name = {name: str(path) for path, name in zip(paths, source_names(paths)) if name != str(path)}
-    try:
-        yield
-    except InputError as exc:
-        if exc.file not in by_name:
-            raise
-        renamed = InputError(exc.reason, file=by_name[exc.file], line=exc.line, field=exc.field)
-        renamed.exit_code = exc.exit_code
-        raise renamed from None
 
 
 _SCALE_HELP = ("Scale 'lo,hi,step' (or 'lo,hi,step,continuous') for every judge, or 'JUDGE=lo,hi,step[,continuous]'; "
@@ -87,7 +70,7 @@ def calibrate_cmd(
     """
     from scijudge.labels import load_labels_frame
     from scijudge.metrics.calibration import calibrate
-    from scijudge.metrics.frames import CALIBRATE_COLUMNS, Judgments, judge_matches
+    from scijudge.metrics.frames import CALIBRATE_COLUMNS, Judgments, judge_matches, named_by_path
     from scijudge.commands._console import settle_after_imports
     from scijudge.report.calibration import print_summary, write_report
     from scijudge.spec.scales import parse_scale_options, scale_mapping
@@ -132,7 +115,7 @@ def calibrate_cmd(
     n_units = len(label_frame)
     with _status(console, f"calibrating {judgments['judge'].nunique()} judge(s) against {n_units} label(s), "
                           f"{n_boot} bootstrap resamples ..."):
-        with _named_by_path(list(run)):
+        with named_by_path(list(run)):
             result = calibrate(read.originals(), label_frame, scale=scales, n_boot=n_boot, seed=seed,
                                allow_extra_labels=allow_extra_labels, specs=specs, tasks=task_list,
                                run_scales=read.scales, selective=selective)
@@ -156,7 +139,6 @@ def calibrate_cmd(
 
 def _status(console: Any, text: str) -> Any:
     """A spinner with what is being done, on a terminal only (stderr; piped output stays clean)."""
-    import contextlib
 
     return console.status(text) if console.is_terminal else contextlib.nullcontext()
 

@@ -66,7 +66,7 @@ def demo_cmd(
     count = limit if limit is not None else (0 if tiny else REAL_LIMIT)
     loaded = loaded[:count] if count else loaded
     if run.exists():  # a file that is not a run store is refused before any model is built
-        from scijudge.run._open import check_header
+        from scijudge.run import check_header
 
         check_header(run, allow_empty=True)
     if model is None or not progress:  # the demo's own output is the point (and --no-progress means no bars at all)

@@ -211,9 +211,9 @@ def estimate_cmd(
     label_frame = labels_to_frame(loaded)
     judgments, scales = _load_judgments(list(run), judge, scale)
     groups, pairs = _item_maps(items, by, pair_by)
-    from scijudge.commands.calibrate import _named_by_path
+    from scijudge.metrics.frames import named_by_path
 
-    with _named_by_path(list(run)):
+    with named_by_path(list(run)):
         units = match_units(judgments, label_frame, groups=groups, pairs=pairs, group_field=by or "group",
                             scale=scales, estimand=human)
     if sequential:

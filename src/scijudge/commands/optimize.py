@@ -82,7 +82,7 @@ def _progress() -> Any:
 
     @contextlib.contextmanager
     def show() -> Any:
-        from scijudge.optimization._progress import progress_text
+        from scijudge.optimization import progress_text
 
         stop = threading.Event()
         with console.status("optimizing ...") as status:
@@ -106,7 +106,7 @@ def _split_option(text: str | None, seed: int | None) -> Any:
     from pydantic import ValidationError
 
     from scijudge.errors import InputError, validation_problem
-    from scijudge.optimization._recipes import SplitSpec
+    from scijudge.optimization import SplitSpec
 
     if text is None and seed is None:
         return None
@@ -169,12 +169,7 @@ def optimize_cmd(
     with a recipe whose metric is verdict_balanced.
     """
     from scijudge.lm import make_lm
-    from scijudge.optimization._api import prepare, run_plan
-    from scijudge.optimization._experiment import run_experiment
-    from scijudge.optimization._quiet import quiet_to
-    from scijudge.optimization._recipes import resolve_recipe
-    from scijudge.optimization._result import INTERRUPTED
-    from scijudge.optimization._retry import preflight
+    from scijudge.optimization import INTERRUPTED, preflight, prepare, quiet_to, resolve_recipe, run_experiment, run_plan
 
     from scijudge.spec.judge_spec import resolve_judges
 
@@ -183,7 +178,7 @@ def optimize_cmd(
     items, labels = _inputs(items, tasks, reports, labels)
     robustness = None
     if perturbed is not None:
-        from scijudge.optimization._robustness import Robustness
+        from scijudge.optimization import Robustness
 
         robustness = Robustness.from_file(perturbed)
     split_spec = _split_option(split, seed)
@@ -216,7 +211,7 @@ def optimize_cmd(
                      "baseline; *_after columns are held-out statistics\n")
     sys.stdout.write(frame[columns].to_string(index=False) + "\n")
     from scijudge.commands._console import console
-    from scijudge.optimization._api import MIN_TEST_UNITS
+    from scijudge.optimization import MIN_TEST_UNITS
 
     small = frame["n_test"].dropna()
     if len(small) and small.min() < MIN_TEST_UNITS:

@@ -39,8 +39,7 @@ def robustness_cmd(
     """
     if n_boot < 0:
         raise InputError(f"--n-boot must be 0 (no intervals) or more, got {n_boot}", field="n_boot")
-    from scijudge.commands.calibrate import _named_by_path
-    from scijudge.metrics.frames import Judgments
+    from scijudge.metrics.frames import Judgments, named_by_path
     from scijudge.metrics.robustness import robustness_table
     from scijudge.report.robustness import write_robustness
     from scijudge.report.text import print_frame
@@ -49,7 +48,7 @@ def robustness_cmd(
         raise InputError("give at least one run store", field="runs")
     if out is not None and out.exists() and not out.is_dir():  # before reading anything
         raise InputError(f"is a folder for robustness.csv and robustness.html, but {out} is a file", field="out")
-    with _named_by_path(list(runs)):
+    with named_by_path(list(runs)):
         read = Judgments.read(list(runs), columns=_ROBUSTNESS_COLUMNS)  # not the attempt logs, probs or free text
         result = robustness_table(read.frame, n_boot=n_boot, seed=seed)
     if out is not None:  # files first: a closed pipe (| head) must not lose them

@@ -74,7 +74,7 @@ _API_PROVIDERS = ("openai", "anthropic", "azure", "azure_ai", "gemini", "vertex_
 def _base_folder(base: str | Path) -> Path:
     """The base model's local folder; one line when ``base`` is an API model, an adapter or not found."""
     from scijudge.errors import ModelError
-    from scijudge.lm._models import parse_model_string
+    from scijudge.lm import parse_model_string
 
     text = str(base)
     provider = text.split("/", 1)[0] if "/" in text else ""

@@ -129,7 +129,7 @@ def render(tokenizer: Any, messages: list[dict[str, str]]) -> str:
     try:
         return str(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
     except Exception:
-        from scijudge.lm._runtime import fold_system
+        from scijudge.lm import fold_system
 
         return str(tokenizer.apply_chat_template(fold_system(messages), tokenize=False, add_generation_prompt=True))
 

@@ -60,7 +60,7 @@ def _questions(judge: Any) -> tuple[list[tuple[str, list[str], str]], dict[str, 
     """What to decide for one judgment: [(field, levels, what)] and, for verdicts, each label's score."""
     family = judge.spec.family
     if family == "checklist":
-        from scijudge.judges.checklist._outputs import SCORES
+        from scijudge.judges.checklist import SCORES
 
         labels = list(judge.output_type.ALLOWED)
         return [("verdict", labels, "verdict")], {label: float(SCORES[label]) for label in labels}

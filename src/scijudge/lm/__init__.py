@@ -16,7 +16,7 @@ from scijudge.lm._backends import backend_for, is_local_model, local_prefixes, r
 if TYPE_CHECKING:  # pragma: no cover
     import dspy
 
-__all__ = ["is_local_model", "load_dotenv_once", "make_lm", "register_backend"]
+__all__ = ["fold_system", "is_local_model", "parse_model_string", "load_dotenv_once", "make_lm", "register_backend"]
 
 _DOTENV_LOADED = False
 
@@ -50,9 +50,9 @@ def make_lm(model: str, *, api_base: str | None = None, api_key: str | None = No
     Model strings with a registered prefix (``hf:``, see ``register_backend``) go to that backend's factory
     with every argument above and the extra keyword options; all others go to DSPy/litellm.
     """
-    from scijudge.lm import _dspy_compat
+    from scijudge.lm import dspy_compat
 
-    _dspy_compat.prepare_dspy()  # once per process, before DSPy first reads its price map
+    dspy_compat.prepare_dspy()  # once per process, before DSPy first reads its price map
     import dspy
 
     if not model or not isinstance(model, str):
@@ -129,3 +129,17 @@ def _noted(lm: Any, recipe: dict[str, Any]) -> Any:
     except AttributeError:
         pass
     return lm
+
+
+def __getattr__(name: str) -> Any:
+    """``parse_model_string`` (an ``hf:`` model string's base and adapter) and ``fold_system`` (a chat without a
+    system role), imported when first used so that ``import scijudge.lm`` stays light."""
+    if name == "parse_model_string":
+        from scijudge.lm._models import parse_model_string
+
+        return parse_model_string
+    if name == "fold_system":
+        from scijudge.lm._runtime import fold_system
+
+        return fold_system
+    raise AttributeError(f"module 'scijudge.lm' has no attribute {name!r}")

@@ -210,7 +210,7 @@ def decisions_lm(model: str, *, api_base: str | None = None, api_key: str | None
     import dspy
 
     from scijudge.errors import InputError
-    from scijudge.lm._dspy_compat import use_local_cost_map
+    from scijudge.lm.dspy_compat import use_local_cost_map
 
     if not api_base:
         raise InputError(f"model {model!r} is a decision endpoint: give its server's /v1 base URL with --api-base",

@@ -244,7 +244,7 @@ class LocalEngine:
         """Prepare a request on the caller's thread and queue it; the future resolves to a ``Response``."""
         from dspy.lm15 import ContextLengthError, InvalidRequestError, UnsupportedFeatureError
 
-        from scijudge.lm._dspy_compat import validate_engine_request
+        from scijudge.lm.dspy_compat import validate_engine_request
 
         validate_engine_request(request)
         if self._finalizer.alive is False:
@@ -332,7 +332,7 @@ class LocalEngine:
         """Queue one decision request; the future resolves to a ``LevelScores`` (see :meth:`score_levels`)."""
         from dspy.lm15 import ContextLengthError, InvalidRequestError
 
-        from scijudge.lm._dspy_compat import validate_engine_request
+        from scijudge.lm.dspy_compat import validate_engine_request
         from scijudge.lm.decision import DecideRow
 
         validate_engine_request(request)
@@ -451,7 +451,7 @@ def local_lm(
     """
     import dspy
 
-    from scijudge.lm._dspy_compat import use_local_cost_map
+    from scijudge.lm.dspy_compat import use_local_cost_map
 
     use_local_cost_map()
     engine = LocalEngine(

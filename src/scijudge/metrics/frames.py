@@ -26,9 +26,10 @@ into the judgments, each source's recorded scales and the source names.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -127,6 +128,20 @@ def source_names(paths: Sequence[str | Path]) -> list[str]:
     """Short, unique names for runs: the file stem, or the whole path when stems collide."""
     stems = [Path(p).stem for p in paths]
     return [Path(p).stem if stems.count(Path(p).stem) == 1 else str(p) for p in paths]
+
+
+@contextlib.contextmanager
+def named_by_path(paths: Sequence[str | Path]) -> Iterator[None]:
+    """An input error about one run (named by its ``source``, a stem, in the tables) names the store by its path."""
+    by_name = {name: str(path) for path, name in zip(paths, source_names(paths)) if name != str(path)}
+    try:
+        yield
+    except InputError as exc:
+        if exc.file not in by_name:
+            raise
+        renamed = InputError(exc.reason, file=by_name[exc.file], line=exc.line, field=exc.field)
+        renamed.exit_code = exc.exit_code
+        raise renamed from None
 
 
 def judge_matches(judge: str, patterns: Sequence[str]) -> bool:

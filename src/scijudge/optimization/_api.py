@@ -180,7 +180,7 @@ def _compile(plan: Plan, lm: Any, prompt_lm: Any, budget: Budget, reserve: int, 
     except FatalModelError:
         raise
     except Exception as exc:
-        from scijudge.lm._dspy_compat import lm_error_class
+        from scijudge.lm.dspy_compat import lm_error_class
 
         if not isinstance(exc, lm_error_class()):
             raise

@@ -23,7 +23,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from scijudge.lm._dspy_compat import rebind_class
+from scijudge.lm.dspy_compat import rebind_class
 
 
 class StopRun(BaseException):

@@ -6,9 +6,7 @@ The HTML needs no network to view: plots are matplotlib (Agg) PNGs embedded as b
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 import json
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -26,18 +24,10 @@ from scijudge.report.summary import (
     verdict_sentence,
     verdict_summary,
 )
+from scijudge.report.page import CSS, html_img, html_table, png_uri, pyplot
 from scijudge.report.text import fmt_cell, fmt_interval, fmt_number, print_frame
 
-_CSS = """
-body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}
-h1{font-size:1.6em}h2{font-size:1.25em;border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:2em}
-h3{font-size:1.05em}table{border-collapse:collapse;font-size:.85em;margin:.5em 0 1em}
-th,td{border:1px solid #ddd;padding:3px 7px;text-align:right}th{background:#f4f4f4}
-td:first-child,th:first-child{text-align:left}.note{color:#666;font-size:.85em}
-.scroll{overflow-x:auto}img{max-width:100%;height:auto}details{margin:.5em 0}
-table.key td,table.key th{white-space:nowrap}.ci{color:#666;font-size:.8em;display:block}
-summary{cursor:pointer;font-weight:600}code{background:#f4f4f4;padding:0 3px}
-"""
+
 
 _LEADER_COLS = [
     ("rank", None), ("contender", None), ("scale", None), ("n_judges", None), ("n_items", None), ("n", None),
@@ -82,27 +72,6 @@ def write_json(result: CalibrationResult, path: str | Path, robustness: pd.DataF
 # --- plots -----------------------------------------------------------------------------------------------
 
 
-def _png(fig: Any) -> str:
-    import matplotlib.pyplot as plt
-    from matplotlib.layout_engine import ConstrainedLayoutEngine
-
-    buffer = io.BytesIO()
-    # a constrained layout already fits every label inside the figure: a "tight" box would draw it twice
-    constrained = isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine)
-    fig.savefig(buffer, format="png", dpi=110, bbox_inches=None if constrained else "tight")
-    plt.close(fig)
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
-
-
-def _plt() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def forest_plot(result: CalibrationResult, stat: str = "kappa_w") -> str | None:
     """Forest plot of a statistic with its interval, per rubric and pooled, one colour per contender."""
     rows = pd.concat([result.per_rubric, result.leaderboard], ignore_index=True) if not result.per_rubric.empty else result.per_rubric
@@ -111,7 +80,7 @@ def forest_plot(result: CalibrationResult, stat: str = "kappa_w") -> str | None:
     rows = rows[np.isfinite(rows[stat].astype(float))]
     if rows.empty:
         return None
-    plt = _plt()
+    plt = pyplot()
     judges = sorted(rows["judge"].unique(), key=lambda j: (j == POOLED, j))
     contenders = sorted(rows["contender"].unique())
     colours = plt.get_cmap("tab10")
@@ -155,7 +124,7 @@ def forest_plot(result: CalibrationResult, stat: str = "kappa_w") -> str | None:
     handles, names = ax.get_legend_handles_labels()
     unique = dict(zip(names, handles))
     _inside_the_axes([ax.legend(unique.values(), unique.keys(), fontsize=8, loc="best")])
-    return _png(fig)
+    return png_uri(fig)
 
 
 def _inside_the_axes(artists: Iterable[Any]) -> None:
@@ -171,7 +140,7 @@ def confusion_plot(result: CalibrationResult) -> str | None:
     keys = sorted(set(zip(conf["contender"], conf["track"])))
     if not keys:
         return None
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(1, len(keys), figsize=(3.6 * len(keys), 3.6), squeeze=False, layout="constrained")
     for ax, (contender, track) in zip(axes[0], keys):
         m = result.confusion_matrix(contender, POOLED, track)
@@ -188,7 +157,7 @@ def confusion_plot(result: CalibrationResult) -> str | None:
         ax.set_xlabel("judge")
         ax.set_ylabel("human")
         ax.set_title(f"{contender}\n{track}", fontsize=8)
-    return _png(fig)
+    return png_uri(fig)
 
 
 def reliability_plot(result: CalibrationResult) -> str | None:
@@ -196,7 +165,7 @@ def reliability_plot(result: CalibrationResult) -> str | None:
     rel = result.reliability[(result.reliability["judge"] == POOLED) & (result.reliability["strategy"] == "uniform")]
     if rel.empty:
         return None
-    plt = _plt()
+    plt = pyplot()
     keys = sorted(set(zip(rel["contender"], rel["track"])))
     fig, axes = plt.subplots(1, len(keys), figsize=(3.6 * len(keys), 3.6), squeeze=False, layout="constrained")
     for ax, (contender, track) in zip(axes[0], keys):
@@ -211,14 +180,14 @@ def reliability_plot(result: CalibrationResult) -> str | None:
         ax.set_ylabel("accuracy")
         ax.set_title(f"{contender}\n{track}", fontsize=8)
     axes[0][0].legend(fontsize=7, loc="upper left")
-    return _png(fig)
+    return png_uri(fig)
 
 
 def robustness_plot(robustness: pd.DataFrame) -> str | None:
     """Grouped bars per model: the mean drop (original − variant) per judge and level, with its interval."""
     if robustness is None or robustness.empty:
         return None
-    plt = _plt()
+    plt = pyplot()
     shown = robustness[robustness["judge"] != "*"]
     models = sorted(shown["model"].unique())
     if not models:
@@ -243,7 +212,7 @@ def robustness_plot(robustness: pd.DataFrame) -> str | None:
         ax.set_title(model, fontsize=9)
     handles, names = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, names, fontsize=7, ncol=max(len(levels), 1), loc="outside upper center")
-    return _png(fig)
+    return png_uri(fig)
 
 
 # --- HTML ------------------------------------------------------------------------------------------------
@@ -289,15 +258,6 @@ def _with_ci_by_rows(frame: pd.DataFrame, columns: list[tuple[str, str | None]])
     return pd.DataFrame(out)
 
 
-def _table(frame: pd.DataFrame) -> str:
-    if frame is None or frame.empty:
-        return '<p class="note">(none)</p>'
-    shown = frame.copy()
-    for col in shown.columns:
-        shown[col] = shown[col].map(lambda v, c=col: fmt_cell(v, c))
-    return '<div class="scroll">' + shown.to_html(index=False, escape=True, border=0) + "</div>"
-
-
 def _key_table(frame: pd.DataFrame, columns: list[tuple[str, str | None]], table_id: str) -> str:
     """A short table whose intervals sit under their values: fits 1,200 px without scrolling."""
     head = "".join(f"<th>{html.escape(title or col)}</th>" for col, title in columns if col in frame)
@@ -315,15 +275,11 @@ def _key_table(frame: pd.DataFrame, columns: list[tuple[str, str | None]], table
             "</table>")
 
 
-def _img(src: str | None, alt: str) -> str:
-    return f'<img src="{src}" alt="{html.escape(alt)}">' if src else '<p class="note">(no data for this plot)</p>'
-
-
 def render_html(result: CalibrationResult, robustness: pd.DataFrame | None = None,
                 title: str = "scijudge calibration report", estimates: pd.DataFrame | None = None) -> str:
     """The whole report as one HTML string with inline CSS and base64 PNG plots."""
     parts = [(f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-              f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>")]
+              f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>")]
     parts.append(f"<p class='note'>Intervals: {int(result.level * 100)}% percentile bootstrap over items "
                  f"({result.n_boot} resamples, seed {result.seed}); all ratings of an item are resampled together. "
                  "Abstentions lower coverage and are never imputed. Scales: "
@@ -342,7 +298,7 @@ def render_html(result: CalibrationResult, robustness: pd.DataFrame | None = Non
         parts.append("<h2>Juries against each member</h2><p class='note'>Per item, the member's absolute error minus "
                      "the jury's (&gt; 0: the jury is closer to the human consensus), paired t over the items both "
                      "judged, Holm across the jury's members (<code>jury_vs_best_member</code>).</p>"
-                     + _table(jury_table))
+                     + html_table(jury_table))
     for note in result.notes:
         parts.append(f"<p class='note'>Note: {html.escape(note)}</p>")
     if not result.leaderboard.empty:
@@ -350,43 +306,43 @@ def render_html(result: CalibrationResult, robustness: pd.DataFrame | None = Non
         parts.append("<p class='note'>Ranked by quadratic-weighted κ within each scale; equal κ share a rank "
                      f"(a tie). {int(result.level * 100)}% intervals under each value.</p>")
         parts.append(_key_table(result.leaderboard, _KEY_COLS, "leaderboard-key"))
-        parts.append("<details><summary>All statistics</summary>" + _table(_with_ci(result.leaderboard, _LEADER_COLS))
+        parts.append("<details><summary>All statistics</summary>" + html_table(_with_ci(result.leaderboard, _LEADER_COLS))
                      + "</details>")
-        parts.append("<h2>Weighted κ per rubric</h2>" + _img(forest_plot(result), "forest plot of weighted kappa"))
+        parts.append("<h2>Weighted κ per rubric</h2>" + html_img(forest_plot(result), "forest plot of weighted kappa"))
         parts.append("<h2>Per rubric</h2>")
         cols = [("contender", None), ("judge", None)] + [c for c in _LEADER_COLS if c[0] not in ("rank", "contender", "n_judges")]
         cols += [("bias_p", "bias p (t-test)"), ("bias_p_holm", "bias p (Holm)"), ("notes", None)]
         parts.append("<details><summary>Every statistic per rubric</summary>"
-                     + _table(_with_ci(result.per_rubric, cols)) + "</details>")
-        parts.append("<h2>Confusion matrices (pooled)</h2>" + _img(confusion_plot(result), "confusion matrices"))
+                     + html_table(_with_ci(result.per_rubric, cols)) + "</details>")
+        parts.append("<h2>Confusion matrices (pooled)</h2>" + html_img(confusion_plot(result), "confusion matrices"))
         parts.append(_confusion_tables(result))
     if not result.verdict_leaderboard.empty:
         parts.append("<h2>Verdicts (pooled per judge family)</h2>")
-        parts.append(_table(_with_ci(result.verdict_leaderboard, _VERDICT_COLS)))
+        parts.append(html_table(_with_ci(result.verdict_leaderboard, _VERDICT_COLS)))
         parts.append("<h2>Verdicts per rubric</h2>")
-        parts.append(_table(_with_ci(result.verdict_per_rubric, [c for c in _VERDICT_COLS if c[0] != "rank"] + [("notes", None)])))
+        parts.append(html_table(_with_ci(result.verdict_per_rubric, [c for c in _VERDICT_COLS if c[0] != "rank"] + [("notes", None)])))
     reliability = reliability_plot(result)
     rel_summary = pd.concat([result.per_rubric, result.verdict_per_rubric], ignore_index=True)
     sel = (rel_summary[rel_summary["calibration_source"].notna()] if "calibration_source" in rel_summary
            else rel_summary.iloc[0:0])
     if reliability is not None or not sel.empty:  # no empty section when no judgment carried a confidence
-        parts.append("<h2>Reliability diagrams</h2>" + _img(reliability, "reliability diagrams"))
+        parts.append("<h2>Reliability diagrams</h2>" + html_img(reliability, "reliability diagrams"))
         if not sel.empty:
-            parts.append(_table(sel[[c for c in ("contender", "judge", "calibration_source", "n_calibration", "brier",
+            parts.append(html_table(sel[[c for c in ("contender", "judge", "calibration_source", "n_calibration", "brier",
                                                  "ece", "ece_mass") if c in sel]]))
     from scijudge.report.selective import selective_section_html  # issue 37
 
-    parts.append(selective_section_html(getattr(result, "selective", None), _table, _png, _plt()))
+    parts.append(selective_section_html(getattr(result, "selective", None), html_table, png_uri, pyplot()))
     parts.append("<h2>Human ceiling (agreement among annotators)</h2>")
     if result.human_ceiling.empty:
         parts.append("<p class='note'>Fewer than two annotators per unit: no ceiling.</p>")
     else:
-        parts.append(_table(_with_ci(result.human_ceiling, [("judge", None), ("track", None), ("n_units", None),
+        parts.append(html_table(_with_ci(result.human_ceiling, [("judge", None), ("track", None), ("n_units", None),
                                                             ("n_annotators", None), ("alpha_ordinal", "α ordinal"),
                                                             ("alpha_interval", "α interval"), ("alpha_nominal", "α nominal"),
                                                             ("ac2", "AC2/AC1"), ("pairwise_kappa", "mean pairwise κ"),
                                                             ("pairwise_exact", "mean pairwise exact")])))
-    parts.append(position_html(result, _table))
+    parts.append(position_html(result, html_table))
     if not result.paired.empty:
         parts.append(_paired_section(result))
     if robustness is not None and not robustness.empty:
@@ -397,8 +353,8 @@ def render_html(result: CalibrationResult, robustness: pd.DataFrame | None = Non
                      "unpaired P(original &gt; variant) + ½ P(tie); judge <code>*</code> pools a model's judges. "
                      "(Before this version calibrate's section used a second implementation with a per-judge "
                      "bootstrap, no part matching and only <code>scijudge perturb</code> ids.)</p>"
-                     + _img(robustness_plot(robustness), "robustness bars"))
-        parts.append(_table(_with_ci(robustness, [(c, None) for c in (
+                     + html_img(robustness_plot(robustness), "robustness bars"))
+        parts.append(html_table(_with_ci(robustness, [(c, None) for c in (
             "model", "judge", "level", "n_pairs", "mean_original", "mean_variant", "drop", "p_greater", "p_tie",
             "auc", "n_unchanged", "n_abstained", "n_unpaired")])))
     if estimates is not None and not estimates.empty:  # from scijudge.estimation.estimate
@@ -413,7 +369,7 @@ def _paired_section(result: CalibrationResult) -> str:
     parts = ["<h2>Paired comparisons</h2>"]
     parts.append("<p class='note'>A − B on the units both contenders rated; p from the paired bootstrap; Holm "
                  "correction across rubrics for each pair and metric (pooled rows are not corrected).</p>")
-    parts.append(_table(_with_ci(result.paired, [("a", None), ("b", None), ("judge", None), ("metric", None), ("n", None),
+    parts.append(html_table(_with_ci(result.paired, [("a", None), ("b", None), ("judge", None), ("metric", None), ("n", None),
                                                  ("value_a", None), ("value_b", None), ("diff", None), ("p", None),
                                                  ("p_holm", None), ("better", None)])))
     return "\n".join(parts)

@@ -31,13 +31,13 @@ def design_warnings(table: pd.DataFrame) -> list[str]:
 
 def estimate_plot(table: pd.DataFrame) -> str | None:
     """One line per (judge, model, group): the three estimates with their intervals (a base64 PNG)."""
-    from scijudge.report.calibration import _plt, _png  # the calibration report's matplotlib setup and PNG embedding
+    from scijudge.report.page import png_uri, pyplot
 
     shown = table.dropna(subset=["estimate"])
     keys = list(dict.fromkeys(zip(shown["judge"], shown["model"], shown["group"])))[:MAX_PLOTTED_ROWS]
     if not keys:
         return None
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 0.45 * len(keys) + 1.2))
     for offset, (method, (name, colour, marker)) in enumerate(_METHOD_STYLE.items()):
         rows = shown[shown["method"] == method].set_index(["judge", "model", "group"])
@@ -55,14 +55,14 @@ def estimate_plot(table: pd.DataFrame) -> str | None:
     level = int(round((1 - float(shown["alpha"].iloc[0])) * 100))
     ax.set_xlabel(f"mean human score (difference rows: A − B), {level}% interval")
     ax.legend(fontsize=8, loc="best")
-    return _png(fig)
+    return png_uri(fig)
 
 
 def estimate_section_html(table: pd.DataFrame, coverage: pd.DataFrame | None = None,
                           needed: pd.DataFrame | None = None, provenance: str | None = None) -> str:
     """HTML for the estimates: a plot, the table, conformal coverage and labels needed when given; ``provenance``
     (what the labels are, and a warning when a model made some) as a line under the heading."""
-    from scijudge.report.calibration import _img, _table
+    from scijudge.report.page import html_img, html_table
 
     parts = ["<h2>Estimates of the mean human score</h2>",
              *([f"<p class='note'><b>{html.escape(provenance)}</b></p>"] if provenance else []),
@@ -77,17 +77,17 @@ def estimate_section_html(table: pd.DataFrame, coverage: pd.DataFrame | None = N
              "few units, of zero width, of identical inputs or clipped to the scale; human-only uses the labels alone, judge-only "
              "the judge alone (biased when the judge is). Abstentions (<code>n_abstained</code>) and labelled items without a judgment "
              "(<code>n_label_only</code>) are counted, never imputed.</p>",
-             _img(estimate_plot(table), "estimates with intervals")]
+             html_img(estimate_plot(table), "estimates with intervals")]
     cols = ["judge", "model", "group", "method", "estimate", "lo", "hi", "n_labeled", "n_unlabeled", "n_abstained",
             "n_label_only", "lam", "paired", "design", "recommended", "note"]
-    parts.append(_table(table[[c for c in cols if c in table]]))
+    parts.append(html_table(table[[c for c in cols if c in table]]))
     if coverage is not None and not coverage.empty:
         parts.append("<h3>Conformal sets of human scores</h3><p class='note'>Split-conformal on the labelled items; "
                      "coverage measured on held-out labelled items over random splits.</p>")
-        parts.append(_table(coverage))
+        parts.append(html_table(coverage))
     if needed is not None and not needed.empty:
         parts.append("<h3>Labels needed for the target interval width</h3>")
-        parts.append(_table(needed))
+        parts.append(html_table(needed))
     return "\n".join(parts)
 
 
@@ -95,11 +95,11 @@ def write_estimate_html(table: pd.DataFrame, path: str | Path, coverage: pd.Data
                         needed: pd.DataFrame | None = None, title: str = "scijudge estimates",
                         provenance: str | None = None) -> Path:
     """A self-contained page with the estimates section (inline CSS and PNG)."""
-    from scijudge.report.calibration import _CSS
+    from scijudge.report.page import CSS
 
     path = Path(path)
     page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>"
+            f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>"
             + estimate_section_html(table, coverage, needed, provenance) + "</body></html>")
     write_text(path, page)  # whole or not at all
     return path

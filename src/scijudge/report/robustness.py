@@ -11,14 +11,14 @@ import pandas as pd
 
 from scijudge._files import atomic_output, refuse_overwrite, write_text
 from scijudge.metrics.robustness import ALL_JUDGES, RobustnessResult
-from scijudge.report.calibration import _CSS, _img, _plt, _png, _table
+from scijudge.report.page import CSS, html_img, html_table, png_uri, pyplot
 
 
 def drop_plot(table: pd.DataFrame) -> str | None:
     """Mean drop (original − variant) with its interval per judge and level, one panel per model."""
     if table is None or table.empty:
         return None
-    plt = _plt()
+    plt = pyplot()
     models = sorted(table["model"].unique())
     levels = list(dict.fromkeys(table["level"]))
     fig, axes = plt.subplots(len(models), 1, figsize=(9, 2.8 * len(models) + 0.8), squeeze=False, layout="constrained")
@@ -38,14 +38,14 @@ def drop_plot(table: pd.DataFrame) -> str | None:
         ax.set_title(model, fontsize=9)
     handles, names = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, names, fontsize=7, ncol=max(1, len(levels)), loc="outside upper center")
-    return _png(fig)
+    return png_uri(fig)
 
 
 def render_robustness_html(result: RobustnessResult, title: str = "scijudge robustness") -> str:
     """The page: what was measured, the plot, the table, and what was left out."""
     excluded = ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in result.excluded.items())
     parts = [(f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-             f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>"),
+             f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>"),
              ("<p class='note'>drop = mean(original − variant) over pairs of the same model, judge and original "
              f"item, with a {int(result.level * 100)}% percentile bootstrap interval over original items "
              f"({result.n_boot} resamples, seed {result.seed}); p_greater / p_tie: paired shares of original "
@@ -53,8 +53,8 @@ def render_robustness_html(result: RobustnessResult, title: str = "scijudge robu
              f"judge <code>{ALL_JUDGES}</code> pool all judges of a model.</p>"),
              f"<p class='note'>Left out — {html.escape(excluded or 'nothing')}.</p>"]
     parts += [f"<p class='note'>Note: {html.escape(n)}</p>" for n in result.notes]
-    parts.append("<h2>Mean drop per judge</h2>" + _img(drop_plot(result.table), "mean drop per judge and level"))
-    parts.append("<h2>Table</h2>" + _table(result.table))
+    parts.append("<h2>Mean drop per judge</h2>" + html_img(drop_plot(result.table), "mean drop per judge and level"))
+    parts.append("<h2>Table</h2>" + html_table(result.table))
     parts.append("</body></html>")
     return "\n".join(parts)
 

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from scijudge.metrics.calibration import CalibrationResult
-from scijudge.metrics.calibration._blocks import COVERAGE_FLOOR
+from scijudge.metrics.calibration import COVERAGE_FLOOR
 from scijudge.report.text import fmt_number
 
 VERDICT_COLUMNS = ("judge", "track", "metric", "best", "value_best", "runner_up", "value_runner_up", "margin", "n",

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scijudge.lm._dspy_compat import LOCAL_COST_MAP
+from scijudge.lm.dspy_compat import LOCAL_COST_MAP
 from scijudge.data import Item
 from scijudge.errors import ModelError
 from scijudge.lm import is_local_model

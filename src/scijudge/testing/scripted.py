@@ -54,7 +54,7 @@ def request_text(request: Any) -> str:
 
 def scripted_lm(respond: Callable[[Any], str], model: str = "scripted/judge", **kwargs: Any) -> Any:
     """A dspy.LM backed by a ScriptedEngine (``lm.engine.requests`` holds what was sent)."""
-    from scijudge.lm._dspy_compat import use_local_cost_map
+    from scijudge.lm.dspy_compat import use_local_cost_map
 
     use_local_cost_map()
     import dspy

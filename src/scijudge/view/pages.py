@@ -195,7 +195,7 @@ class Site:
     def _progress(self, rows: list[dict[str, Any]]) -> list[str]:
         """One line per store: judgments stored, items judged of the items its run recorded, the last one's time,
         and whether a run is writing it now (its writer lock is held)."""
-        from scijudge.run._writer_lock import writer_active
+        from scijudge.run import writer_active
 
         lines = []
         judged = self.view.items_judged()

@@ -26,7 +26,7 @@ from typing import Any
 
 from scijudge.errors import InputError
 from scijudge.records import JSON_COLUMNS, RUN_COLUMNS
-from scijudge.run._open import ReadConnection, bad_row_sql, check_columns, check_tables, connect_read, unreadable
+from scijudge.run import ReadConnection, bad_row_sql, check_columns, check_tables, connect_read, unreadable
 
 MAX_STORES = 10
 """SQLite attaches at most 10 databases to one connection (its compile-time default)."""

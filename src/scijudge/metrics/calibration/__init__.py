@@ -8,6 +8,7 @@ One module per concern: ``ordinal`` (scores on a scale), ``continuous`` (scores 
 
 
 from scijudge.metrics.calibration._api import calibrate
+from scijudge.metrics.calibration._blocks import COVERAGE_FLOOR
 from scijudge.metrics.calibration._inputs import (
     _attach,
     _prepare_labels,
@@ -23,7 +24,7 @@ from scijudge.metrics.calibration._result import (
 from scijudge.metrics.calibration.ordinal import _prob_row
 from scijudge.metrics.calibration.scales import FAMILY_SCALES, _consensus
 
-__all__ = ["FAMILY_SCALES", "PAIRED_METRICS", "POOLED", "CalibrationResult", "ScaleTuple", "calibrate",
+__all__ = ["COVERAGE_FLOOR", "FAMILY_SCALES", "PAIRED_METRICS", "POOLED", "CalibrationResult", "ScaleTuple", "calibrate",
            "frame_records"]
 
 # Helpers other modules took from the former single-file module (``scijudge.estimation`` reads them as

@@ -2,7 +2,7 @@
 
 Each entry's ``params`` are what DSPy's native Anthropic client sends for the chain's request
 (``AnthropicLM._payload``), and each answer is read by the same client's ``parse_response`` (both through
-``lm/_dspy_compat.py``, where every DSPy internal lives), so batch and
+``lm/dspy_compat.py``, where every DSPy internal lives), so batch and
 direct calls agree on prompts, structured-output settings and parsing. HTTP goes through httpx (a
 dependency of the openai SDK and litellm) because lm15's own batch helper numbers entries 0..n-1 instead of
 carrying our judgment keys.
@@ -19,7 +19,7 @@ from collections.abc import Collection
 from typing import Any
 
 from scijudge.errors import ModelError
-from scijudge.lm import _dspy_compat
+from scijudge.lm import dspy_compat
 from scijudge.run.batch.openai import BatchFault, BatchState, ResultsUnavailable, read_result_lines
 
 _ERROR_STATUS = {"invalid_request_error": 400, "authentication_error": 401, "billing_error": 402,
@@ -55,7 +55,7 @@ class AnthropicBatchAPI:
         lm = judge.lm
         request = judge.chain.lm15_request(lm.model.split("/", 1)[-1], judge.signature, judge.demos,
                                            inputs, strategy=strategy, temperature=temperature, max_tokens=max_tokens)
-        return {"custom_id": key, "params": _dspy_compat.anthropic_payload(self._lm, request)}
+        return {"custom_id": key, "params": dspy_compat.anthropic_payload(self._lm, request)}
 
     def _call(self, method: str, url: str, what: str, **kwargs: Any) -> Any:
         try:
@@ -141,7 +141,7 @@ class AnthropicBatchAPI:
         kind = result.get("type")
         if kind == "succeeded":
             message = result.get("message") or {}
-            return 200, _dspy_compat.anthropic_batch_answer(self._lm, message), None
+            return 200, dspy_compat.anthropic_batch_answer(self._lm, message), None
         if kind in ("expired", "canceled"):
             return None, None, f"{kind}: the batch ended before this entry ran"
         if kind == "errored":

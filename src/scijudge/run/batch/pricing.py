@@ -16,7 +16,7 @@ UNPRICED = "unpriced"
 @lru_cache(maxsize=128)
 def batch_rates(model: str) -> tuple[tuple[float, float] | None, str]:
     """((input, output) USD per token, how the price was found) for a model string such as ``openai/gpt-4o-mini``."""
-    from scijudge.lm._dspy_compat import model_rates
+    from scijudge.lm.dspy_compat import model_rates
 
     provider, _, name = model.partition("/") if "/" in model else ("openai", "", model)
     try:

@@ -18,7 +18,7 @@ from scijudge.chain.chain import CallRecord, InvalidAnswer, parse_answer
 from scijudge.data import Item
 from scijudge.errors import EndpointError
 from scijudge.judges.base import Judge
-from scijudge.lm._dspy_compat import lm_errors
+from scijudge.lm.dspy_compat import lm_errors
 from scijudge.records import Attempt, JudgeResult, model_name
 from scijudge.run.batch.pricing import batch_rates
 

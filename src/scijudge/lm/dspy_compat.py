@@ -5,7 +5,7 @@ arguments, sends ``lm15.Request`` objects, maps DSPy's LM error classes, reads D
 its own entries in DSPy's response cache and memoises ``model_metadata.model_info``; the local engine
 validates requests with DSPy's engine check; Anthropic batches reuse the native client's payload builder
 and parser; the optimization budget swaps an LM's class for a counting subclass. ``check()`` verifies each
-of these still has the shape we use; ``tests/lm/test_dspy_compat.py`` calls it so that a DSPy upgrade that
+of these still has the shape we use; ``tests/lm/testdspy_compat.py`` calls it so that a DSPy upgrade that
 moves one fails loudly instead of silently doing something else. Only public DSPy API (``dspy.LM``,
 ``dspy.Predict``, ``dspy.lm15`` types) is used elsewhere.
 """
