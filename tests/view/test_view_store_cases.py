@@ -119,3 +119,22 @@ def test_a_viewer_started_before_a_run_shows_its_judgments_and_holds_no_read_tra
     finally:
         view.close()
     assert not os.path.exists(str(world.store) + "-journal")
+
+
+def test_a_store_damaged_while_served_is_one_line_not_a_traceback(tmp_path):
+    from starlette.testclient import TestClient
+
+    from scijudge.view.app import build_app, make_viewer
+
+    world = _big_store(tmp_path / "served")
+    client = TestClient(build_app(make_viewer([world.store], token="t")), base_url="http://127.0.0.1:8000",
+                        raise_server_exceptions=False)
+    assert client.get("/?token=t").status_code == 200
+    data = bytearray(world.store.read_bytes())
+    data[10 * 4096:12 * 4096] = b"\xa5" * (2 * 4096)
+    world.store.write_bytes(bytes(data))
+    for path in ("/", "/items", "/matrix", "/live"):
+        answer = client.get(path)
+        assert answer.status_code == 500, (path, answer.text[:200])
+        assert len(answer.text.strip().splitlines()) == 1 and "Traceback" not in answer.text
+        assert str(world.store) in answer.text and ("corrupt" in answer.text or "damaged" in answer.text)

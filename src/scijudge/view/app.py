@@ -379,6 +379,8 @@ def build_app(viewer: Viewer) -> Any:
             return page(viewer.site.items_page(viewer.links, filters, sort=sort, descending=descending, page=number,
                                                nonce=nonce), nonce)
         except InputError as exc:
+            if exc.field != "sort":  # a store that cannot be read: the server's side (one_line: 500)
+                raise
             return PlainTextResponse(str(exc), status_code=400)
 
     def item(request: Request) -> Response:
