@@ -82,8 +82,10 @@ def _readonly_with_wal(tmp_path):
 def test_view_answers_each_store_as_export_does(tmp_path, case):
     store = case(tmp_path)
     try:
+        beside = sorted(p.name for p in store.parent.iterdir())
         exported = _cli("export", str(store), "--out", str(tmp_path / "out.jsonl"))
         viewed = _cli("view", str(store), "--export", str(tmp_path / "site"))
+        assert sorted(p.name for p in store.parent.iterdir()) == beside  # no -shm (or any file) added beside it
         if exported.exit_code == 0:
             assert viewed.exit_code == 0, viewed.output
             n = sum(1 for _ in (tmp_path / "out.jsonl").open())
