@@ -315,43 +315,54 @@ def filters_of(query: Any) -> tuple[Filters, str, bool, int]:
 
 
 def build_app(viewer: Viewer) -> Any:
-    """The Starlette app of a viewer."""
+    """The Starlette app of a viewer: the browsing pages, then the labelling routes, behind the token gate."""
     from starlette.applications import Starlette
+
+    return TokenGate(Starlette(routes=[*_browse_routes(viewer), *_label_routes(viewer)]), viewer.token)
+
+
+def _page(text: str, nonce: str = "") -> Any:
+    """An HTML page with its security headers (only the page's own nonce-tagged script may run)."""
+    from starlette.responses import HTMLResponse
+
+    script = f"'nonce-{nonce}'" if nonce else "'none'"
+    return HTMLResponse(text, headers={
+        "Content-Security-Policy": f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+                                   f"script-src {script}; connect-src 'self'; form-action 'self'; "
+                                   "frame-ancestors 'none'; base-uri 'none'",
+        "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"})
+
+
+def _one_line(handler: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A GET page whose failure is one line (a store found damaged since start: as every reader says it; a
+    bug: its type and message, also on the console), never a traceback."""
+    from starlette.responses import PlainTextResponse
+
+    def guarded(request: Any) -> Any:
+        try:
+            return handler(request)
+        except ScijudgeError as exc:
+            return PlainTextResponse(f"scijudge view: {exc}", status_code=500)
+        except Exception as exc:
+            import sys
+
+            line = f"scijudge view: {request.url.path} failed: {type(exc).__name__}: {exc}"
+            print(line, file=sys.stderr, flush=True)
+            return PlainTextResponse(line, status_code=500)
+
+    return guarded
+
+
+def _browse_routes(viewer: Viewer) -> list[Any]:
+    """The pages: runs, /live, the matrix, drift, items, one item, its prompt, calibration."""
     from starlette.requests import Request
-    from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
-    from starlette.concurrency import run_in_threadpool
+    from starlette.responses import JSONResponse, PlainTextResponse, Response
     from starlette.routing import Route
-
-    def page(text: str, nonce: str = "") -> HTMLResponse:
-        script = f"'nonce-{nonce}'" if nonce else "'none'"
-        return HTMLResponse(text, headers={
-            "Content-Security-Policy": f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
-                                       f"script-src {script}; connect-src 'self'; form-action 'self'; "
-                                       "frame-ancestors 'none'; base-uri 'none'",
-            "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"})
-
-    def one_line(handler: Callable[[Request], Response]) -> Callable[[Request], Response]:
-        """A GET page whose failure is one line (a store found damaged since start: as every reader says it; a
-        bug: its type and message, also on the console), never a traceback."""
-
-        def guarded(request: Request) -> Response:
-            try:
-                return handler(request)
-            except ScijudgeError as exc:
-                return PlainTextResponse(f"scijudge view: {exc}", status_code=500)
-            except Exception as exc:
-                import sys
-
-                line = f"scijudge view: {request.url.path} failed: {type(exc).__name__}: {exc}"
-                print(line, file=sys.stderr, flush=True)
-                return PlainTextResponse(line, status_code=500)
-
-        return guarded
 
     # GET pages are plain functions: Starlette runs them in its thread pool, off the event loop.
     def runs(request: Request) -> Response:
         nonce = secrets.token_urlsafe(12)
-        return page(viewer.site.runs_page(viewer.links, nonce=nonce), nonce)
+        return _page(viewer.site.runs_page(viewer.links, nonce=nonce), nonce)
 
     def live(request: Request) -> Response:
         """The runs page's numbers now (its script polls this while a run writes a store)."""
@@ -366,17 +377,17 @@ def build_app(viewer: Viewer) -> Any:
         except ValueError:
             number = 1
         sort = request.query_params.get("sort") or "spread"
-        return page(viewer.site.matrix_page(viewer.links, request.query_params.get("judge"),
+        return _page(viewer.site.matrix_page(viewer.links, request.query_params.get("judge"),
                                             sort if sort in MATRIX_SORTS else "spread", number))
 
     def drift(request: Request) -> Response:
-        return page(viewer.site.drift_page(viewer.links))
+        return _page(viewer.site.drift_page(viewer.links))
 
     def items(request: Request) -> Response:
         filters, sort, descending, number = filters_of(request.query_params)
         try:
             nonce = secrets.token_urlsafe(12)
-            return page(viewer.site.items_page(viewer.links, filters, sort=sort, descending=descending, page=number,
+            return _page(viewer.site.items_page(viewer.links, filters, sort=sort, descending=descending, page=number,
                                                nonce=nonce), nonce)
         except InputError as exc:
             if exc.field != "sort":  # a store that cannot be read: the server's side (one_line: 500)
@@ -393,7 +404,7 @@ def build_app(viewer: Viewer) -> Any:
         kept = [(k, v) for k, v in request.query_params.multi_items() if k not in ("id", "page", "token")]
         neighbours = viewer.site.view.neighbours(item_id, filters, sort=sort, descending=descending) if kept \
             else (None, None)  # an item opened from the items table (its filter and sort in the query) steps along it
-        return page(viewer.site.item_page(
+        return _page(viewer.site.item_page(
             viewer.links, item_id, neighbours=neighbours,
             suffix="&" + urlencode(kept) if kept else "", prompt_url=prompt_url))
 
@@ -408,10 +419,22 @@ def build_app(viewer: Viewer) -> Any:
                  and (j["part"] or "") == (query.get("part") or "")]
         if not found:
             return PlainTextResponse(f"no judgment of item {item_id!r} by {judge!r} in these stores", status_code=404)
-        return page(viewer.prompt_page(found[0]))
+        return _page(viewer.prompt_page(found[0]))
 
     def calibration(request: Request) -> Response:
-        return page(viewer.calibration_page())
+        return _page(viewer.calibration_page())
+
+    return [Route("/", _one_line(runs)), Route("/items", _one_line(items)), Route("/item", _one_line(item)),
+            Route("/drift", _one_line(drift)), Route("/live", _one_line(live)), Route("/matrix", _one_line(matrix)),
+            Route("/prompt", _one_line(prompt)), Route("/calibration", _one_line(calibration))]
+
+
+def _label_routes(viewer: Viewer) -> list[Any]:
+    """/label (the page), its POSTs (a label, a skip, an undo): 404 when labelling is off."""
+    from starlette.concurrency import run_in_threadpool
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+    from starlette.routing import Route
 
     def no_labelling() -> Response:
         return PlainTextResponse("labelling is off: start scijudge view with --label-out LABELS.jsonl",
@@ -421,7 +444,7 @@ def build_app(viewer: Viewer) -> Any:
         if viewer.labelling is None:
             return no_labelling()
         nonce = secrets.token_urlsafe(12)
-        return page(viewer.label_page(flash=request.query_params.get("note", "")[:500], nonce=nonce), nonce)
+        return _page(viewer.label_page(flash=request.query_params.get("note", "")[:500], nonce=nonce), nonce)
 
     async def labelling_post(request: Request, act: Callable[[dict[str, Any]], tuple[int, str]]) -> Response:
         """A POST of the labelling page: 404 when labelling is off, 400 for a body that is not a JSON object or
@@ -461,13 +484,8 @@ def build_app(viewer: Viewer) -> Any:
             return PlainTextResponse("expected a JSON object", status_code=400)
         return body if isinstance(body, dict) else PlainTextResponse("expected a JSON object", status_code=400)
 
-    routes = [Route("/", one_line(runs)), Route("/items", one_line(items)), Route("/item", one_line(item)),
-              Route("/drift", one_line(drift)), Route("/live", one_line(live)), Route("/matrix", one_line(matrix)),
-              Route("/prompt", one_line(prompt)), Route("/calibration", one_line(calibration)),
-              Route("/label", one_line(label_get), methods=["GET"]),
-              Route("/label", label_post, methods=["POST"]), Route("/label/skip", skip, methods=["POST"]),
-              Route("/label/undo", undo, methods=["POST"])]
-    return TokenGate(Starlette(routes=routes), viewer.token)
+    return [Route("/label", _one_line(label_get), methods=["GET"]), Route("/label", label_post, methods=["POST"]),
+            Route("/label/skip", skip, methods=["POST"]), Route("/label/undo", undo, methods=["POST"])]
 
 
 class TokenGate:
