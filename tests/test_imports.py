@@ -20,10 +20,8 @@ MAX_COMMAND_FUNCTION = 80
 """Nor any function of a command module: a command is options in, one library call, output."""
 LONG_TODAY = {
     "optimization/_api.py:run_plan": 138, "commands/estimate.py:estimate_cmd": 115,
-    "estimation/select.py:select_labels": 113, "commands/compliance.py:compliance_cmd": 111,
-    "distillation/_api.py:distill": 105, "metrics/figures.py:score_figure": 101,
-    "commands/import_judgments.py:import_judgments_cmd": 98, "commands/distill.py:distill_cmd": 93,
-    "commands/calibrate.py:calibrate_cmd": 86, "commands/optimize.py:optimize_cmd": 82,
+    "estimation/select.py:select_labels": 113, "metrics/figures.py:score_figure": 101,
+    "commands/import_judgments.py:import_judgments_cmd": 98,
 }
 """The functions over the limits when the limits were set (issue 46), at their length then: each may only shrink,
 and leaves this table once it is within the limit (the test says so)."""

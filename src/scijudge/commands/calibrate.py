@@ -68,14 +68,37 @@ def calibrate_cmd(
 
     Example: scijudge calibrate --labels datasets/yescieval_example/labels.jsonl --run panel.sqlite --out report/   (panel.sqlite from: scijudge import-judgments datasets/jury_example/panel.jsonl --run panel.sqlite; repeat --run to compare stores)
     """
-    from scijudge.labels import load_labels_frame
     from scijudge.metrics.calibration import calibrate
-    from scijudge.metrics.frames import CALIBRATE_COLUMNS, Judgments, judge_matches, named_by_path
-    from scijudge.commands._console import settle_after_imports
-    from scijudge.report.calibration import print_summary, write_report
-    from scijudge.spec.scales import parse_scale_options, scale_mapping
+    from scijudge.metrics.frames import named_by_path
+    from scijudge.commands._console import console, in_cli_words, settle_after_imports
+    from scijudge.report import calibration as report
 
-    settle_after_imports()
+    settle_after_imports()  # after the heavy imports (the report's included)
+    specs, selective = _checked_options(run, n_boot, out, scale, spec, selective_target, selective_risk,
+                                        selective_tolerance)
+    label_frame, read, scales, task_list = _inputs(labels, run, judge, scale, tasks)
+    judgments = read.frame
+    with _status(console, f"calibrating {judgments['judge'].nunique()} judge(s) against {len(label_frame)} "
+                          f"label(s), {n_boot} bootstrap resamples ..."):
+        with named_by_path(list(run)):
+            result = calibrate(read.originals(), label_frame, scale=scales, n_boot=n_boot, seed=seed,
+                               allow_extra_labels=allow_extra_labels, specs=specs, tasks=task_list,
+                               run_scales=read.scales, selective=selective)
+            robust = _robustness(judgments, n_boot, seed)
+            _attach_jury_and_provenance(result, read.originals(), label_frame, list(run))
+    result.notes[:] = [in_cli_words(note) for note in result.notes]  # the options, not the Python keywords
+    _show(report, result, robust, label_frame, out, inputs=[labels, *run, *(spec or []), tasks])
+    return result
+
+
+def _checked_options(run: list[Path], n_boot: int, out: Path | None, scale: list[str] | None,
+                     spec: list[Path] | None, target: float, risk: float, tolerance: float) -> tuple[list[Any], Any]:
+    """Every option checked before a label or a stored judgment is read: the spec files and the selective curve's
+    settings, read."""
+    from scijudge.metrics.selective.curve import selective_options
+    from scijudge.spec.judge_spec import load_spec_file
+    from scijudge.spec.scales import parse_scale_options
+
     if not run:
         raise InputError("give at least one --run", field="run")
     if n_boot < 0:
@@ -84,57 +107,53 @@ def calibrate_cmd(
         from scijudge._files import check_output_folder
 
         check_output_folder(out)  # before anything is computed
-    from scijudge.spec.judge_spec import load_spec_file
-
-    # every option is checked before a label or a stored judgment is read
     parse_scale_options(scale)
-    from scijudge.metrics.selective.curve import selective_options
-
-    selective = selective_options({"target": selective_target, "risk": selective_risk,
-                                   "tolerance": selective_tolerance})
+    selective = selective_options({"target": target, "risk": risk, "tolerance": tolerance})
     specs = [load_spec_file(path) for path in spec or []]
     for path in run:
         if not Path(path).exists():
             raise InputError("run store not found", file=path)
+    return specs, selective
+
+
+def _inputs(labels: Path, run: list[Path], judge: list[str] | None, scale: list[str] | None,
+            tasks: Path | None) -> tuple[Any, Any, Any, Any]:
+    """The labels, the runs' judgments (``Judgments``, score columns only), the --scale mapping and the tasks."""
+    from scijudge.labels import load_labels_frame
+    from scijudge.metrics.frames import CALIBRATE_COLUMNS, Judgments, judge_matches
+    from scijudge.spec.scales import scale_mapping
+
     label_frame = load_labels_frame(labels)  # = labels_to_frame(load_labels(labels)), without an object per row
     read = Judgments.read(list(run), columns=CALIBRATE_COLUMNS)  # the attempt logs and free text are not read
     if judge:
         read = read.only(list(judge))
         label_frame = label_frame[label_frame["judge"].map(lambda j: judge_matches(j, list(judge)))]
-    judgments = read.frame
-    scales = scale_mapping(sorted(judgments["judge"].unique()), scale)  # --scale only: runs' scales below
+    scales = scale_mapping(sorted(read.frame["judge"].unique()), scale)  # --scale only: runs' scales below
     task_list = None
     if tasks is not None:
         from scijudge.importers.researchrubrics import load_tasks
 
         task_list = load_tasks(tasks)
+    return label_frame, read, scales, task_list
+
+
+def _show(report: Any, result: Any, robust: Any, label_frame: Any, out: Path | None, inputs: list[Any]) -> None:
+    """The report files first (a closed pipe must not lose them), then what the labels are and the summary."""
     from rich.console import Console
 
-    from scijudge.commands._console import console, in_cli_words
-
-    n_units = len(label_frame)
-    with _status(console, f"calibrating {judgments['judge'].nunique()} judge(s) against {n_units} label(s), "
-                          f"{n_boot} bootstrap resamples ..."):
-        with named_by_path(list(run)):
-            result = calibrate(read.originals(), label_frame, scale=scales, n_boot=n_boot, seed=seed,
-                               allow_extra_labels=allow_extra_labels, specs=specs, tasks=task_list,
-                               run_scales=read.scales, selective=selective)
-            robust = _robustness(judgments, n_boot, seed)
-            _attach_jury_and_provenance(result, read.originals(), label_frame, list(run))
-    result.notes[:] = [in_cli_words(note) for note in result.notes]  # the options, not the Python keywords
-    if out is not None:  # files first: a closed pipe must not lose them
-        with _status(console, "writing the report ..."):
-            paths = write_report(result, out, robust, inputs=[labels, *run, *(spec or []), tasks])
-        console.print(f"report written to {paths['html']} (numbers in {paths['json'].name})", highlight=False)
+    from scijudge.commands._console import console
     from scijudge.labels import provenance_note
 
+    if out is not None:
+        with _status(console, "writing the report ..."):
+            paths = report.write_report(result, out, robust, inputs=inputs)
+        console.print(f"report written to {paths['html']} (numbers in {paths['json'].name})", highlight=False)
     source_text, from_model = provenance_note(label_frame)
     console.print(source_text, highlight=False)
     if from_model:
         console.print("[yellow]warning:[/] some labels come from a model (source llm): agreement with them is "
                       "agreement with another model, not calibration against humans", highlight=False, soft_wrap=True)
-    print_summary(result, robust, Console())
-    return result
+    report.print_summary(result, robust, Console())
 
 
 def _status(console: Any, text: str) -> Any:

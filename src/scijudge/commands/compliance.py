@@ -9,7 +9,6 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from scijudge.errors import InputError
 
 
 def _records(frame: Any) -> list[dict[str, Any]]:
@@ -46,25 +45,16 @@ def compliance_cmd(
         FACETS,
         POLICY_LABELS,
         axis_summary,
-        checklist_agreement,
         compliance_by_axis,
         compliance_by_report,
         compliance_summary,
         facet_summary,
         facets_from_tasks,
     )
+    from scijudge.metrics.frames import Judgments
     from scijudge.report.text import print_frame
-    from scijudge.run.store import Run
 
-    if not Path(run).exists():
-        raise InputError("run store not found", file=run)
-    frame = Run(run, create=False).to_pandas()
-    if judge:
-        from scijudge.metrics.frames import judge_matches
-
-        frame = frame[frame["judge"].map(lambda j: judge_matches(j, list(judge)))]
-        if frame.empty:
-            raise InputError(f"no judgment in the run is by a judge matching {list(judge)}", field="judge")
+    frame = Judgments.read(run, judges=judge).frame
     judge = None  # selected above
     per_report = compliance_by_report(frame, judge=judge, policy=policy)
     task_list = None
@@ -75,20 +65,9 @@ def compliance_cmd(
         per_report = facets_from_tasks(per_report, task_list)
     summary = compliance_summary(per_report)
     result: dict[str, Any] = {"policy": policy, "reports": _records(per_report), "summary": _records(summary)}
-    shown: list[tuple[pd.DataFrame, str]] = []  # printed after the numbers file is written
-
+    shown: list[tuple[pd.DataFrame, str]] = [(_report_rows(per_report, summary), "Compliance per report (policy: "
+                                              f"{POLICY_LABELS.get(policy, policy)})")]  # printed after the file
     contender = ["judge", "model", "spec_hash"]
-    rows = [{"report": r["item_id"], **{k: r[k] for k in contender}, "compliance": r["compliance"],
-             "lo": r["compliance_lo"], "hi": r["compliance_hi"], "coverage": r["coverage"],
-             "judged": r["n_judged"], "criteria": r["n_criteria"], "abstained": r["n_abstained"],
-             "tokens_in": r["tokens_in"], "tokens_out": r["tokens_out"], "cost": r["cost"]}
-            for _, r in per_report.iterrows()]
-    rows += [{"report": f"mean of {r['reports']}", **{k: r[k] for k in contender}, "compliance": r["compliance"],
-              "lo": r["compliance_lo"], "hi": r["compliance_hi"], "coverage": r["coverage"],
-              "judged": f"{r['complete_reports']} complete", "criteria": None, "abstained": r["n_abstained"],
-              "tokens_in": r["tokens_in"], "tokens_out": r["tokens_out"], "cost": r["cost"]}
-             for _, r in summary.iterrows()]
-    shown.append((pd.DataFrame(rows), f"Compliance per report (policy: {POLICY_LABELS.get(policy, policy)})"))
     for facet in FACETS:
         by_facet = facet_summary(per_report, facet)
         if by_facet.empty:
@@ -103,23 +82,10 @@ def compliance_cmd(
                                "n_judged", "n_criteria"]], "Compliance per axis (mean over reports)"))
         result["axes"] = _records(per_axis)
         result["axis_summary"] = _records(by_axis)
-
     confusions: list[tuple[pd.DataFrame, str]] = []
     if labels is not None:
-        from scijudge.importers.researchrubrics import load_human_verdicts
-
-        human = load_human_verdicts(labels, tasks=task_list)
-        mode = "ternary" if ternary else "binary"
-        agreements = checklist_agreement(frame, human, mode=mode, judge=judge,  # type: ignore[arg-type]
-                                         annotator=annotator)
-        shown.append((pd.DataFrame([{"judge": a.judge, "model": a.model, "spec_hash": a.spec_hash, "tasks": a.n_tasks,
-                                     "pairs": a.n_pairs, "abstained": a.n_abstained, "unjudged": a.n_unjudged,
-                                     "macro_f1_per_task": a.macro_f1, "accuracy": a.accuracy, "kappa": a.kappa}
-                                    for a in agreements]), f"Agreement with human verdicts ({mode})"))
-        for a in agreements:
-            matrix = a.confusion_frame().reset_index(names="rows: human, columns: judge")
-            confusions.append((matrix, f"confusion ({a.judge} · {a.model})"))
-        result["agreement"] = [json.loads(a.model_dump_json()) for a in agreements]
+        shown += _agreement(frame, labels, task_list, "ternary" if ternary else "binary", annotator, result,
+                            confusions)
 
     if out is not None:
         from scijudge._files import refuse_overwrite, write_text
@@ -131,3 +97,42 @@ def compliance_cmd(
     for table, title in shown + confusions:
         print_frame(table, title, stdout)
     return result
+
+
+def _report_rows(per_report: Any, summary: Any) -> Any:
+    """The per-report table: one row per report, then the mean of each contender's reports."""
+    import pandas as pd
+
+    contender = ["judge", "model", "spec_hash"]
+    rows = [{"report": r["item_id"], **{k: r[k] for k in contender}, "compliance": r["compliance"],
+             "lo": r["compliance_lo"], "hi": r["compliance_hi"], "coverage": r["coverage"],
+             "judged": r["n_judged"], "criteria": r["n_criteria"], "abstained": r["n_abstained"],
+             "tokens_in": r["tokens_in"], "tokens_out": r["tokens_out"], "cost": r["cost"]}
+            for _, r in per_report.iterrows()]
+    rows += [{"report": f"mean of {r['reports']}", **{k: r[k] for k in contender}, "compliance": r["compliance"],
+              "lo": r["compliance_lo"], "hi": r["compliance_hi"], "coverage": r["coverage"],
+              "judged": f"{r['complete_reports']} complete", "criteria": None, "abstained": r["n_abstained"],
+              "tokens_in": r["tokens_in"], "tokens_out": r["tokens_out"], "cost": r["cost"]}
+             for _, r in summary.iterrows()]
+    return pd.DataFrame(rows)
+
+
+def _agreement(frame: Any, labels: Path, task_list: Any, mode: str, annotator: str | None, result: dict[str, Any],
+               confusions: list[tuple[Any, str]]) -> list[tuple[Any, str]]:
+    """Agreement with the human verdicts (its table, and each contender's confusion matrix into ``confusions``)."""
+    import pandas as pd
+
+    from scijudge.importers.researchrubrics import load_human_verdicts
+    from scijudge.metrics.compliance import checklist_agreement
+
+    human = load_human_verdicts(labels, tasks=task_list)
+    agreements = checklist_agreement(frame, human, mode=mode, judge=None,  # type: ignore[arg-type]
+                                     annotator=annotator)
+    for a in agreements:
+        matrix = a.confusion_frame().reset_index(names="rows: human, columns: judge")
+        confusions.append((matrix, f"confusion ({a.judge} · {a.model})"))
+    result["agreement"] = [json.loads(a.model_dump_json()) for a in agreements]
+    return [(pd.DataFrame([{"judge": a.judge, "model": a.model, "spec_hash": a.spec_hash, "tasks": a.n_tasks,
+                            "pairs": a.n_pairs, "abstained": a.n_abstained, "unjudged": a.n_unjudged,
+                            "macro_f1_per_task": a.macro_f1, "accuracy": a.accuracy, "kappa": a.kappa}
+                           for a in agreements]), f"Agreement with human verdicts ({mode})")]

@@ -55,7 +55,7 @@ def distill_cmd(
         raise InputError(f"--n-boot must be 0 (no intervals) or more, got {n_boot}", field="n_boot")
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from scijudge.commands._console import console, out as stdout
+    from scijudge.commands._console import console
     from scijudge.distillation import distill
 
     modules = [t.strip() for t in targets.split(",") if t.strip()] if targets else None
@@ -82,6 +82,15 @@ def distill_cmd(
         console.print(f"interrupted at step {result.steps} of {result.total_steps}; the checkpoint is in "
                       f"{out / 'checkpoint'}: run the same command again to resume", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_INTERRUPTED)
+    _print_result(result)
+    if result.flags and not allow_no_gain:
+        raise typer.Exit(EXIT_NO_GAIN)
+
+
+def _print_result(result: Any) -> None:
+    """Where the adapter is, the loss, the held-out agreement of student, base and teacher, and what did not learn."""
+    from scijudge.commands._console import console, out as stdout
+
     if result.resumed_from is not None:
         stdout.print(f"resumed from step {result.resumed_from}", highlight=False)
     stdout.print(f"adapter: {result.out} (use -m {result.model}); {result.steps} steps; card: {result.card}",
@@ -104,5 +113,3 @@ def distill_cmd(
         console.print(f"note: {note}", highlight=False, soft_wrap=True)
     for flag in result.flags:
         console.print(f"[red]did not learn:[/] {flag}", highlight=False, soft_wrap=True)
-    if result.flags and not allow_no_gain:
-        raise typer.Exit(EXIT_NO_GAIN)

@@ -203,6 +203,18 @@ def optimize_cmd(
     with _progress(), quiet_to(log_path):
         frame = run_experiment(recipes, lms, judge=judge, items=items, labels=labels, prompt_lm=prompt_lm, out=folder,
                                track=track, split=split_spec, check_model=False, robustness=robustness)
+    _print_experiment(frame, folder, log_path)
+    if "stopped" in frame and (frame["stopped"] == INTERRUPTED).any():
+        from scijudge.commands._console import console
+
+        console.print("interrupted (Ctrl-C): rows marked stopped early hold the best candidate so far (files named "
+                      "*.partial.toml)", highlight=False, soft_wrap=True)
+        raise typer.Exit(130)
+    return frame
+
+
+def _print_experiment(frame: Any, folder: Path, log_path: Path | None) -> None:
+    """The experiment's table of held-out statistics, a warning when the test split is small, and where the files are."""
     columns = [c for c in ("recipe", "model", "status", "n_test", "lm_calls", "exact_after", "exact_after_lo",
                            "exact_after_hi", "balanced_accuracy_after", "balanced_accuracy_after_lo",
                            "balanced_accuracy_after_hi", "score_after", "score_after_lo", "score_after_hi",
@@ -220,8 +232,3 @@ def optimize_cmd(
                       highlight=False, soft_wrap=True)
     sys.stdout.write(f"table: {folder / 'experiment.csv'}  plot: {folder / 'experiment.png'}"
                      + (f"  log: {log_path}" if log_path else "") + "\n")
-    if "stopped" in frame and (frame["stopped"] == INTERRUPTED).any():
-        console.print("interrupted (Ctrl-C): rows marked stopped early hold the best candidate so far (files named "
-                      "*.partial.toml)", highlight=False, soft_wrap=True)
-        raise typer.Exit(130)
-    return frame

@@ -129,7 +129,7 @@ def distill(judge: Any, items: str | Path | Sequence[Item], *, base: str | Path,
     """
     from scijudge.distillation import _train
     from scijudge.distillation._data import build_dataset, check_dataset, data_hash, encode_examples
-    from scijudge.distillation.card import base_record, write_card
+    from scijudge.distillation.card import write_card
     from scijudge.judges import load_judge
 
     cfg = _train.TrainConfig(form=form, lora_r=lora_r, targets=tuple(targets or _train.DEFAULT_TARGETS), lr=lr,
@@ -190,10 +190,21 @@ def distill(judge: Any, items: str | Path | Sequence[Item], *, base: str | Path,
                                            base=f"hf:{base_dir}", labels=labels_path, teacher=teacher_path,
                                            teacher_model=teacher_model, mode=eval_mode, n_boot=n_boot, seed=seed)
     result.flags = no_gain_flags(result.loss, result.evaluation)
+    result.card = write_card(out_dir, _card(spec_judge, data, identity, base_dir, cfg, trained, result, recipe,
+                                            split, seed))
+    return result
+
+
+def _card(spec_judge: Any, data: Any, identity: dict[str, Any], base_dir: Path, cfg: Any, trained: Any,
+          result: DistillResult, recipe: dict[str, Any], split: float, seed: int) -> dict[str, Any]:
+    """The student's card: what it was trained on (data hashes, the split), from what base, how, and how it did."""
     import hashlib
 
+    from scijudge.distillation._data import data_hash
+    from scijudge.distillation.card import base_record
+
     held_ids = [ex.id for ex in data.held_out]
-    card = {
+    return {
         "judge": spec_judge.name, "spec_hash": spec_judge.spec_hash, "source": data.source,
         "data_hash": identity["data_hash"], "held_out_data_hash": data_hash(data.held_out),
         "split": {"seed": seed, "held_out_fraction": split, "train": len(data.train), "held_out": len(held_ids),
@@ -205,5 +216,3 @@ def distill(judge: Any, items: str | Path | Sequence[Item], *, base: str | Path,
         "loss_curve": [round(x, 6) for x in trained.losses], "recipe": recipe, "trained": trained.extra.get("trained"),
         "evaluation": result.evaluation, "flags": result.flags, "notes": data.notes,
     }
-    result.card = write_card(out_dir, card)
-    return result
