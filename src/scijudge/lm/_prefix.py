@@ -38,6 +38,9 @@ class PrefixStore:
         self._owner: Hashable = None
         self.reused_tokens = 0  # prefix tokens taken from the store instead of computed (tests, benchmarks)
 
+    def clear(self) -> None:
+        self._entries.clear()
+
     def use(self, owner: Hashable) -> None:
         if owner != self._owner:
             self._entries.clear()
