@@ -78,7 +78,7 @@ def build_judge(spec: JudgeSpec, *, lm: Any = None, rating_probs: bool = False,
         from scijudge.errors import InputError
 
         raise InputError(f"model {getattr(lm, 'model', '')!r} is a decision endpoint: it only answers decision "
-                         "requests (judge with --mode decision)", field="mode")
+                         "requests (judge with mode decision)", field="mode")
     family = get_family(spec.family, source=spec.source)
     options: dict[str, Any] = dict(lm=lm, rating_probs=rating_probs, chunk_tokens=chunk_tokens,
                                    overlap_tokens=overlap_tokens)
@@ -177,15 +177,15 @@ def build_run_judges(specs: Sequence[JudgeSpec], lm: Any, *, rating_probs: bool 
                                      overlap_tokens=overlap_tokens, chain=chain, mode=mode,
                                      decision_score=decision_score) for spec in specs]
     if fused and mode == "decision":
-        raise InputError("--fused asks for all rubrics in one generated answer; --mode decision reads each rubric's "
-                         "level probabilities (with --layout item-first the item is still computed once)",
-                         field="--fused")
+        raise InputError("fused asks for all rubrics in one generated answer; mode decision reads each rubric's "
+                         "level probabilities (with layout item-first the item is still computed once)",
+                         field="fused")
     if fused:  # the Likert rubrics in one call per item; other judges (pairwise...) stay separate
         from scijudge.judges.fused import FusedJudge
 
         likert = [s for s in specs if s.family == "likert"]
         if len(likert) < 2:
-            raise InputError("--fused needs at least two Likert rubrics among the judges", field="--judge")
+            raise InputError("fused needs at least two Likert rubrics among the judges", field="fused")
         judges = [FusedJudge(likert, lm=lm, chain=chain)] + [j for s, j in zip(specs, judges) if s.family != "likert"]
     if layout != "rubric-first":
         from scijudge.judges.layout import apply_layout
