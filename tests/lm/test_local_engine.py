@@ -214,8 +214,10 @@ def test_corrupt_weight_files_give_clear_errors(tmp_path: Path, tiny: dict[str, 
 def test_unknown_model_string_and_missing_folder(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match="hf:"):
         local_lm("openai/gpt-4o")
+    with pytest.raises(ModelError, match="is not a folder here: give a local model folder"):
+        local_lm(f"hf:{tmp_path / 'absent'}")  # a path: no download advice
     with pytest.raises(ModelError, match="never downloads"):
-        local_lm(f"hf:{tmp_path / 'absent'}")
+        local_lm("hf:no-such-owner/no-such-model")  # a hub id that is not in the local cache
 
 
 def test_prompt_longer_than_the_context_is_a_context_window_error(lm: dspy.LM) -> None:
