@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from scijudge.errors import InputError
 from scijudge.records import Columns, JudgeResult, Same
@@ -471,8 +471,6 @@ def read_judgments(path: str | Path, *, mapping: Mapping[str, str] | None = None
                              "store's judgments as JSONL", file=path)
     sha = _file_sha256(path)
     if path.suffix.lower() in (".csv", ".tsv"):
-        from scijudge.importers.judgment_csv import csv_stream
-
         return csv_stream(path, sha, mapping, "\t" if path.suffix.lower() == ".tsv" else ",")
     stream = JudgmentStream((), source=str(path), sha256=sha, mapping=mapping, check_columns=True)
     stream._rows = _jsonl_rows(path, stream)
@@ -549,3 +547,58 @@ def _check_header(columns: list[str], mapping: Mapping[str, str] | None, source:
     if "score" not in names and "verdict" not in names:
         raise InputError(f"needs a 'score' or a 'verdict' {kind}; rename with --map SOURCE=FIELD", file=source,
                          field="score")
+
+
+# --- CSV and TSV judgment files ---------------------------------------------------------------------------
+def csv_stream(path: Path, sha: str, mapping: Mapping[str, str] | None, sep: str) -> JudgmentStream:
+    """A CSV or TSV judgment file as a ``JudgmentStream``: records as lists under one header (renamed once by the
+    mapping), each with the line it starts on (a quoted field may span several lines)."""
+    import csv
+
+    handle = path.open("r", encoding="utf-8-sig", newline="")
+    reader = csv.reader(handle, delimiter=sep)
+    try:
+        header = [h.strip() for h in next(reader)]
+    except StopIteration:
+        handle.close()
+        raise InputError("cannot be read as CSV: the file is empty", file=path) from None
+    except (csv.Error, UnicodeDecodeError) as exc:
+        handle.close()
+        raise InputError(f"cannot be read as CSV: {exc}", file=path, line=1) from None
+    try:
+        _check_header(header, mapping, path)
+    except InputError:
+        handle.close()
+        raise
+    stream = JudgmentStream((), source=str(path), sha256=sha)  # renamed once, in the header
+    stream._header = [(mapping or {}).get(name, name) for name in header]
+    stream._rows = _csv_records(handle, reader, header, path, stream)  # type: ignore[assignment]
+    return stream
+
+
+def _csv_records(handle: IO[str], reader: Any, header: list[str], path: Path,
+                 stream: JudgmentStream) -> Iterator[tuple[int, list[str]]]:
+    import csv
+
+    width = len(header)
+    end = reader.line_num
+    with handle:
+        while True:
+            start = end + 1  # a record's own first line: quoted fields may span several
+            try:
+                record = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                raise InputError(f"cannot be read as CSV: {exc}", file=path, line=start) from None
+            except UnicodeDecodeError as exc:
+                raise InputError(f"not UTF-8 (byte {exc.start} of a block near line {start})", file=path) from None
+            end = reader.line_num
+            if not "".join(record).strip():
+                continue
+            if len(record) != width:
+                if len(record) > width:
+                    stream.bad(InputError(f"{len(record)} fields, the header has {width}", file=path, line=start))
+                    continue
+                record += [""] * (width - len(record))
+            yield start, record
