@@ -124,3 +124,13 @@ def test_a_cache_of_another_class_is_used_through_its_get_and_put(monkeypatch):
     assert [v["text"] for v in plain.data.values()] == ["answer 3"]
     assert cache.cached_response(_key(3), here=True).text == "answer 3"
     assert cache.cached_response(_key(4)) is None
+
+
+def test_with_dspy_caching_off_nothing_is_queued_or_served():
+    """A validated answer is not served from the write queue when DSPy's cache has both layers off (the tests'
+    default): before, the queue answered a repeated request, which then reached no model and no engine."""
+    dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
+    key = {"model": "m", "messages": [{"role": "user", "content": "off"}], "temperature": 0.0}
+    cache.store_response(key, SimpleNamespace(text="{}", finish_reason="stop", logprobs=None))
+    assert cache.cached_response(key) is None
+    assert cache.queued() == 0

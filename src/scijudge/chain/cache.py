@@ -271,7 +271,11 @@ def cached_response(key: CacheKey | dict[str, Any], *, here: bool = False) -> _C
 
 
 def store_response(key: CacheKey | dict[str, Any], response: Any) -> None:
-    """Queue a validated answer for DSPy's cache (written by the cache thread; visible to this process at once)."""
+    """Queue a validated answer for DSPy's cache (written by the cache thread; visible to this process at once).
+    Nothing is queued while DSPy's cache has both layers off: a queued entry would otherwise be served by ``get``."""
+    layers = dspy_compat.cache_layers()
+    if layers is not None and layers[0] is None and layers[1] is None:
+        return
     _CACHE.put(_as_key(key), {"version": _CACHE_VERSION, "text": response.text or "",
                               "finish_reason": response.finish_reason,
                               "logprobs": logprobs_as_dicts(response.logprobs)})
