@@ -49,7 +49,7 @@ def distill_cmd(
     including 0), is flagged in one line. Ctrl-C keeps the last checkpoint: run the same command again to resume.
     Exit codes: 0 done, 1 the student did not learn (unless --allow-no-gain), 2 bad input, 130 interrupted.
 
-    Example: scijudge distill --judge yescieval.qa.correctness --items datasets/yescieval_example/items.jsonl --labels datasets/yescieval_example/labels.jsonl --base hf:smollm2 --out students/correctness --epochs 2
+    Example: scijudge distill --judge yescieval.qa.correctness --items datasets/yescieval_example/items.jsonl --labels datasets/yescieval_example/labels.jsonl --base hf:runs/tiny-model/base --out students/correctness --epochs 2   (after: scijudge demo --tiny; a random tiny base learns nothing from 8 items and says so, exit 1: for a real student give --base hf:smollm2 or your own model folder, on a GPU)
     """
     if n_boot < 0:
         raise InputError(f"--n-boot must be 0 (no intervals) or more, got {n_boot}", field="n_boot")
