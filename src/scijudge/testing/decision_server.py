@@ -3,8 +3,6 @@ probabilities and the loopback OpenAI server's injected faults (``Fault``, ``Han
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -43,25 +41,11 @@ class DecisionServer(OpenAICompatServer):
     async def _decisions(self, request: Any) -> Any:
         from aiohttp import web
 
-        body = await request.json()
-        with self._lock:
-            self.requests.append(body)
-            self.auth_headers.append(request.headers.get("Authorization", ""))
-        if self.latency:
-            await asyncio.sleep(self.latency)
+        body = await self._received(request)
         outcome = self.decide(body)
-        if isinstance(outcome, Hang):
-            ends = time.monotonic() + outcome.seconds
-            while time.monotonic() < ends and not self._stopping.is_set():
-                await asyncio.sleep(0.05)
-            return web.Response(status=503, text="hang ended")
-        if isinstance(outcome, Html):
-            return web.Response(status=200, text=outcome.body, content_type="text/html")
-        if isinstance(outcome, Fault):
-            if outcome.delay:
-                await asyncio.sleep(outcome.delay)
-            payload = {"error": {"message": outcome.message, "type": outcome.error_type, "code": outcome.status}}
-            return web.json_response(payload, status=outcome.status, headers=outcome.headers)
+        if (fault := await self._fault_response(outcome)) is not None:
+            return fault
+        assert isinstance(outcome, Decision)
         question = (body.get("questions") or [{}])[0]
         if outcome.refusal is not None:
             answer: dict[str, Any] = {"type": "refusal", "name": question.get("name"), "refusal": outcome.refusal}

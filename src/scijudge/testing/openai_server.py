@@ -182,18 +182,20 @@ class OpenAICompatServer:
 
         return web.json_response({"object": "list", "data": [{"id": "judge", "object": "model"}]})
 
-    async def _chat(self, request: Any) -> Any:
-        from aiohttp import web
-
+    async def _received(self, request: Any) -> dict[str, Any]:
+        """The request's JSON body, recorded with its Authorization header, after the server's latency."""
         body = await request.json()
         with self._lock:
             self.requests.append(body)
             self.auth_headers.append(request.headers.get("Authorization", ""))
         if self.latency:
             await asyncio.sleep(self.latency)
-        outcome = self.handler(body)
-        if isinstance(outcome, str):
-            outcome = Reply(outcome)
+        return body
+
+    async def _fault_response(self, outcome: Any) -> Any:
+        """The HTTP answer of an injected fault (a hang, an HTML page, an error status), or None for an answer."""
+        from aiohttp import web
+
         if isinstance(outcome, Hang):
             ends = time.monotonic() + outcome.seconds
             while time.monotonic() < ends and not self._stopping.is_set():
@@ -206,6 +208,18 @@ class OpenAICompatServer:
                 await asyncio.sleep(outcome.delay)
             payload = {"error": {"message": outcome.message, "type": outcome.error_type, "code": outcome.status}}
             return web.json_response(payload, status=outcome.status, headers=outcome.headers)
+        return None
+
+    async def _chat(self, request: Any) -> Any:
+        from aiohttp import web
+
+        body = await self._received(request)
+        outcome = self.handler(body)
+        if isinstance(outcome, str):
+            outcome = Reply(outcome)
+        if (fault := await self._fault_response(outcome)) is not None:
+            return fault
+        assert isinstance(outcome, Reply)
         choice: dict[str, Any] = {
             "index": 0,
             "message": {"role": "assistant", "content": outcome.content},
