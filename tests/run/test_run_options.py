@@ -55,7 +55,7 @@ def test_the_cli_names_the_flag_of_a_field(tmp_path):
     assert done.exit_code == 2 and done.output.startswith("error: --batch: ") and "field" not in done.output
 
 
-def test_python_reaches_fused_layout_and_preset(tmp_path):
+def test_python_reaches_fused_and_layout(tmp_path):
     from scijudge.judges import load_judge, load_judges
     from scijudge.judges.fused import FusedJudge
 
@@ -65,8 +65,18 @@ def test_python_reaches_fused_layout_and_preset(tmp_path):
     with pytest.raises(InputError) as err:
         load_judge("yescieval.qa.correctness", options=options)
     assert err.value.field == "fused"
-    native = load_judge("yescieval.qa.readability", options=options.model_copy(
-        update={"fused": False, "preset": "yescieval-native", "layout": "item-first"}))
+    first = load_judge("yescieval.qa.readability", options=options.model_copy(
+        update={"fused": False, "layout": "item-first"}))
+    assert first.name == "yescieval.qa.readability"
+
+
+@pytest.mark.needs_extra("yescieval")  # the native preset reads YESciEval's own prompts from its package
+def test_python_reaches_the_native_preset(tmp_path):
+    from scijudge.judges import load_judge
+
+    options = JudgeOptions(model="openai/judge", api_base="http://127.0.0.1:9/v1", preset="yescieval-native",
+                           layout="item-first")
+    native = load_judge("yescieval.qa.readability", options=options)
     assert native.name == "yescieval.qa.readability"
 
 
