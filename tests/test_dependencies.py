@@ -56,6 +56,7 @@ def _third_party_imports() -> dict[str, set[str]]:
     return found
 
 
+@pytest.mark.slow  # seconds: the fast subset stays under a minute
 def test_every_third_party_import_is_a_declared_dependency():
     declared = _declared()
     distributions = packages_distributions()

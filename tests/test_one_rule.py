@@ -288,6 +288,7 @@ def test_calibration_scales_are_the_vocab_scale():
     assert isinstance(FAMILY_SCALES["pairwise"], ScaleTuple) and FAMILY_SCALES["pairwise"] == (-4.0, 4.0, 1.0)
 
 
+@pytest.mark.slow  # seconds: the fast subset stays under a minute
 def test_every_scijudge_error_class_is_defined_in_errors_py(source_trees):
     import ast
     from pathlib import Path

@@ -96,6 +96,7 @@ def test_robustness_says_what_off_target_means(folder):
     assert "1 judgment of variants made for another judge's rubric (off target" in text, text
 
 
+@pytest.mark.slow  # seconds: the fast subset stays under a minute
 def test_cli_errors_use_no_python_or_pandas_names(folder):
     (folder / "extra.jsonl").write_text(json.dumps({"item_id": "zzz", "judge": JUDGE, "score": 3}) + "\n")
     done = _run("calibrate", "--run", "S.sqlite", "--labels", "extra.jsonl", "--n-boot", "0")

@@ -32,6 +32,7 @@ def test_data_hash_changes_with_any_prompt_or_target():
     assert data_hash(a) != data_hash([Example("x", "prompt", target=[0, 0, 1, 0, 0])])
 
 
+@pytest.mark.slow  # seconds: the fast subset stays under a minute
 def test_decision_loss_is_cross_entropy_over_the_level_tokens_and_kl_plus_entropy():
     torch = pytest.importorskip("torch")
     from scipy.special import log_softmax
@@ -178,6 +179,7 @@ def test_the_paired_gain_is_the_mean_hit_difference_with_scipys_paired_percentil
     assert same["diff"] == 0 and same["ci"] == [0.0, 0.0]  # identical contenders: no gain, and it is flagged
 
 
+@pytest.mark.slow  # seconds: the fast subset stays under a minute
 def test_the_lr_range_test_picks_the_candidate_with_the_lowest_loss_and_restores_the_weights():
     torch = pytest.importorskip("torch")
     from scijudge.distillation._train import LR_CANDIDATES, TrainConfig, lr_range_test

@@ -40,6 +40,7 @@ def _current(store: Path, history: bool = False) -> list[tuple]:
 
 
 # --- 1. the model that answered is part of the judgment's identity ------------------------------------------------
+@pytest.mark.slow  # seconds: the fast subset stays under a minute
 def test_two_inspect_logs_of_two_solvers_keep_both(tmp_path):
     pytest.importorskip("inspect_ai")
     store = tmp_path / "r.sqlite"

@@ -45,6 +45,7 @@ def test_an_untested_dspy_version_warns(monkeypatch):
         dspy_compat.warn_if_untested()
 
 
+@pytest.mark.slow  # seconds: the fast subset stays under a minute
 def test_only_the_compat_module_imports_dspy_internals(source_trees):
     offenders = []
     sources = source_trees(SRC)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+import pytest
 
 from scijudge._resources import bundled_path
 from scijudge.labels import load_labels_frame
@@ -26,6 +27,7 @@ def _panel_with_a_majority_jury() -> tuple[pd.DataFrame, pd.DataFrame]:
     return both, load_labels_frame(bundled_path("datasets/yescieval_example/labels.jsonl"))
 
 
+@pytest.mark.slow  # seconds: the fast subset stays under a minute
 def test_low_coverage_contenders_are_not_ranked_nor_best_and_the_report_shows_the_jury_table() -> None:
     judgments, labels = _panel_with_a_majority_jury()
     result = calibrate(judgments, labels, scale=(1, 5, 1), n_boot=0)

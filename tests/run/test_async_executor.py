@@ -69,6 +69,7 @@ def test_the_async_driver_takes_the_same_path_through_the_chain(loopback, scenar
         assert len(requests) == 6, "two strategies at three temperatures"
 
 
+@pytest.mark.slow  # seconds: the fast subset stays under a minute
 def test_the_async_executor_stores_what_the_thread_executor_stores(loopback, tmp_path):
     server = loopback(rating_from_prompt)
     batch = items(40, rating=2)

@@ -594,6 +594,7 @@ def test_abandon_is_refused_while_another_process_writes_the_store(batch_server,
         assert db.execute("SELECT processed FROM batches").fetchall() == [(0,)]
 
 
+@pytest.mark.slow  # seconds: the fast subset stays under a minute
 def test_abandon_that_cannot_reach_the_provider_warns_the_batch_may_stay_billed(batch_server, tmp_path):
     from scijudge.run.api import judge_items
     from scijudge.run.store import Run

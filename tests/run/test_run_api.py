@@ -51,7 +51,7 @@ def _cli(*args: str) -> None:
     assert result.exit_code == 0, result.output
 
 
-@pytest.mark.parametrize("executor", ["batch", "processes", "threads"])
+@pytest.mark.parametrize("executor", ["batch", pytest.param("processes", marks=pytest.mark.slow), "threads"])
 def test_python_and_the_cli_store_the_same_judgments(tmp_path, executor):
     """With worker processes the CLI shards the items over two workers and Python uses one: the two stores
     are equal only if sharding loses, repeats and changes nothing (and one worker fewer to start: each imports

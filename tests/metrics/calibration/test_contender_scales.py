@@ -78,6 +78,7 @@ def _calibrate_stores(paths: list[Path], n_boot: int) -> object:
                      run_scales=run_scales)
 
 
+@pytest.mark.slow  # seconds: the fast subset stays under a minute
 def test_members_bit_for_bit_beside_their_jury(stores):
     panel, jury = stores
     alone = _calibrate_stores([panel], 20)
@@ -161,6 +162,7 @@ def test_a_run_with_no_recorded_scale_and_no_known_spec_takes_the_recorded_grid(
     assert math.isclose(board.loc["b", "mae"], 2 / 3)
 
 
+@pytest.mark.slow  # seconds: the fast subset stays under a minute
 def test_the_viewers_calibration_is_calibrates_and_keeps_members_beside_their_jury(stores):
     """``scijudge view``'s calibration page reads the stores as ``scijudge calibrate`` does: the members' figures
     beside their mean jury are those of the panel calibrated alone (it once merged the stored scales by judge)."""
@@ -179,6 +181,7 @@ def test_the_viewers_calibration_is_calibrates_and_keeps_members_beside_their_ju
         pd.testing.assert_frame_equal(got[want.columns], want, check_exact=True)
 
 
+@pytest.mark.slow  # seconds: the fast subset stays under a minute
 def test_paired_mae_on_a_continuous_scale_uses_the_raw_values_like_the_per_rubric_row() -> None:
     """One rule: on a continuous scale MAE is on raw values everywhere, the paired comparison included (it was on
     grid-rounded values while the per-rubric MAE used raw ones). Checked against scikit-learn's MAE on the raw
