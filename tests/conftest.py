@@ -11,6 +11,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import ast
 import itertools
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -208,6 +209,23 @@ def loopback() -> Iterator[Callable[..., OpenAICompatServer]]:
     yield start
     for server in servers:
         server.stop()
+
+
+@pytest.fixture
+def marker_items() -> Callable[[Path, str, int, int], list[str]]:
+    """Writes QA items whose answers carry ``ITEM=<id> SCORE=<2..4> SURE|UNSURE`` markers, for loopback models
+    that answer from the marker (the cascade and decision-endpoint tests); returns the ids, SURE ones first."""
+    papers = [{"title": "A study", "abstract": "It found things."}]
+
+    def write(path: Path, prefix: str, n_sure: int, n_unsure: int) -> list[str]:
+        rows = [(f"{prefix}s{i:02d}", "SURE") for i in range(n_sure)] + [
+            (f"{prefix}u{i:02d}", "UNSURE") for i in range(n_unsure)]
+        path.write_text("".join(json.dumps({"id": i, "question": "Q?", "papers": papers,
+                                            "answer": f"ITEM={i} SCORE={2 + k % 3} {kind}"}) + "\n"
+                                for k, (i, kind) in enumerate(rows)))
+        return [i for i, _ in rows]
+
+    return write
 
 
 @pytest.fixture

@@ -15,17 +15,7 @@ from scijudge import Run
 from scijudge.cli import app
 from scijudge.testing.openai_server import Reply, last_user_text, level_logprobs
 
-PAPERS = [{"title": "A study", "abstract": "It found things."}]
 JUDGE = "yescieval.qa.correctness"
-
-
-def _items(path: Path, prefix: str, n_sure: int, n_unsure: int) -> list[str]:
-    rows = [(f"{prefix}s{i:02d}", "SURE") for i in range(n_sure)] + [(f"{prefix}u{i:02d}", "UNSURE")
-                                                                    for i in range(n_unsure)]
-    path.write_text("".join(json.dumps({"id": i, "question": "Q?", "papers": PAPERS,
-                                        "answer": f"ITEM={i} SCORE={2 + k % 3} {kind}"}) + "\n"
-                            for k, (i, kind) in enumerate(rows)))
-    return [i for i, _ in rows]
 
 
 def _server(loopback, strong: bool):
@@ -49,13 +39,14 @@ def _server(loopback, strong: bool):
 
 
 @pytest.mark.slow  # four CLI runs through two loopback servers: a few seconds
-def test_judge_cascade_sends_the_strong_model_only_the_untrusted_items_and_resumes(loopback, tmp_path: Path) -> None:
+def test_judge_cascade_sends_the_strong_model_only_the_untrusted_items_and_resumes(loopback, marker_items,
+                                                                                  tmp_path: Path) -> None:
     cheap, cheap_seen = _server(loopback, strong=False)
     strong, strong_seen = _server(loopback, strong=True)
     env = {"OPENAI_API_KEY": "k", "COLUMNS": "200"}
     runner = CliRunner()
     cal_items = tmp_path / "cal.jsonl"
-    ids = _items(cal_items, "c", 12, 12)
+    ids = marker_items(cal_items, "c", 12, 12)
     labels = tmp_path / "labels.jsonl"
     with labels.open("w") as out:
         for k, item in enumerate(ids):
@@ -87,7 +78,7 @@ def test_judge_cascade_sends_the_strong_model_only_the_untrusted_items_and_resum
     assert "coverage: openai/cheap 50.0%, openai/strong 50.0%" in " ".join(made.output.split())
 
     new_items = tmp_path / "new.jsonl"
-    new_ids = _items(new_items, "n", 6, 4)
+    new_ids = marker_items(new_items, "n", 6, 4)
     cheap_seen.clear()
     strong_seen.clear()
     run = tmp_path / "run.sqlite"
@@ -107,9 +98,9 @@ def test_judge_cascade_sends_the_strong_model_only_the_untrusted_items_and_resum
     assert not cheap_seen and not strong_seen  # resumed: everything was stored
 
 
-def test_judge_cascade_refuses_model_options_and_a_bad_file_in_one_line(tmp_path: Path) -> None:
+def test_judge_cascade_refuses_model_options_and_a_bad_file_in_one_line(marker_items, tmp_path: Path) -> None:
     items = tmp_path / "i.jsonl"
-    _items(items, "x", 1, 0)
+    marker_items(items, "x", 1, 0)
     bad = tmp_path / "t.json"
     bad.write_text('{"format": "other"}')
     runner = CliRunner()
@@ -121,9 +112,9 @@ def test_judge_cascade_refuses_model_options_and_a_bad_file_in_one_line(tmp_path
     assert not (tmp_path / "r.sqlite").exists()
 
 
-def test_judge_cascade_refuses_a_judge_the_cascade_has_no_threshold_for(tmp_path: Path) -> None:
+def test_judge_cascade_refuses_a_judge_the_cascade_has_no_threshold_for(marker_items, tmp_path: Path) -> None:
     items = tmp_path / "i.jsonl"
-    _items(items, "x", 1, 0)
+    marker_items(items, "x", 1, 0)
     plan = tmp_path / "t.json"
     plan.write_text(json.dumps({"format": "scijudge-cascade/1", "seed": 0, "members": [
         {"member": "openai/a", "model": "openai/a", "endpoint": "http://127.0.0.1:9/v1", "mode": "decision",

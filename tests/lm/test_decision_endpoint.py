@@ -100,7 +100,7 @@ def test_a_run_that_cannot_use_the_endpoint_stops_and_stores_no_failure(server, 
 
 @pytest.mark.slow  # four CLI runs: a decision endpoint and a chat model on loopback servers
 def test_judge_cascade_from_a_decision_endpoint_sends_the_next_member_only_the_untrusted(server, loopback,
-                                                                                         tmp_path: Path) -> None:
+                                                                                         marker_items, tmp_path: Path) -> None:
     seen: dict[str, Counter[str]] = {"decider": Counter(), "strong": Counter()}
 
     def decider(body: dict) -> Decision:
@@ -122,16 +122,9 @@ def test_judge_cascade_from_a_decision_endpoint_sends_the_next_member_only_the_u
     env = {"OPENAI_API_KEY": "k", "COLUMNS": "200"}
     runner = CliRunner()
 
-    def write_items(path: Path, prefix: str, sure: int, unsure: int) -> list[str]:
-        rows = [(f"{prefix}s{i:02d}", "SURE") for i in range(sure)] + [(f"{prefix}u{i:02d}", "UNSURE")
-                                                                      for i in range(unsure)]
-        path.write_text("".join(json.dumps({"id": i, "question": "Q?", "papers": PAPERS,
-                                            "answer": f"ITEM={i} SCORE={2 + k % 3} {kind}"}) + "\n"
-                                for k, (i, kind) in enumerate(rows)))
-        return [i for i, _ in rows]
 
     cal_items = tmp_path / "cal.jsonl"
-    ids = write_items(cal_items, "c", 12, 12)
+    ids = marker_items(cal_items, "c", 12, 12)
     labels = tmp_path / "labels.jsonl"
     labels.write_text("".join(json.dumps({"item_id": i, "judge": JUDGE, "annotator": "h",
                                           "score": 2 + k % 3 + (1 if i[1] == "u" else 0)}) + "\n"
@@ -156,7 +149,7 @@ def test_judge_cascade_from_a_decision_endpoint_sends_the_next_member_only_the_u
     assert saved["members"][1]["thresholds"][JUDGE]["value"] == pytest.approx(0.9)
 
     new_items = tmp_path / "new.jsonl"
-    new_ids = write_items(new_items, "n", 6, 4)
+    new_ids = marker_items(new_items, "n", 6, 4)
     for counter in seen.values():
         counter.clear()
     run = tmp_path / "run.sqlite"
