@@ -37,3 +37,17 @@ def test_residual_uncertainty_is_checked_and_explicit_designs_need_labels() -> N
     assert set(few["design"]) == {"uniform"} and "a design runs only after a check" in few.attrs["notes"][0]
     forced = select_labels(judgments, judge="j", budget=40, strategy="uncertainty", labels=labels, check=False)
     assert set(forced["design"]) == {"uncertainty"}
+
+
+def test_picks_do_not_depend_on_the_order_of_the_judgment_rows() -> None:
+    """The same judgments in another row order (another store concatenation, a sorted frame) give the same picks:
+    the design draws over the sorted item ids, not over the frame's positions."""
+    rng = np.random.default_rng(7)
+    frame = pd.DataFrame({"item_id": [f"i{k:02d}" for k in range(40)], "judge": "j", "model": "m", "status": "ok",
+                          "score": rng.integers(1, 6, 40).astype(float)})
+    shuffled = frame.sample(frac=1.0, random_state=3).reset_index(drop=True)
+    for strategy, strata in (("uniform", None), ("stratified", {f"i{k:02d}": "ab"[k % 2] for k in range(40)})):
+        a = select_labels(frame, judge="j", budget=12, strategy=strategy, seed=5, strata=strata, check=False)
+        b = select_labels(shuffled, judge="j", budget=12, strategy=strategy, seed=5, strata=strata, check=False)
+        picked_a = set(a.loc[a["picked"], "item_id"])
+        assert picked_a == set(b.loc[b["picked"], "item_id"]) and len(picked_a) > 0
