@@ -62,3 +62,9 @@ def test_the_demo_judges_with_smollm2_weights_in_english(smollm2: Path, tmp_path
     common = {"the", "is", "of", "and", "to", "a", "in", "that", "it", "this", "claim", "evidence", "for", "not"}
     assert len(words) >= 5 and sum(w in common for w in words) >= 2, frame.rationale.iloc[0]
     assert "expert" in done.output  # the experts' label is shown beside the model's rating
+    # The closing words' calibrate command runs as printed, on the demo's store (run from the repository).
+    said = " ".join(done.output.split())
+    command = said[said.index("scijudge calibrate"):].split()[1:]
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])
+    calibrated = CliRunner().invoke(app, [*command, "--out", str(tmp_path / "cal")])
+    assert calibrated.exit_code == 0, calibrated.output

