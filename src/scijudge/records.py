@@ -93,6 +93,25 @@ class Attempt(BaseModel):
     cost: float | None = None
     latency_s: float = 0.0
     cached: bool = False
+    reply: str | None = None
+    """The text the model returned for this request, as it came back (before any parsing: a reply that did not
+    parse is kept too), cut to ``REPLY_CHARS`` by ``reply_text``; None when no reply came (a transport error, a
+    local decision read from logits) or in stores written before replies were kept."""
+
+
+REPLY_CHARS = 20_000
+"""The most characters of a reply an attempt keeps. The chain's default budget (1,024 tokens, doubled once for a
+cut-off answer) is well under it, so an ordinary reply is kept whole; a runaway reply (a model looping up to a
+large ``max_tokens``) keeps its start and its end, where a cut-off JSON shows where it broke."""
+
+
+def reply_text(text: str | None, limit: int = REPLY_CHARS) -> str | None:
+    """A reply as an attempt keeps it: whole up to ``limit`` characters, else its first three quarters and its last
+    quarter around a line that says how many characters were left out."""
+    if text is None or len(text) <= limit:
+        return text
+    head, tail = limit * 3 // 4, limit // 4
+    return f"{text[:head]}\n[... {len(text) - head - tail} characters of the reply not kept ...]\n{text[-tail:]}"
 
 
 class JudgeResult(BaseModel):

@@ -53,6 +53,7 @@ def test_decision_request_reads_the_distribution_at_the_rating_token(loopback, t
     assert result.score == pytest.approx(sum(int(k) * v / total for k, v in want.items()), abs=1e-10)
     assert result.result["coverage"] == pytest.approx(0.9, abs=1e-9)
     assert json.loads(result.decoding)["mode"] == "decision"
+    assert [a.reply for a in result.attempts] == ["4"]  # the reply as sent, kept on its attempt
 
 
 def test_a_provider_without_logprobs_stops_the_run_naming_the_model(loopback, tmp_path: Path) -> None:

@@ -303,3 +303,19 @@ def test_a_schema_the_grammar_cannot_compile_is_an_invalid_request(lm: dspy.LM) 
     bad = {"type": "json_schema", "schema": {"type": "string", "pattern": "(?<=a)b"}}  # lookbehind: no grammar
     with pytest.raises(LMInvalidRequestError, match="unsupported response_format"):
         lm(_request(lm, "Rate it.", max_tokens=8, response_format=bad))
+
+
+def test_each_attempt_keeps_the_local_models_reply(lm: dspy.LM) -> None:
+    from scijudge import Item, Judge, StructuredChain
+    from scijudge.spec.judge_spec import JudgeSpec
+
+    spec = JudgeSpec(name="test.local_reply", family="likert", description="d", instructions="Rate it.",
+                     inputs=[{"name": "question"}, {"name": "answer"}])
+    judge = Judge(spec, lm=lm, chain=StructuredChain())
+    item = Item(id="r1", question="Why is the sky blue?", answer=ITEMS[1])
+    first = judge.judge_one(item).attempts[0]
+    # greedy: the same request sent to the engine directly gives the same text back
+    request = judge.chain.lm15_request(lm.model, judge.signature, judge.demos, judge.inputs_for(item, ""),
+                                       strategy=first.strategy, temperature=first.temperature,
+                                       max_tokens=first.max_tokens)
+    assert first.reply and first.reply == lm(request).text

@@ -18,6 +18,10 @@ J1, J2 = "yescieval.qa.correctness", "yescieval.qa.completeness"
 MODELS = ("m/alpha", "m/beta")
 XSS_ANSWER = '<img src=x onerror="document.title=\'pwned-answer\'"> the answer'
 XSS_RATIONALE = "<script>document.title='pwned-rationale'</script><b onmouseover=alert(1)>bold</b>"
+XSS_REPLY = "Here you go: <svg onload=\"document.title='pwned-reply'\"></svg> {not json"
+GOOD_REPLY = '```json\n{"judgment": {"rationale": "fine", "rating": 4}}\n```'
+REPLIED = ("i002", J1, "m/alpha")
+"""The judgment whose attempts carry the model's replies: one that did not parse (with markup in it), then one that did."""
 
 
 @dataclass
@@ -32,6 +36,12 @@ class World:
 
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _attempts() -> list[dict[str, Any]]:
+    return [{"strategy": "json_schema", "temperature": 0.0, "outcome": "parse_error", "error": "not JSON",
+             "latency_s": 0.1, "reply": XSS_REPLY},
+            {"strategy": "json_schema", "temperature": 0.3, "outcome": "ok", "latency_s": 0.1, "reply": GOOD_REPLY}]
 
 
 def make_world(folder: Path, n: int = 24) -> World:
@@ -50,7 +60,8 @@ def make_world(folder: Path, n: int = 24) -> World:
                     "score": score, "verdict": None, "confidence": None,
                     "probs": None if abstained else {str(k): (0.6 if k == score else 0.1) for k in range(1, 6)},
                     "result": None, "rationale": XSS_RATIONALE if i == 3 else (None if abstained else f"reason {i} {m}"),
-                    "reason": "the provider refused the prompt" if abstained else None, "attempts": [],
+                    "reason": "the provider refused the prompt" if abstained else None,
+                    "attempts": _attempts() if (item, judge, model) == REPLIED else [],
                     "tokens_in": 100 + i, "tokens_out": 10, "cost": 0.001, "latency_s": 0.1,
                     "created_at": f"2026-12-01T10:{i:02d}:0{m}+00:00"})
     store = folder / "run.sqlite"

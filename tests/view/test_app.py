@@ -7,7 +7,7 @@ import json
 
 import pandas as pd
 import pytest
-from _view_world import J1, XSS_ANSWER, XSS_RATIONALE, make_world, sha256
+from _view_world import GOOD_REPLY, J1, XSS_ANSWER, XSS_RATIONALE, XSS_REPLY, make_world, sha256
 from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
@@ -54,6 +54,17 @@ def test_text_from_stores_and_items_is_escaped_and_scripts_are_forbidden(served)
     assert "script-src 'none'" in page.headers["content-security-policy"]
     listing = client.get("/items?q=script").text
     assert XSS_RATIONALE not in listing and "&lt;script&gt;document.title=" in listing
+
+
+def test_the_item_page_shows_each_attempts_raw_reply_escaped(served):
+    import html
+
+    _world, _viewer, client = _in_served(served)
+    page = client.get("/item?id=i002").text
+    replies = [html.unescape(x.split(">", 1)[1]) for x in page.split('<div class="text raw-answer"')[1:]]
+    assert [r.split("</div>", 1)[0] for r in replies] == [XSS_REPLY, GOOD_REPLY]  # the failed attempt's reply too
+    assert "<svg onload" not in page and "&lt;svg onload=" in page
+    assert "No raw reply is kept" in client.get("/item?id=i004").text  # a judgment stored without replies
 
 
 def _in_served(served):

@@ -16,7 +16,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from _view_world import J1, XSS_ANSWER, make_world, running_viewer, sha256
+from _view_world import GOOD_REPLY, J1, REPLIED, XSS_ANSWER, XSS_REPLY, make_world, running_viewer, sha256
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver") or ("/usr/bin/chromedriver" if Path("/usr/bin/chromedriver").exists() else None)
@@ -217,14 +217,18 @@ def test_the_matrix_shows_every_model_coloured_and_sorts_by_disagreement(server,
     assert len(colours) >= 3  # scores on the scale: several colours
 
 
-def test_an_items_prompt_and_its_stored_answer(server, browser):
+def test_an_items_prompt_its_stored_answer_and_each_attempts_raw_reply(server, browser):
+    browser.get(server["base"] + "item?id=" + REPLIED[0])
+    replies = browser.find_elements("css selector", ".judgment .raw-answer")
+    assert [e.text for e in replies] == [XSS_REPLY, GOOD_REPLY]  # the unparsed reply too, as text
+    _no_xss(browser)
     browser.get(server["base"] + "items?judge=" + J1 + "&sort=score&desc=1")
     first = browser.find_elements("css selector", "a.item-link")[1]
     item_id = first.text
     first.click()
     _wait(browser, lambda d: d.title.startswith(f"Item {item_id}"))
     assert browser.find_elements("id", "prev-item") and browser.find_elements("id", "next-item")
-    answers = browser.find_elements("css selector", ".raw-answer")
+    answers = browser.find_elements("css selector", ".stored-answer")
     assert answers and '"rating":' in answers[0].text
     browser.find_elements("css selector", "a.prompt-link")[0].click()
     _wait(browser, lambda d: d.title.startswith("Prompt"))

@@ -45,7 +45,7 @@ from scijudge.chain.steps import (  # noqa: F401 - _call_with_deadline and Reque
 )
 from scijudge.errors import EndpointError, TransportFailure
 from scijudge.lm import dspy_compat
-from scijudge.records import Attempt
+from scijudge.records import Attempt, reply_text
 from scijudge.chain.replies import non_json_reply
 from scijudge.chain.fencing import fence_inputs, with_notice
 from scijudge.spec.signatures import OUTPUT_FIELD
@@ -321,7 +321,8 @@ class StructuredChain(JSONAdapter):  # DSPy's adapter class, looked up at run ti
                             if callable(notify):  # e.g. an optimization budget counts cache hits as calls
                                 notify()
                             record.attempts.append(Attempt(strategy=strategy, temperature=temperature,
-                                                           max_tokens=max_tokens, outcome="ok", cached=True))
+                                                           max_tokens=max_tokens, outcome="ok", cached=True,
+                                                           reply=reply_text(response.text)))
                         else:
                             response = yield from self._send_steps(lm, request, strategy, temperature,
                                                                    max_tokens, record, last_strategy)
@@ -446,8 +447,8 @@ class StructuredChain(JSONAdapter):  # DSPy's adapter class, looked up at run ti
             record.attempts.append(Attempt(
                 strategy=strategy, temperature=temperature, max_tokens=max_tokens, outcome="ok",
                 tokens_in=usage.input_tokens, tokens_out=usage.output_tokens, cost=_cost(lm, response),
-                latency_s=time.perf_counter() - started,
-            ))
+                latency_s=time.perf_counter() - started, reply=reply_text(response.text),
+            ))  # the reply kept as it came: a later parse failure leaves it on the attempt
             return response
 
     def _handle_steps(self, lm: Any, exc: Exception, fault: str, outcome: str, strategy: str, last_strategy: bool,
@@ -519,7 +520,8 @@ class StructuredChain(JSONAdapter):  # DSPy's adapter class, looked up at run ti
         usage = response.usage
         record.attempts.append(Attempt(strategy=f"{strategy} probe", temperature=request.config.temperature,
                                        outcome="ok", tokens_in=usage.input_tokens, tokens_out=usage.output_tokens,
-                                       cost=_cost(lm, response), latency_s=time.perf_counter() - started))
+                                       cost=_cost(lm, response), latency_s=time.perf_counter() - started,
+                                       reply=reply_text(response.text)))
         self._remember(self.memory.working, lm, strategy)
         return False
 

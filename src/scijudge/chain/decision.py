@@ -24,7 +24,7 @@ from typing import Any
 from scijudge.chain.cache import cache_key, cached_response, store_response
 from scijudge.chain.chain import Abstained, CallRecord, StructuredChain, _drop_empty_optional, to_lm15
 from scijudge.errors import EndpointError
-from scijudge.records import Attempt
+from scijudge.records import Attempt, reply_text
 
 DECISION_STRATEGY = "decision"
 """The ``strategy`` recorded on a decision request's attempts."""
@@ -82,7 +82,7 @@ def decide_via_api(chain: StructuredChain, lm: Any, request: Any, levels: Sequen
     response = cached_response(key) if key is not None else None
     if response is not None:
         record.attempts.append(Attempt(strategy=DECISION_STRATEGY, temperature=0.0, max_tokens=MAX_TOKENS,
-                                       outcome="ok", cached=True))
+                                       outcome="ok", cached=True, reply=reply_text(response.text)))
     else:
         from scijudge.lm.dspy_compat import short_answer_request
 

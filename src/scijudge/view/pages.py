@@ -29,7 +29,8 @@ def _env() -> Any:
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).with_name("templates"))),
                              autoescape=True, undefined=jinja2.ChainableUndefined)
-    env.globals.update(num=_num, money=_money, prob_rows=_prob_rows, pct=_pct, mean_text=_mean_text)
+    env.globals.update(num=_num, money=_money, prob_rows=_prob_rows, pct=_pct, mean_text=_mean_text,
+                       attempts_of=_attempts_of)
     return env
 
 
@@ -84,6 +85,14 @@ def _prob_rows(probs: Any) -> list[tuple[str, float]]:
         except (TypeError, ValueError):
             continue
     return [(text, p) for _, text, p in sorted(rows)]
+
+
+def _attempts_of(judgment: dict[str, Any]) -> list[dict[str, Any]]:
+    """A stored judgment's attempts (a damaged attempts column: none), each with ``reply``: the model's text as it
+    came back, or None where the store kept none (stores written before replies were kept, imports)."""
+    attempts = judgment.get("attempts")
+    found = [a for a in attempts if isinstance(a, dict)] if isinstance(attempts, list) else []
+    return [{**a, "reply": a.get("reply") if isinstance(a.get("reply"), str) else None} for a in found]
 
 
 def _colour(value: Any, lo: float, hi: float) -> str:

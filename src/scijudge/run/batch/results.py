@@ -19,7 +19,7 @@ from scijudge.data import Item
 from scijudge.errors import EndpointError
 from scijudge.judges.base import Judge
 from scijudge.lm.dspy_compat import lm_errors
-from scijudge.records import Attempt, JudgeResult, model_name
+from scijudge.records import Attempt, JudgeResult, model_name, reply_text
 from scijudge.run.batch.pricing import batch_rates
 
 RESENDS = 2
@@ -101,7 +101,7 @@ def read_line(api: Any, record: Any, line: dict[str, Any] | None, entry: Pending
     cost = (usage.input_tokens * rates[0] + usage.output_tokens * rates[1]
             if rates and usage.input_tokens is not None and usage.output_tokens is not None else None)
     attempt = Attempt(strategy=strategy, temperature=temperature, outcome="ok", tokens_in=usage.input_tokens,
-                      tokens_out=usage.output_tokens, cost=cost)
+                      tokens_out=usage.output_tokens, cost=cost, reply=reply_text(response.text))
     entry.attempts.append(attempt)
     text = response.text or ""
     try:
