@@ -14,6 +14,10 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 
+FEW_UNITS = 30
+"""Below this many units (items, labelled units, pairs) a figure's normal-theory interval is unreliable and its
+point is mostly noise: every report that prints such a figure carries its interval and a warning."""
+
 def is_finite(value: float) -> bool:
     """``math.isfinite``, but False for an integer beyond any float (10**400) where ``math.isfinite`` raises
     OverflowError: no scale, weight or score can hold one, and bad input must get one clear line."""

@@ -27,6 +27,7 @@ from scijudge.estimation.ppi import (
     reference_width,
     with_t,
 )
+from scijudge.vocab import FEW_UNITS
 
 METHODS = ("ppi", "ppi-cal", "human-only", "judge-only")
 """``ppi``: PPI++ (equal to ppi-python); ``ppi-cal``: PPI++ on a cross-fitted isotonic calibration of the judge's
@@ -173,9 +174,6 @@ def recommended_method(results: Mapping[str, Estimate]) -> str | None:
         return None
     best = min(finite.values())
     return next(m for m in SIMPLER_FIRST if m in finite and finite[m] <= best * (1.0 + TIE))
-
-
-FEW_UNITS = 30
 
 
 def _flag_rows(table: pd.DataFrame, units: Units) -> pd.DataFrame:

@@ -21,9 +21,9 @@ import numpy as np
 import pandas as pd
 
 from scijudge.errors import InputError
+from scijudge.vocab import FEW_UNITS
 
 PAIR = ["item_id", "judge", "part", "model", "endpoint"]
-SMALL_N = 30
 COLUMNS = ["judge", "model", "endpoint", "track", "n_matched", "n_status_changed", "n_paired", "flip_rate",
            "flip_rate_beyond1", "kappa", "mean_shift", "shift_lo", "shift_hi", "interval", "warning"]
 GATES = ("exact", "beyond1")
@@ -124,7 +124,7 @@ def drift(old: pd.DataFrame, new: pd.DataFrame, *, any_model: bool = False, tole
             row.update(track="verdict", n_paired=len(verd), flip_rate=float(np.mean(a != b)) if len(verd) else math.nan,
                        flip_rate_beyond1=math.nan, kappa=cohen_kappa(a, b) if len(verd) else math.nan,
                        mean_shift=math.nan, shift_lo=math.nan, shift_hi=math.nan, interval="")
-        row["warning"] = f"only {row['n_paired']} paired judgments" if row["n_paired"] < SMALL_N else ""
+        row["warning"] = f"only {row['n_paired']} paired judgments" if row["n_paired"] < FEW_UNITS else ""
         rows.append(row)
     return pd.DataFrame(rows, columns=COLUMNS)
 

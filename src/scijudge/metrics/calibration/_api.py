@@ -37,6 +37,7 @@ from scijudge.metrics.calibration.scales import (
     norm_verdicts,
 )
 from scijudge.metrics.groups import prepare_judgments
+from scijudge.vocab import FEW_UNITS
 
 
 def calibrate(
@@ -169,6 +170,7 @@ def _calibrate(judgments: pd.DataFrame, labels: pd.DataFrame, *, scale: Any, n_b
 
     per_rubric, leaderboard, conf_rows, rel_rows = _ordinal_frames(ord_groups, ctx)
     v_per_rubric, v_leaderboard, v_conf, v_rel = _verdict_frames(ver_groups, ctx)
+    notes.extend(_few_units_note(pd.concat([per_rubric, v_per_rubric], ignore_index=True)))
     with ctx.caller_threads():  # its point estimates are the library's (one_blas_thread)
         ceiling = _ceiling_frame(ceiling_specs, ctx)
     paired = _paired_frame(pair_specs, ctx)
@@ -206,3 +208,17 @@ def _judged_units_only(judged: pd.MultiIndex, *cons: pd.DataFrame) -> tuple[Any,
         kept.append(frame[inside])
         dropped += int((~inside).sum())
     return (*kept, dropped)
+
+
+def _few_units_note(per_rubric: pd.DataFrame) -> list[str]:
+    """One note naming each (judge, contender) compared on fewer than ``FEW_UNITS`` labelled units."""
+    if per_rubric.empty or "n" not in per_rubric:
+        return []
+    small = per_rubric[per_rubric["n"] < FEW_UNITS]
+    if small.empty:
+        return []
+    pairs = [f"{r['judge']} / {r['contender']} ({int(r['n'])})" for r in small.to_dict("records")]
+    where = (", ".join(pairs) if len(pairs) <= 4 else
+             f"{len(pairs)} of {len(per_rubric)} (judge, contender) pairs, {int(small['n'].min())} to "
+             f"{int(small['n'].max())} units each (per_rubric.csv's n)")
+    return [f"fewer than {FEW_UNITS} labelled units: {where}; read their intervals, not their points"]

@@ -19,8 +19,8 @@ from scijudge.errors import InputError
 from scijudge.metrics.bootstrap import holm
 from scijudge.metrics.jury.api import JURY_PREFIX, label_consensus
 from scijudge.metrics.jury.members import normalise
+from scijudge.vocab import FEW_UNITS
 
-SMALL_N = 30
 COLUMNS = ["jury", "member", "best_member", "n_items", "n_units", "mae_member", "mae_jury", "diff", "diff_lo",
            "diff_hi", "p", "p_holm", "cost_member", "cost_jury", "interval", "warning"]
 
@@ -104,7 +104,7 @@ def jury_vs_best_member(frame: pd.DataFrame, labels: Any, *, level: float = 0.95
                          "mae_jury": float(e_j.mean()) if len(paired) else math.nan,
                          "diff": diff, "diff_lo": lo, "diff_hi": hi, "p": p, "cost_member": _cost(mrows),
                          "cost_jury": _cost(jrows), "interval": f"paired t over items, {level:.0%}",
-                         "warning": (f"only {n_items} items: a wide interval" if n_items < SMALL_N else "")})
+                         "warning": (f"only {n_items} items: a wide interval" if n_items < FEW_UNITS else "")})
         if not rows:
             raise InputError(f"{name}: none of its members' judgments are among the runs; pass the members' stores "
                              "too", field="run")
