@@ -4,8 +4,8 @@ The golden file ``tests/data/bundled_outputs.json.gz`` holds the outputs of the 
 structural change, never numbers the changed code computed: the read-side change (one ``Judgments`` value,
 ``Scale`` and labels coercion) was checked against outputs recorded by main at 7316e13, before it landed; since
 then the file is re-recorded, by main before the next structural change, whenever another change means to change
-these outputs (last: main at 670980a, 2026-12-06, where other changes had altered the report page and the
-printed number format).
+these outputs (main at 670980a, 2026-12-06, where other changes had altered the report page and the printed number
+format; then the calibration figures' legends moved off the axes, which changes only the two report.html files).
 The commands are the examples of the help texts and of ``datasets/jury_example/CARD.md`` on the bundled
 data (copied into a fresh folder) -- import the panel, a majority jury of its three judges, calibrate (the panel;
 the panel beside the jury), estimate (the panel; the panel and the jury), the cascade over the jury, drift between

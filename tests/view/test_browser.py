@@ -187,6 +187,8 @@ def test_the_calibration_page_fits_1400_px_and_carries_the_label_selection_warni
         width = browser.execute_script("return document.documentElement.scrollWidth")
         inner = browser.execute_script("return window.innerWidth")
         assert width <= inner, (width, inner)  # wide tables scroll inside themselves
+        shown = browser.execute_script("return [...document.images].map(i => [i.alt, i.naturalWidth, i.clientWidth])")
+        assert shown and all(natural == client for _, natural, client in shown), shown  # figures unscaled: readable
         assert "the design did not pick have labels" in browser.find_element("tag name", "body").text
     finally:
         browser.set_window_size(1280, 900)

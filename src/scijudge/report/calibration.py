@@ -123,8 +123,24 @@ def forest_plot(result: CalibrationResult, stat: str = "kappa_w") -> str | None:
     ax.set_xlabel(f"{stat} with {int(result.level * 100)}% bootstrap interval")
     handles, names = ax.get_legend_handles_labels()
     unique = dict(zip(names, handles))
-    _inside_the_axes([ax.legend(unique.values(), unique.keys(), fontsize=8, loc="best")])
-    return png_uri(fig)
+    fig.legend(unique.values(), unique.keys(), fontsize=8, loc="outside upper center", ncol=min(len(unique), 4))
+    return png_uri(fig)  # the legend above the axes, never over a point
+
+
+PANELS_PER_ROW = 3
+"""Small multiples per row: three 3.6-inch panels at 110 dpi are 1,190 px, shown unscaled on a 1,400 px screen."""
+
+
+def _panel_grid(plt: Any, n: int, size: float = 3.6) -> tuple[Any, list[Any]]:
+    """A constrained figure of ``n`` square panels, ``PANELS_PER_ROW`` to a row (the unused ones hidden)."""
+    cols = min(n, PANELS_PER_ROW)
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(size * cols, size * rows + 0.3), squeeze=False,
+                             layout="constrained")
+    flat = list(axes.flat)
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    return fig, flat[:n]
 
 
 def _inside_the_axes(artists: Iterable[Any]) -> None:
@@ -141,8 +157,8 @@ def confusion_plot(result: CalibrationResult) -> str | None:
     if not keys:
         return None
     plt = pyplot()
-    fig, axes = plt.subplots(1, len(keys), figsize=(3.6 * len(keys), 3.6), squeeze=False, layout="constrained")
-    for ax, (contender, track) in zip(axes[0], keys):
+    fig, axes = _panel_grid(plt, len(keys))
+    for ax, (contender, track) in zip(axes, keys):
         m = result.confusion_matrix(contender, POOLED, track)
         ax.imshow(m.to_numpy(), cmap="Blues")
         top = max(float(m.to_numpy().max()), 1.0)
@@ -167,8 +183,8 @@ def reliability_plot(result: CalibrationResult) -> str | None:
         return None
     plt = pyplot()
     keys = sorted(set(zip(rel["contender"], rel["track"])))
-    fig, axes = plt.subplots(1, len(keys), figsize=(3.6 * len(keys), 3.6), squeeze=False, layout="constrained")
-    for ax, (contender, track) in zip(axes[0], keys):
+    fig, axes = _panel_grid(plt, len(keys))
+    for ax, (contender, track) in zip(axes, keys):
         sel = rel[(rel["contender"] == contender) & (rel["track"] == track)]
         ax.plot([0, 1], [0, 1], ls="--", color="#999", lw=1)
         ax.bar(sel["lower"], sel["accuracy"], width=sel["upper"] - sel["lower"], align="edge", alpha=0.5,
@@ -179,7 +195,8 @@ def reliability_plot(result: CalibrationResult) -> str | None:
         ax.set_xlabel(f"confidence ({sel['source'].iloc[0]})")
         ax.set_ylabel("accuracy")
         ax.set_title(f"{contender}\n{track}", fontsize=8)
-    axes[0][0].legend(fontsize=7, loc="upper left")
+    handles, names = axes[0].get_legend_handles_labels()
+    fig.legend(handles, names, fontsize=7, loc="outside upper center", ncol=len(names))  # off the bars and points
     return png_uri(fig)
 
 
