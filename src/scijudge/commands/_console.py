@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from rich.console import Console
+from scijudge.report.console import plain_console
 
-console = Console(stderr=True)
-out = Console()
+console = plain_console(stderr=True)
+out = plain_console()
 
 CONSOLE_SCRIPT = False  # set by ``scijudge.cli.main``: this process runs one command, then exits
 

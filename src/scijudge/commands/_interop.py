@@ -84,7 +84,7 @@ def import_foreign(
     labels_out: Path | None, all_scorers: bool, strict: bool, label_source: str = "human", supersede: bool = False,
 ) -> int:
     """Read another tool's results, write the judgments into ``run`` (and human labels to ``labels_out``)."""
-    from rich.console import Console
+    from scijudge.report.console import plain_console
 
     from scijudge.commands._store import chunks_of, import_records
     from scijudge.importers.judgments import IMPORTED_SPEC_HASH
@@ -104,7 +104,7 @@ def import_foreign(
         from scijudge.importers.foreign import read_foreign
 
         imported = read_foreign(file, fmt, include_deterministic=all_scorers)
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    err = plain_console(stderr=True, highlight=False, soft_wrap=True)
     for error in imported.errors[:_SHOWN_ERRORS]:
         err.print(f"[yellow]bad row:[/] {escape(str(error))}")
     if len(imported.errors) > _SHOWN_ERRORS:
@@ -126,7 +126,7 @@ def import_foreign(
                       "run the same command again")
             raise typer.Exit(130) from None
         written = counts.written
-    out = Console(highlight=False, soft_wrap=True)
+    out = plain_console(highlight=False, soft_wrap=True)
     skipped = _skipped_text(imported.skipped, hint=False).replace(" (", "; ", 1).rstrip(")") if imported.skipped \
         else ""
     out.print(f"{imported.format}: {plural(written, 'judgment')} -> {escape(str(run))} "
@@ -173,7 +173,7 @@ def _scales_of(results: list[Any], stored: dict[str, Any]) -> dict[str, Any]:
 
 def export_mlflow(run: Path, tracking_uri: str | None, experiment: str | None) -> int:
     """Log a run store's current judgments to MLflow as assessments; returns how many."""
-    from rich.console import Console
+    from scijudge.report.console import plain_console
 
     from scijudge.importers.mlflow import export_to_mlflow, run_tag_of
     from scijudge.run.store import Run
@@ -190,7 +190,7 @@ def export_mlflow(run: Path, tracking_uri: str | None, experiment: str | None) -
         raise InputError("the run store holds no judgments", file=run)
     done = export_to_mlflow(results, tracking_uri, experiment, run_tag=run_tag_of(run),
                             scales=_scales_of(results, stored_scales))
-    Console(highlight=False, soft_wrap=True).print(
+    plain_console(highlight=False, soft_wrap=True).print(
         f"logged {done['judgments']} judgments ({done['abstained']} abstentions) as assessments on "
         f"{done['traces']} traces in MLflow experiment {escape(experiment)!r} (id {done['experiment_id']})")
     return int(done["judgments"])

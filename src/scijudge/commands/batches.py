@@ -25,7 +25,7 @@ def batches_cmd(
 
     Example: scijudge batches runs/demo.sqlite   (after `scijudge demo`; a run judged with --batch lists its batches)
     """
-    from rich.console import Console
+    from scijudge.report.console import plain_console
     from rich.table import Table
 
     from scijudge.run.batch.store import BatchStore
@@ -36,7 +36,7 @@ def batches_cmd(
     if not has_batches:
         if abandon is not None:
             raise InputError(f"no batch {abandon!r}: this run has no batches", file=run, field="--abandon")
-        Console().print(f"{run}: no batches (this run was not judged with --batch)")
+        plain_console().print(f"{run}: no batches (this run was not judged with --batch)")
         return
     if abandon is not None:
         from scijudge.run.batch.abandon import abandon_batch
@@ -49,11 +49,11 @@ def batches_cmd(
         except ValueError as exc:
             raise InputError(str(exc), file=run, field="--abandon") from None
         if outcome.cancelled:
-            Console().print(f"sent a cancel for batch {abandon} to the provider; lines it ran before the cancel "
+            plain_console().print(f"sent a cancel for batch {abandon} to the provider; lines it ran before the cancel "
                             "are billed", highlight=False, soft_wrap=True)
         if outcome.warning:
-            Console(stderr=True).print(f"[yellow]warning:[/] {outcome.warning}", highlight=False, soft_wrap=True)
-        Console().print(f"abandoned batch {abandon}: its {outcome.record.total} lines go back to pending; the next "
+            plain_console(stderr=True).print(f"[yellow]warning:[/] {outcome.warning}", highlight=False, soft_wrap=True)
+        plain_console().print(f"abandoned batch {abandon}: its {outcome.record.total} lines go back to pending; the next "
                         "`scijudge judge --batch` run sends them again", highlight=False, soft_wrap=True)
         return
     store = BatchStore(run, read_only=True)
@@ -69,7 +69,7 @@ def batches_cmd(
         table.add_row(r.remote_id or f"(not created: {r.client_id})", r.status, "yes" if r.processed else "no",
                       str(r.total), str(r.completed), str(r.failed), f"{r.strategy}@{r.temperature:g}", r.model,
                       r.price_basis or "-", r.created_at, r.updated_at)
-    Console(width=200).print(table)
+    plain_console(width=200).print(table)
     if kept:
-        Console().print(f"{kept} answers collected for judgments no run has asked for yet are kept; a run that "
+        plain_console().print(f"{kept} answers collected for judgments no run has asked for yet are kept; a run that "
                         "asks for them stores them without a new request", highlight=False, soft_wrap=True)

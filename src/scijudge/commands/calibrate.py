@@ -139,7 +139,7 @@ def _inputs(labels: Path, run: list[Path], judge: list[str] | None, scale: list[
 
 def _show(report: Any, result: Any, robust: Any, label_frame: Any, out: Path | None, inputs: list[Any]) -> None:
     """The report files first (a closed pipe must not lose them), then what the labels are and the summary."""
-    from rich.console import Console
+    from scijudge.report.console import plain_console
 
     from scijudge.commands._console import console
     from scijudge.labels import provenance_note
@@ -153,7 +153,7 @@ def _show(report: Any, result: Any, robust: Any, label_frame: Any, out: Path | N
     if from_model:
         console.print("[yellow]warning:[/] some labels come from a model (source llm): agreement with them is "
                       "agreement with another model, not calibration against humans", highlight=False, soft_wrap=True)
-    report.print_summary(result, robust, Console())
+    report.print_summary(result, robust, plain_console())
 
 
 def _status(console: Any, text: str) -> Any:
@@ -190,9 +190,9 @@ def perturb_cmd(
     with atomic_output(out) as handle:  # whole or not at all
         for variant in variants:
             handle.write(json.dumps(variant, ensure_ascii=False) + "\n")
-    from rich.console import Console
+    from scijudge.report.console import plain_console
 
-    console = Console(highlight=False)
+    console = plain_console(highlight=False)
     console.print(f"wrote {len(variants)} items to {out}; {len(not_made)} variants could not be made")
     counts: dict[tuple[str, str, str], int] = {}
     for miss in not_made:

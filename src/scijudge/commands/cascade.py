@@ -72,7 +72,7 @@ def cascade_cmd(
 
     Example: scijudge cascade jury.sqlite -m jury:panel --labels datasets/yescieval_example/labels.jsonl --target 0.6 --tolerance 1 --risk 0.2 --name demo --out cascade.sqlite --save thresholds.json   (jury.sqlite from: scijudge import-judgments datasets/jury_example/panel.jsonl --run panel.sqlite; scijudge jury panel.sqlite -m judge-a -m judge-b -m judge-c --method majority --name panel --out jury.sqlite)
     """
-    from rich.console import Console
+    from scijudge.report.console import plain_console
     from rich.markup import escape
 
     from scijudge._files import refuse_overwrite
@@ -92,7 +92,7 @@ def cascade_cmd(
     result = cascade(read, labels, members=list(member), target=target, risk=risk, tolerance=tolerance, seed=seed,
                      name=name, split=split, confidence=confidence, calibrated=calibrate, fit_share=fit_share)
     write_cascade(out, result, runs=list(runs), labels=labels, scales=merged)
-    console = Console(highlight=False, soft_wrap=True)
+    console = plain_console(highlight=False, soft_wrap=True)
     _print_result(console, result, out=out, name=name, several=len(member) > 1, fit_share=fit_share)
     if escalated is not None:
         picks = escalated_picks(result, PICK_COLUMNS, seed=seed)

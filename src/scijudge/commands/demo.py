@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from scijudge.commands._console import console, out
 from scijudge.commands._progress import print_summary, progress_bar
@@ -142,7 +143,7 @@ def _per_judge_table(frame: Any) -> Table:
     table = Table("judge", "judged", "ok", "abstained", "mean score", title="per judge (this run store)")
     for name, group in frame.groupby("judge"):
         ok = group[group.status == "ok"]
-        table.add_row(name, str(len(group)), str(len(ok)), str(len(group) - len(ok)),
+        table.add_row(Text(str(name)), str(len(group)), str(len(ok)), str(len(group) - len(ok)),
                       f"{ok.score.mean():.2f}" if len(ok) else "-")
     return table
 
@@ -169,9 +170,9 @@ def _judgments_table(frame: Any, experts: dict[tuple[str, str], float]) -> Table
         shown = " ".join(f"{k}:{v:.2f}" for k, v in sorted(probs.items(), key=lambda kv: float(kv[0])))
         expert = experts.get((row.item_id, row.judge))
         rationale = str(row.rationale or row.reason or "")
-        table.add_row(row.item_id, row.judge.removeprefix("expertqa."),
+        table.add_row(Text(str(row.item_id)), Text(row.judge.removeprefix("expertqa.")),
                       "-" if row.score != row.score else f"{row.score:g}", shown or "-",
-                      "-" if expert is None else f"{expert:g}", rationale[:160] + ("..." if len(rationale) > 160 else ""))
+                      "-" if expert is None else f"{expert:g}", Text(rationale[:160] + ("..." if len(rationale) > 160 else "")))
     return table
 
 

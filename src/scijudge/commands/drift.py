@@ -33,7 +33,7 @@ def drift_cmd(
     """
     import sys
 
-    from rich.console import Console
+    from scijudge.report.console import plain_console
     from rich.markup import escape
     from rich.table import Table
 
@@ -52,8 +52,8 @@ def drift_cmd(
                 f"{r.mean_shift:+.3f}" + ("" if r.shift_lo != r.shift_lo else f" [{r.shift_lo:+.3f}, {r.shift_hi:+.3f}]"))
             shown.add_row(escape(str(r.judge)), escape(str(r.model)), str(r.n_paired), _fmt(r.flip_rate),
                           _fmt(r.flip_rate_beyond1), _fmt(r.kappa), shift, str(r.n_status_changed), r.warning)
-        Console(width=180).print(shown)
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
+        plain_console(width=180).print(shown)
+    err = plain_console(stderr=True, highlight=False, soft_wrap=True)
     for line in failing:
         err.print(f"[bold red]drift:[/] {escape(line)}")
     if failing:

@@ -17,14 +17,14 @@ if TYPE_CHECKING:
 
 def _render(scores: Sequence[FigureScore]) -> None:
     """Print one rich table per figure (series rows, then the figure's pooled numbers)."""
-    from rich.console import Console
+    from scijudge.report.console import plain_console
     from rich.table import Table
 
     from scijudge.metrics.figures import WORST_DISTANCE
 
-    console = Console()
+    console = plain_console()
     if not console.is_terminal:  # piped or captured output: do not squeeze the table into 80 columns
-        console = Console(width=160)
+        console = plain_console(width=160)
     for fig in scores:
         mode = f"worst = √2 ≈ {WORST_DISTANCE:.3f}" if fig.capped else "uncapped (source-compatible)"
         table = Table(title=f"figure {fig.figure or '(unnamed)'}  ·  {mode}")

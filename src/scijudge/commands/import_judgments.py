@@ -71,7 +71,7 @@ def import_judgments_cmd(
         return _interop.import_foreign(file, run, from_ or (found if found != "damaged" else None), tracking_uri=tracking_uri, experiment=experiment,
                                        labels_out=labels_out, all_scorers=all_scorers, strict=strict,
                                        label_source=label_source, supersede=supersede)
-    from rich.console import Console
+    from scijudge.report.console import plain_console
     from rich.markup import escape
 
     from scijudge.commands._store import import_records
@@ -83,7 +83,7 @@ def import_judgments_cmd(
     given = parse_scales(scale)
     stream = read_judgments(file, mapping=parse_mapping(map_))
     check = ScaleCheck(given, _stored_scales(run), stream.source)
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    err = plain_console(stderr=True, highlight=False, soft_wrap=True)
 
     def rows(source: JudgmentStream) -> Iterator[Columns]:  # --strict: after a bad row, nothing is written
         for chunk in source.chunks():
@@ -119,7 +119,7 @@ def import_judgments_cmd(
     if counts.superseded:
         notes += (f"; {plural(counts.superseded, 'judgment')} made by scijudge "
                   f"{'is' if counts.superseded == 1 else 'are'} now history (--supersede)")
-    Console(highlight=False, soft_wrap=True).print(
+    plain_console(highlight=False, soft_wrap=True).print(
         f"{plural(counts.written, 'judgment')} -> {escape(str(run))} ({plural(stream.n_abstained, 'abstention')}, "
         f"{plural(stream.n_variants, 'perturbed variant')}); {plural(len(stream.errors), 'bad row')}; source sha256 {stream.sha256[:12]}{notes}")
     if stream.errors:

@@ -58,7 +58,7 @@ def jury_cmd(
 
     Example: scijudge jury panel.sqlite --member judge-a --member judge-b --member judge-c --name panel --out jury.sqlite   (panel.sqlite from: scijudge import-judgments datasets/jury_example/panel.jsonl --run panel.sqlite)
     """
-    from rich.console import Console
+    from scijudge.report.console import plain_console
     from rich.markup import escape
 
     from scijudge.metrics.jury import jury
@@ -75,7 +75,7 @@ def jury_cmd(
     result = jury(list(runs), list(member), name=name, method=method, out=out, quorum=quorum, labels=labels,
                   scale=given, scale_map=_pairs(map_scale, "map-scale") or None, fit=fit, folds=folds, seed=seed,
                   ds_max_iter=ds_max_iter, ds_tol=ds_tol)
-    console = Console(highlight=False, soft_wrap=True)
+    console = plain_console(highlight=False, soft_wrap=True)
     rows = result.rows
     console.print(f"{len(rows)} jury judgments ({result.n_ok} ok, {len(rows) - result.n_ok} abstained) -> "
                   f"{escape(str(out))} as model jury:{escape(name)}")

@@ -13,11 +13,11 @@ DEFAULT_FOLDER = Path("optimized")
 
 
 def _print_result(result: Any, log_path: Path | None) -> None:
-    from rich.console import Console
+    from scijudge.report.console import plain_console
     from rich.markup import escape
     from rich.table import Table
 
-    console = Console()
+    console = plain_console()
     title = escape(result.spec.provenance.get("display_name") or f"{result.spec.name} · {result.recipe.name}")
     table = Table("test statistic", "base judge", "optimized", "optimized 95% interval", title=title)
 
@@ -74,9 +74,9 @@ def _progress() -> Any:
     import contextlib
     import threading
 
-    from rich.console import Console
+    from scijudge.report.console import plain_console
 
-    console = Console(file=sys.stderr)
+    console = plain_console(file=sys.stderr)
     if not console.is_terminal:
         return contextlib.nullcontext()
 

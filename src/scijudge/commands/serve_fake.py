@@ -30,7 +30,7 @@ def serve_fake_cmd(
     """
     import time
 
-    from rich.console import Console
+    from scijudge.report.console import plain_console
 
     from scijudge.errors import InputError
     from scijudge.testing.fake_model import FakeModel
@@ -41,7 +41,7 @@ def serve_fake_cmd(
         server.start()
     except OSError as exc:
         raise InputError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}", field="--port") from None
-    console = Console()
+    console = plain_console()
     console.print(f"serving a fake judge model at {server.url} (answers mean nothing; Ctrl-C stops it)\n"
                   f"try: OPENAI_API_KEY=fake scijudge judge datasets/yescieval_example/items.jsonl "
                   f"-j yescieval.qa.correctness -m openai/fake --api-base {server.url} --run runs/fake.sqlite",

@@ -210,8 +210,7 @@ def select_labels(judgments: pd.DataFrame, *, judge: str, budget: int, strategy:
         raise InputError(f"no judgments of judge {judge!r}; the runs hold {', '.join(known) or 'none'}", field="--judge")
     mine = judgments[(judgments["judge"] == judge) & (judgments["status"] == "ok")].copy()
     mine["item_id"] = mine["item_id"].astype(str)
-    # Sorted, so the picks are a function of the judged items and the seed, not of the frame's row order.
-    items = pd.Index(sorted(pd.unique(mine["item_id"])), name="item_id")
+    items = pd.Index(sorted(pd.unique(mine["item_id"])), name="item_id")  # picks: not of the rows' order
     if not 0 < budget <= items.size:
         raise InputError(f"the budget must be between 1 and the {items.size} judged items, got {budget}",
                          field="--budget")
@@ -303,8 +302,7 @@ def plan_table(judgments: pd.DataFrame, *, judge: str, labels: Mapping[str, floa
     if mine.empty:
         raise InputError(f"no judgments of judge {judge!r}", field="--judge")
     mine["item_id"] = mine["item_id"].astype(str)
-    # Sorted, so the picks are a function of the judged items and the seed, not of the frame's row order.
-    items = pd.Index(sorted(pd.unique(mine["item_id"])), name="item_id")
+    items = pd.Index(sorted(pd.unique(mine["item_id"])), name="item_id")  # picks: not of the rows' order
     f = mine.groupby("item_id")["score"].mean().reindex(items).to_numpy(float)
     pilot = _pilot(items, labels)
     if pilot.size < 2:

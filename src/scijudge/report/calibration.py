@@ -446,9 +446,9 @@ def print_summary(result: CalibrationResult, robustness: pd.DataFrame | None = N
     On a terminal the tables are rich tables with rounded numbers; piped to a file or program they are
     printed as CSV with full values, so nothing is cut.
     """
-    from rich.console import Console
+    from scijudge.report.console import plain_console
 
-    console = console or Console()
+    console = console or plain_console()
     piped = not console.is_terminal if piped is None else piped
 
     def show(frame: pd.DataFrame, title: str, columns: list[str]) -> None:

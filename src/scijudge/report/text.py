@@ -71,10 +71,12 @@ def _csv_value(value: Any) -> Any:
 
 def print_frame(frame: pd.DataFrame, title: str = "", console: Any = None, *, piped: bool | None = None) -> None:
     """Print a table: rich with 3-decimal numbers on a terminal; CSV with full precision when piped."""
-    from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    console = console or Console()
+    from scijudge.report.console import plain_console
+
+    console = console or plain_console()
     piped = not console.is_terminal if piped is None else piped
     if piped:
         text = frame.map(_csv_value).to_csv(index=False, lineterminator="\n")
@@ -90,7 +92,7 @@ def print_frame(frame: pd.DataFrame, title: str = "", console: Any = None, *, pi
             table.add_column(str(frame.columns[i]), no_wrap=True, overflow="ignore",
                              justify="left" if _is_text(frame.iloc[:, i]) else "right")
         for row in cells:
-            table.add_row(*(row[i] for i in chunk))
+            table.add_row(*(Text(str(row[i])) for i in chunk))  # values as text, never as markup
         console.print(table, crop=False)
 
 
