@@ -3,6 +3,11 @@ issue 36 (first page <= 1.5 s, every later page <= 0.5 s), without loading the s
 
     python benchmarks/bench_view.py                 # 100,000 judgments (the issue's size)
     python benchmarks/bench_view.py --rows 20000    # a quick check
+    python benchmarks/bench_view.py --reference OLD/src   # also: the first requests of OLD's viewer, side by side
+
+With ``--reference SRC`` (the ``src`` folder of another checkout, e.g. ``git archive COMMIT src | tar -x -C OLD``)
+the viewer of that code and of this one are started in turn on the same store (``--rounds`` times each, alternating)
+and their first requests are printed side by side with the ratio this ÷ reference (medians over the rounds).
 
 The store is written by the store's bulk writer (``Run.record_many`` in one transaction, as bench_store.py), with
 human labels for a fifth of the items. The viewer runs as the real CLI in its own process (``scijudge view STORE
@@ -80,10 +85,58 @@ def peak_rss_mb(pid: int) -> float:
     return int(re.search(r"VmHWM:\s+(\d+)", text).group(1)) / 1024
 
 
+FIRST = ("URL line printed", "first page (runs)", "first items page", "first labelling page",
+         "URL line to the first labelling page")
+
+
+def first_requests(src: str, store: Path, labels: Path, out: Path, env: dict[str, str]) -> dict[str, float]:
+    """The viewer of the code in ``src`` started on ``store``: seconds to its URL line, then to each first page
+    (runs, items, label, in that order, as a user opens them) and from the URL line to the labelling page."""
+    out.unlink(missing_ok=True)
+    started = time.perf_counter()
+    server = subprocess.Popen([sys.executable, "-m", "scijudge", "view", str(store), "--labels", str(labels),
+                               "--label-out", str(out), "--no-browser", "--port", "0"], stdout=subprocess.PIPE,
+                              text=True, env=dict(env, PYTHONPATH=src))
+    try:
+        line = server.stdout.readline()
+        up = time.perf_counter()
+        match = re.match(r"scijudge view: (http://\S+/)\?token=(\S+)", line)
+        if not match:
+            raise SystemExit(f"no URL line from {src}: {line!r}")
+        base, token = match.groups()
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+        runs, _ = fetch(opener, f"{base}?token={token}")
+        items, _ = fetch(opener, f"{base}items")
+        label, _ = fetch(opener, f"{base}label")
+        return dict(zip(FIRST, (up - started, runs, items, label, time.perf_counter() - up)))
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def side_by_side(reference: str, rounds: int, store: Path, labels: Path, tmp: Path, env: dict[str, str]) -> None:
+    """The first requests of the reference code's viewer and of this one, alternating, medians and their ratio."""
+    import statistics
+
+    this = str(Path(__file__).resolve().parents[1] / "src")
+    found: dict[str, list[dict[str, float]]] = {"reference": [], "this": []}
+    for _round in range(rounds):
+        for name, src in (("reference", reference), ("this", this)):
+            found[name].append(first_requests(src, store, labels, tmp / "side_labels.jsonl", env))
+    print(f"\nfirst requests, side by side ({rounds} rounds each, alternating; medians): reference {reference}")
+    print(f"{'':40s} {'reference':>10s} {'this':>10s} {'this/ref':>9s}")
+    for key in FIRST:
+        old = statistics.median(r[key] for r in found["reference"])
+        new = statistics.median(r[key] for r in found["this"])
+        print(f"{key:40s} {old:10.3f} {new:10.3f} {new / old:9.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--keep", help="work in this folder (kept)")
+    parser.add_argument("--reference", help="the src folder of other code: its viewer's first requests beside these")
+    parser.add_argument("--rounds", type=int, default=3, help="with --reference: starts of each viewer")
     args = parser.parse_args()
     tmp = Path(args.keep or tempfile.mkdtemp(prefix="bench_view_"))
     tmp.mkdir(parents=True, exist_ok=True)
@@ -163,6 +216,8 @@ def main() -> None:
     print(f"reading the whole store (Run.to_pandas, what a viewer loading the store pays first): {load_s:.2f} s, "
           f"peak {load_rss:.0f} MiB; the viewer's first items page took {first_items / load_s:.2f}x that time")
     print(f"viewer peak memory after every page: {rss:.0f} MiB = {rss / load_rss:.2f}x the loading process's peak")
+    if args.reference:
+        side_by_side(args.reference, args.rounds, store, labels, tmp, env)
 
 
 if __name__ == "__main__":

@@ -182,6 +182,26 @@ def specs_by_hash(specs: Any = None) -> dict[str, Any]:
     return found
 
 
+def default_scale(judge: str, family: str, spec_hashes: Iterable[str], by_hash: Mapping[str, Any]) -> tuple[Scale, str]:
+    """A judge's scale when no run records one: the scale of the specs whose hashes its judgments record (never a
+    shipped spec that merely shares the name), else its family's default, continuous when the family's track is
+    (the Likert 1..5 scale for an unknown family), with a note saying the family's scale was guessed. Specs of
+    different scales are refused. (pandas-free: ``metrics.calibration`` and the viewer's label page share it.)"""
+    from scijudge.spec.families import find_family, score_scale_of_family
+
+    found = [by_hash[h] for h in dict.fromkeys(spec_hashes) if h in by_hash]
+    grids = {s.grid for s in (spec_scale(spec) for spec in found) if s is not None}
+    if len(grids) == 1:
+        return Scale(*grids.pop()), ""
+    if len(grids) > 1:
+        raise InputError(f"judge {judge!r} was run with specs of different scales {sorted(tuple(s) for s in grids)}; "
+                         "calibrate one spec version at a time or pass scale=", field="scale")
+    declared = find_family(family)
+    sc = Scale(*score_scale_of_family(family), continuous=declared is not None and declared.track == CONTINUOUS)
+    return sc, (f"judge {judge!r}: no known spec has its stored spec hash, so the {family!r} family scale "
+                f"{sc.text()} is used; pass scale= (--scale) or the spec (specs=) if that is wrong")
+
+
 def spec_scale(spec: Any) -> Scale | None:
     """The run-store score scale of a spec (``scijudge.vocab.score_scale_of``: pairwise gives the range of
     rating differences); None when the spec declares no scale."""

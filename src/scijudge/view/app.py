@@ -69,7 +69,7 @@ class Viewer:
         self.token = token
         self.labelling = labelling
         self.links = live_links()
-        self._scales: dict[str, Any] | None = None
+        self._scales: dict[str, tuple[float, float, float]] | None = None
         self._specs: dict[str, Any] | None = None
         self._inputs: dict[str, set[str]] = {}  # judge -> the item fields its spec reads
         self._by_hash: dict[str, Any] | None = None
@@ -83,24 +83,28 @@ class Viewer:
 
     # --- scales and rubrics ----------------------------------------------------------------------------
     def scale_of(self, judge: str) -> tuple[float, float, float]:
-        """The judge's scale, resolved as calibrate resolves it (stored scales, the spec of the stored hash, the
-        family's default)."""
+        """The judge's grid, resolved as calibrate resolves it: the scale its stores record (``recorded_scales``:
+        stores that disagree are refused), else the spec of the stored hash, else the family's default
+        (``spec.scales.default_scale``). pandas-free: the label page never waits for the calibration stack."""
         if self._scales is None:
-            import pandas as pd
-
-            from scijudge.metrics.calibration.scales import resolve_scales
-
-            rows = pd.DataFrame(self.site.view.scale_rows(), columns=["judge", "family", "spec_hash", "decoding"])
             from scijudge.metrics.frames import source_names
-            from scijudge.spec.scales import recorded_scales
+            from scijudge.spec.scales import default_scale, recorded_scales
 
             view = self.site.view
+            rows = view.scale_rows()
+            judges = sorted({str(r["judge"]) for r in rows})
             by_store = {name: dict(meta.get("scales") or {}) for name, meta in zip(source_names(view.paths), view.meta())}
-            judges = sorted(set(rows["judge"]))
-            stored = {j: sc.meta() for j, sc in recorded_scales(by_store, judges).items()}  # the one rule of stores
-            self._scales = resolve_scales(rows, judges, stored or None)[0]
-        found = self._scales.get(judge)
-        return (float(found[0]), float(found[1]), float(found[2])) if found is not None else (1.0, 5.0, 1.0)
+            stored = recorded_scales(by_store, judges)  # the one rule of stores
+            scales: dict[str, tuple[float, float, float]] = {}
+            for name in judges:
+                of_judge = [r for r in rows if r["judge"] == name]
+                found = stored.get(name) or default_scale(name, str(of_judge[0]["family"]),
+                                                          [str(r["spec_hash"]) for r in of_judge],
+                                                          self.specs_by_hash())[0]
+                scales[name] = (float(found.lo), float(found.hi), float(found.step))
+            self._scales = scales
+        found_scale = self._scales.get(judge)
+        return found_scale if found_scale is not None else (1.0, 5.0, 1.0)
 
     def specs_by_hash(self) -> dict[str, Any]:
         """Every shipped spec by its content hash (read once)."""
@@ -128,9 +132,10 @@ class Viewer:
         return f"{spec.description}\n\n{spec.instructions}".strip(), anchors
 
     def warm(self) -> None:
-        """Resolve the judges' scales and rubrics and read the picks files (the labelling page needs them; they
-        import the calibration and estimation stacks: seconds). Run in the background once the server listens, so
-        start-up stays quick; the label routes wait for it, and an error stops the server (``failed``)."""
+        """Resolve the judges' scales and rubrics and read the picks files (the labelling page needs them: the
+        shipped specs are read, and ``--picks`` imports pandas; never the calibration stack, which only the
+        calibration page loads). Run in the background once the server listens, so start-up stays quick; the label
+        routes wait for it, and an error stops the server (``failed``)."""
         with self._warming:
             if self.ready.is_set():
                 return

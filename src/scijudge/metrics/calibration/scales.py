@@ -12,7 +12,7 @@ import pandas as pd
 
 from scijudge.errors import InputError
 from scijudge.metrics import agreement as ag
-from scijudge.spec.scales import CONTINUOUS, Scale, recorded_scale, spec_scale, specs_by_hash
+from scijudge.spec.scales import Scale, default_scale, recorded_scale, specs_by_hash
 from scijudge.vocab import ScaleTuple, majority_verdict, norm_verdict
 
 
@@ -172,22 +172,11 @@ def resolve_contender_scales(
 
 
 def _default_scale(rows: pd.DataFrame, judge: str, by_hash: dict[str, Any]) -> tuple[ScaleTuple, bool, str]:
-    """A judge's scale from its rows' spec hashes, else its family's: (scale, continuous, note or "")."""
-    from scijudge.spec.families import find_family, score_scale_of_family
-
+    """A judge's scale from its rows' spec hashes, else its family's: (scale, continuous, note or "")
+    (``spec.scales.default_scale``, the rule the viewer's label page uses too)."""
     family = rows["family"].iloc[0] if len(rows) else "likert"
-    found = [by_hash[h] for h in rows["spec_hash"].unique() if h in by_hash]
-    scales = {s.grid for s in (spec_scale(spec) for spec in found) if s is not None}
-    if len(scales) == 1:
-        return scales.pop(), False, ""
-    if len(scales) > 1:
-        raise InputError(f"judge {judge!r} was run with specs of different scales {sorted(tuple(s) for s in scales)}; calibrate "
-                         "one spec version at a time or pass scale=", field="scale")
-    sc = ScaleTuple(*score_scale_of_family(family))  # unknown families: the Likert 1..5 scale
-    declared = find_family(family)
-    cont = declared is not None and declared.track == CONTINUOUS
-    return sc, cont, (f"judge {judge!r}: no known spec has its stored spec hash, so the {family!r} family scale "
-                      f"{scale_text(sc, cont)} is used; pass scale= (--scale) or the spec (specs=) if that is wrong")
+    sc, note = default_scale(judge, family, rows["spec_hash"].unique().tolist(), by_hash)
+    return sc.grid, sc.continuous, note
 
 
 def in_range(values: np.ndarray, sc: ScaleTuple) -> np.ndarray:
