@@ -71,8 +71,9 @@ def test_the_help_example_writes_a_store_picks_and_thresholds(example: dict) -> 
     assert list(raw.columns) == [*PICK_COLUMNS, "judge", "part"]
     assert set(zip(raw["item_id"], raw["judge"])) == set(zip(escalated["item_id"], escalated["judge"]))
     assert len(raw) == len(escalated) and set(raw["design"]) == {"cascade-escalation"}
-    queue = read_picks(picks, queue_ok=True)  # the viewer's labelling queue: one row per item
-    assert set(queue["item_id"]) == set(escalated["item_id"]) and queue["picked"].all()
+    queue = read_picks(picks, queue_ok=True)  # the viewer's labelling queue: one row per escalated unit
+    assert set(zip(queue["item_id"], queue["judge"])) == set(zip(escalated["item_id"], escalated["judge"]))
+    assert len(queue) == len(escalated) and queue["picked"].all()
     with pytest.raises(InputError, match="escalation queue"):
         read_picks(picks)
     doc = json.loads(saved.read_text())

@@ -112,6 +112,22 @@ def test_the_queue_is_picks_by_pi_then_escalated_and_ends_there_and_skips_what_i
     assert [e.unit for e in both.entries(set(), set())][:2] == [("i006", J2, ""), ("i006", J1, "")]  # judge order
 
 
+def test_a_cascades_escalation_queue_queues_only_the_units_it_escalated(tmp_path):
+    """Labels are per (item, judge, part), and a cascade escalates units: the queue takes the judge a row names (not
+    the item's other judges, which a member trusted); a row naming no judge still means the whole item."""
+    world = make_world(tmp_path, n=6)
+    queue_file = tmp_path / "escalated.csv"
+    queue_file.write_text("item_id,pi,picked,design,judge,part\n"
+                          f"i001,1,true,cascade-escalation,{J1},\ni002,1,true,cascade-escalation,{J2},\n"
+                          f"i002,1,true,cascade-escalation,{J1},\ni001,1,true,cascade-escalation,{J1},\n")
+    plain = tmp_path / "plain.csv"
+    plain.write_text("item_id,pi,picked\ni004,1,true\n")
+    queue = Queue(StoreView([world.store]), [queue_file, plain])
+    assert [e.unit for e in queue.entries(set(), set())] == [("i001", J1, ""), ("i002", J2, ""), ("i002", J1, ""),
+                                                             ("i004", J2, ""), ("i004", J1, "")]
+    assert queue.remaining_picks({("i002", J2, "")}) == 4
+
+
 def test_a_restart_resumes_the_queue_from_the_label_file(tmp_path):
     world = make_world(tmp_path, n=6)
     out = tmp_path / "new.jsonl"
@@ -124,3 +140,29 @@ def test_a_restart_resumes_the_queue_from_the_label_file(tmp_path):
     done = {(x["item_id"], x["judge"], x["part"]) for x in LabelFile(out, "ann").labels()}
     assert again.next(done, set()).unit != head.unit
     assert again.next(done, set()).unit == list(first.entries({head.unit}, set()))[0].unit
+
+
+def test_the_label_pages_scales_are_calibrates(tmp_path):
+    """A scale the store records, the shipped spec of a stored hash, a family default: as ``resolve_scales`` (the
+    rule calibrate runs) resolves them, without the calibration stack."""
+    import pandas as pd
+
+    from scijudge.metrics.calibration.scales import resolve_scales
+    from scijudge.run.store import Run
+    from scijudge.spec.judge_spec import get_spec
+    from scijudge.view.app import make_viewer
+
+    world = make_world(tmp_path / "w", n=4)
+    linking = get_spec("lematerial.linking")
+    rows = [dict(world.judgments[0], judge=linking.name, family=linking.family, spec_hash=linking.spec_hash(),
+                 item_id=f"x{i}") for i in range(2)]
+    rows.append(dict(world.judgments[0], judge="mine", family="checklist", spec_hash="unknown", item_id="x9"))
+    with Run(world.store) as run:
+        run.record_many(rows)
+        run.set_meta(scales={J2: "0,10,2"})
+    viewer = make_viewer([world.store], label_out=tmp_path / "new.jsonl", annotator="a")
+    judges = [J1, J2, linking.name, "mine"]
+    frame = pd.DataFrame(viewer.site.view.scale_rows())
+    want = resolve_scales(frame, judges, {J2: "0,10,2"})[0]
+    assert {j: viewer.scale_of(j) for j in judges} == {j: tuple(float(x) for x in want[j]) for j in judges}
+    assert viewer.scale_of(J2) == (0.0, 10.0, 2.0) and viewer.scale_of(linking.name)[2] == 0.5

@@ -345,7 +345,8 @@ def read_picks(path: Any, *, queue_ok: bool = False) -> pd.DataFrame:
     """A picks file written by ``scijudge select-labels`` (CSV with at least item_id, pi, picked). An escalation
     queue of ``scijudge cascade --escalated`` (design ``cascade-escalation``: the items no member trusted, not a
     sample drawn with known probabilities) is refused, or with ``queue_ok`` read as one row per item (a labelling
-    queue for the viewer)."""
+    queue for the viewer: one row per labelling unit, (item_id, judge, part) where the queue names the judge, else per
+    item)."""
     from pathlib import Path
 
     file = Path(path)
@@ -365,7 +366,8 @@ def read_picks(path: Any, *, queue_ok: bool = False) -> pd.DataFrame:
             raise InputError("this is an escalation queue of `scijudge cascade --escalated` (the items no member "
                              "trusted, not a sample drawn with known probabilities), so it cannot weight an estimate: "
                              "label its items, then estimate without --picks", file=file, field="design")
-        frame = frame.drop_duplicates("item_id", keep="first").reset_index(drop=True)
+        unit = [c for c in ("item_id", "judge", "part") if c in frame]  # a cascade escalates (item, judge, part)
+        frame = frame.drop_duplicates(unit, keep="first").reset_index(drop=True)
     pi = pd.to_numeric(frame["pi"], errors="coerce")
     bad = frame.index[~((pi > 0) & (pi <= 1))]
     if len(bad):
@@ -378,7 +380,9 @@ def read_picks(path: Any, *, queue_ok: bool = False) -> pd.DataFrame:
                          field="picked")
     frame["pi"] = pi
     frame["picked"] = truth.astype(bool)
-    if frame["item_id"].duplicated().any():
-        row = int(frame.index[frame["item_id"].duplicated()][0])
+    twice = frame["item_id"].duplicated() if "judge" not in frame or not queue_ok else \
+        frame.duplicated([c for c in ("item_id", "judge", "part") if c in frame])
+    if twice.any():
+        row = int(frame.index[twice][0])
         raise InputError(f"item {frame['item_id'].iloc[row]!r} appears twice", file=file, line=row + 2, field="item_id")
     return frame

@@ -11,11 +11,13 @@ temporary file that replaces it (every other line kept byte for byte, the file's
 knows no tombstones. A write is all or nothing: on an error (a full disk) the file is cut back to its length before
 it, so no torn line is ever left, and the error is a ``LabelWriteError`` (507 for a full disk, 503 otherwise).
 
-The queue is the picked items of each ``--picks`` file (``select-labels``' picks.csv, or a file of escalated items in
-the same format), highest inclusion probability first, and ends there (``estimate --picks`` leaves unpicked labels
+The queue is a queue of labelling units, (item, judge, part), as labels are (``load_labels``) and as a cascade
+escalates them: the picked units of each ``--picks`` file (``select-labels``' picks.csv, a design over items: each
+picked item's judges; or a cascade's escalation queue, which names the judge no member trusted: that unit only),
+highest inclusion probability first, and ends there (``estimate --picks`` leaves unpicked labels
 out); without picks, every (item, judge, part) the stores judged, in the order stored. A unit somebody has labelled
 already is left out, so a restarted viewer resumes where it was. The picks files are read when the queue is first
-used (``read_picks`` needs pandas: seconds of imports, after the viewer has started).
+used (``read_picks`` needs pandas: about a second of imports, after the viewer has started).
 """
 
 from __future__ import annotations
@@ -256,29 +258,38 @@ def _ends_with_newline(path: Path) -> bool:
 
 @dataclass
 class Pick:
-    """One picked item of a picks file: where it came from and its inclusion probability."""
+    """One picked row of a picks file: where it came from and its inclusion probability. ``judge`` (and ``part``)
+    when the file names the unit, as a cascade's escalation queue does (only the judges no member trusted); None
+    for select-labels' picks, a design over items: every judge of the item (``-j`` limits them) is labelled."""
 
     item_id: str
     pi: float
     source: str
+    judge: str | None = None
+    part: str | None = None
 
 
 def read_queue_picks(paths: Sequence[Path]) -> list[Pick]:
-    """The picked items of each picks file (``read_picks``: select-labels' format), in the order of the files,
-    highest ``pi`` first within a file (ties in file order); an item picked twice counts once, first."""
+    """The picked rows of each picks file (``read_picks``: select-labels' format, or a cascade's escalation queue), in
+    the order of the files, highest ``pi`` first within a file (ties in file order); a row picked twice counts once,
+    first (the units it names are queued once in any case)."""
     found: list[Pick] = []
     if not paths:
         return found
-    from scijudge.estimation.select import read_picks  # pandas and scipy: imported only when picks are given
+    from scijudge.estimation.select import read_picks  # pandas: imported only when picks are given
 
-    seen: set[str] = set()
+    seen: set[tuple[str, str | None, str | None]] = set()
     for path in paths:
         frame = read_picks(path, queue_ok=True)  # an escalation queue of `scijudge cascade` is a queue here
         picked = frame[frame["picked"]].sort_values("pi", ascending=False, kind="stable")
-        for item_id, pi in zip(picked["item_id"].astype(str), picked["pi"].astype(float)):
-            if item_id not in seen:
-                seen.add(item_id)
-                found.append(Pick(item_id, pi, path.name))
+        n = len(picked)
+        judges = picked["judge"].astype(str).tolist() if "judge" in picked else [""] * n
+        parts = picked["part"].astype(str).tolist() if "part" in picked else [""] * n
+        for item_id, pi, judge, part in zip(picked["item_id"].astype(str), picked["pi"].astype(float), judges, parts):
+            key = (item_id, judge or None, part if judge else None)  # an empty judge cell: the whole item
+            if key not in seen:
+                seen.add(key)
+                found.append(Pick(item_id, pi, path.name, key[1], key[2]))
     return found
 
 
@@ -314,10 +325,16 @@ class Queue:
         return self._picks
 
     def _pick_units(self) -> Iterable[QueueEntry]:
+        """The units of the picks, each once: the one a row names (a cascade's escalated judge of the item), or
+        every judge of the item for a row that names none (``-j`` limits them)."""
+        given: set[Unit] = set()
         for pick in self.picks:
             for judge, part in self.view.judges_of(pick.item_id):
-                if self.judges is None or judge in self.judges:
-                    yield QueueEntry((pick.item_id, judge, part), f"{pick.source} (pi {pick.pi:.3g})")
+                unit = (pick.item_id, judge, part)
+                named = pick.judge is None or (pick.judge, pick.part or "") == (judge, part)
+                if named and (self.judges is None or judge in self.judges) and unit not in given:
+                    given.add(unit)
+                    yield QueueEntry(unit, f"{pick.source} (pi {pick.pi:.3g})")
 
     def entries(self, done: set[Unit], skipped: set[Unit], limit: int | None = None) -> list[QueueEntry]:
         """The queue in order (its first ``limit`` entries), leaving out what is labelled (``done``) or skipped."""
