@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import multiprocessing as mp
 import time
@@ -50,12 +51,27 @@ class ServerProcess:
 PAPERS = [{"title": "Capacity fade in layered oxides", "abstract": "Cycling at high voltage cracks particles."}]
 
 
+def item_dicts(tag: str, n: int) -> list[dict]:
+    """``n`` distinct items as canonical JSON objects (distinct prompts, so a response cache never answers them)."""
+    return [{"id": f"{tag}-{i}", "question": "What limits battery life?", "papers": PAPERS,
+             "answer": f"Answer {i} ({tag}): particle cracking at high voltage [1]."} for i in range(n)]
+
+
 def make_items(tag: str, n: int) -> list:
-    """``n`` distinct items (distinct prompts, so a response cache never answers them)."""
+    """``item_dicts`` as ``Item`` objects."""
     from scijudge import Item
 
-    return [Item(id=f"{tag}-{i}", question="What limits battery life?", papers=PAPERS,
-                 answer=f"Answer {i} ({tag}): particle cracking at high voltage [1].") for i in range(n)]
+    return [Item(**data) for data in item_dicts(tag, n)]
+
+
+def run_loop_args(description: str | None) -> argparse.ArgumentParser:
+    """The arguments every loopback run-loop benchmark takes: judgments per round, concurrency, latency, rounds."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--judgments", type=int, default=1000)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--latency", type=float, default=0.1)
+    parser.add_argument("--rounds", type=int, default=3)
+    return parser
 
 
 def fresh_dspy_cache() -> str:

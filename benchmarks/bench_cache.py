@@ -12,7 +12,6 @@ ratio cache-on / no-cache (goal >= 0.9). CPU is this process only.
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -22,15 +21,11 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "true")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _loopback import ServerProcess, fresh_dspy_cache, make_items
+from _loopback import ServerProcess, fresh_dspy_cache, make_items, run_loop_args
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--judgments", type=int, default=1000)
-    parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--latency", type=float, default=0.1)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser = run_loop_args(__doc__)
     parser.add_argument("--executor", choices=("auto", "threads", "async"), default="auto",
                         help="auto: what `scijudge judge` picks (asyncio from concurrency 64 up)")
     args = parser.parse_args()

@@ -6,9 +6,11 @@ cache on (the default; DSPy's memory + disk cache in a new folder per round, so 
 a write, as on a new run) and once with ``--no-cache``, the order alternating round by round; fresh items each
 time. The loopback OpenAI-compatible server runs in its own process with a fixed latency. The rate is the
 command's own judged / seconds from its summary table (the judging phase: from the first request to the last
-answer stored and the response cache written; start-up, loading and planning are printed apart as the
-command's whole wall time). Prints every round, the load average, the medians, and the two ratios: cache on /
-``--no-cache`` (goal >= 0.9) and cache on / ideal (ideal = concurrency / latency; goal >= 0.5).
+answer stored and the response cache written; start-up, loading, planning and opening the response cache, which
+the command does while it loads, are printed apart as the command's whole wall time). Prints every round, the
+load average, the medians, the two ratios: cache on / ``--no-cache`` (goal >= 0.9) and cache on / ideal (ideal =
+concurrency / latency; goal >= 0.5), and the whole commands' time ratio per round. The summary table gives the
+seconds to a tenth: use 2,000 judgments for ratios closer than 5%.
 
     python benchmarks/bench_cli.py                         # 3 rounds x 1,000 judgments, concurrency 64, 100 ms
     python benchmarks/bench_cli.py --rounds 5 --judgments 640
@@ -16,7 +18,6 @@ command's whole wall time). Prints every round, the load average, the medians, a
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -30,7 +31,7 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "true")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _loopback import PAPERS, ServerProcess
+from _loopback import ServerProcess, item_dicts, run_loop_args
 
 MODES = ("cache on", "no-cache")
 
@@ -38,9 +39,8 @@ MODES = ("cache on", "no-cache")
 def write_items(path: Path, tag: str, n: int) -> None:
     """``n`` distinct items (distinct prompts: no cache entry answers them) as canonical JSONL."""
     with path.open("w", encoding="utf-8") as fh:
-        for i in range(n):
-            fh.write(json.dumps({"id": f"{tag}-{i}", "question": "What limits battery life?", "papers": PAPERS,
-                                 "answer": f"Answer {i} ({tag}): particle cracking at high voltage [1]."}) + "\n")
+        for data in item_dicts(tag, n):
+            fh.write(json.dumps(data) + "\n")
 
 
 def run_cli(mode: str, url: str, folder: Path, tag: str, n: int, concurrency: int) -> tuple[float, float, int]:
@@ -62,14 +62,11 @@ def run_cli(mode: str, url: str, folder: Path, tag: str, n: int, concurrency: in
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--judgments", type=int, default=1000)
-    parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--latency", type=float, default=0.1)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser = run_loop_args(__doc__)
     args = parser.parse_args()
     ideal = args.concurrency / args.latency
     rates: dict[str, list[float]] = {mode: [] for mode in MODES}
+    walls: dict[str, list[float]] = {mode: [] for mode in MODES}
     print(f"scijudge judge, {args.judgments} judgments per run, --concurrency {args.concurrency}, latency "
           f"{args.latency * 1000:.0f} ms, ideal {ideal:.0f}/s; {os.cpu_count()} CPUs; load average at start "
           f"{os.getloadavg()[0]:.2f}")
@@ -83,6 +80,7 @@ def main() -> None:
                 assert ok == args.judgments, (mode, ok)
                 rate = ok / seconds
                 rates[mode].append(rate)
+                walls[mode].append(wall)
                 print(f"{round_ + 1:>5} {mode:>9} {rate:>8.1f} {rate / ideal:>8.2f} {seconds:>9.2f} {wall:>9.2f} "
                       f"{os.getloadavg()[0]:>5.2f}", flush=True)
     on, off = statistics.median(rates["cache on"]), statistics.median(rates["no-cache"])
@@ -93,6 +91,8 @@ def main() -> None:
     print(f"ratio cache on / ideal = {on / ideal:.2f} (per round "
           + ", ".join(f"{r / ideal:.2f}" for r in rates["cache on"]) + "; goal >= 0.50); "
           f"--no-cache / ideal = {off / ideal:.2f}")
+    print("whole command (start-up, loading, opening the cache, judging), --no-cache time / cache-on time = "
+          + ", ".join(f"{b / a:.2f}" for a, b in zip(walls["cache on"], walls["no-cache"], strict=True)))
 
 
 if __name__ == "__main__":

@@ -134,3 +134,35 @@ def test_with_dspy_caching_off_nothing_is_queued_or_served():
     cache.store_response(key, SimpleNamespace(text="{}", finish_reason="stop", logprobs=None))
     assert cache.cached_response(key) is None
     assert cache.queued() == 0
+
+
+def test_an_event_loop_writes_its_entries_itself_once_per_turn(disk_only_cache, monkeypatch):
+    import asyncio
+
+    batches: list[tuple[str, int]] = []
+    real_write = cache._write
+
+    def watched_write(entries):
+        batches.append((threading.current_thread().name, len(entries)))
+        real_write(entries)
+
+    monkeypatch.setattr(cache, "_write", watched_write)
+
+    async def run() -> list:
+        async def one(i: int) -> str | None:
+            await asyncio.sleep(0)
+            cache.store_response(_key(i), _reply(i))
+            hit = cache.cached_response(_key(i), here=True)  # read-your-writes before the turn ends
+            return hit.text if hit is not None else None
+
+        texts = await asyncio.gather(*(one(i) for i in range(40)))
+        await asyncio.sleep(0)  # the turn after: the loop wrote what its tasks queued
+        assert cache.queued() == 0
+        cache.store_response(_key(99), _reply(99))  # the loop ends before its next turn: flush writes it
+        return texts
+
+    assert asyncio.run(run()) == [f"answer {i}" for i in range(40)]
+    assert batches[0] == (threading.current_thread().name, 40)
+    assert cache.flush(timeout=30) is True and cache.queued() == 0
+    dspy.configure_cache(enable_disk_cache=True, enable_memory_cache=False, disk_cache_dir=str(disk_only_cache))
+    assert [cache.cached_response(_key(i)).text for i in (0, 39, 99)] == ["answer 0", "answer 39", "answer 99"]

@@ -112,6 +112,10 @@ def judge_cmd(**flags: Any) -> None:
 
     Cascade example: scijudge judge items.jsonl -j yescieval.qa.correctness --cascade thresholds.json --run runs/c.sqlite
     """
+    if flags.get("cache", True):
+        from scijudge.lm.dspy_compat import open_cache_soon
+
+        open_cache_soon()  # while the judges and items load
     from scijudge.run.judging import JudgeRun
     from scijudge.run.options import RunOptions
 

@@ -86,6 +86,10 @@ def make_lm(model: str, *, api_base: str | None = None, api_key: str | None = No
         kwargs["timeout"] = timeout
     if "/" not in model:
         raise ModelError(f"model {model!r} needs a provider prefix, e.g. openai/{model}, or pass --api-base")
+    if cache:
+        from scijudge.lm.dspy_compat import open_cache_soon
+
+        open_cache_soon()
     try:
         lm = dspy.LM(model, cache=cache, num_retries=0, engine=engine, max_tokens=max_tokens, **kwargs)
     except (ValueError, TypeError) as exc:

@@ -309,6 +309,37 @@ def request_as_dict(request: Any) -> dict[str, Any]:
     return request_to_dict(request)
 
 
+_cache_opening: list[Any] = []
+
+
+def open_cache_soon() -> None:
+    """Open DSPy's response cache in a background thread, once per process. DSPy builds it at its first use, and
+    its disk layer opens (or creates) one SQLite file per shard: about half a second in a new folder on a busy
+    machine, which otherwise stalls every task of an event loop at the first answer looked up (a quarter of a
+    1,000-judgment run's judging time in ``benchmarks/bench_cli.py``). Loading and planning the run overlap it."""
+    if _cache_opening:
+        return
+    import threading
+
+    def open_it() -> None:
+        import dspy
+
+        try:
+            dspy.cache  # noqa: B018 - the attribute builds the cache (under DSPy's own lock)
+        except Exception:  # the first use will say what is wrong
+            pass
+
+    _cache_opening.append(threading.Thread(target=open_it, name="scijudge-open-cache", daemon=True))
+    _cache_opening[0].start()
+
+
+def cache_opened(timeout: float = 30.0) -> None:
+    """Wait for ``open_cache_soon``'s thread, if one was started: a run opens the cache while it sets up (it
+    counts in the command's wall time, not in the judging time) rather than at its first answer."""
+    if _cache_opening:
+        _cache_opening[0].join(timeout)
+
+
 def cache_layers() -> tuple[Any, Any, Any] | None:
     """(memory layer, disk layer, lock) of DSPy's own ``Cache`` (a layer that is off: None) for a caller that hashes
     a key once, as ``Cache.cache_key`` does, and reads the layers itself; None for a cache of another class."""

@@ -3,7 +3,8 @@ thousands of slow judgments wait at once without a thread each (issue 41).
 
 Each request goes through the same chain (``StructuredChain.acall``: the chain's steps awaited through DSPy's
 async LM call, ``lm.acall``) and each task through the same lifecycle as the thread executor
-(``Lifecycle.ajudge``/``record``/``no_answer``): a result is stored the moment it arrives, before that task's
+(``Lifecycle.ajudge``/``record_all``/``no_answer``): a result is stored in the turn of the event loop it arrives
+in (one group commit for the answers of that turn), before it is counted or reported and before that task's
 slot takes the next task, so what was sent but not stored is bounded by ``concurrency`` at any moment; a stop
 request or a run-level fault closes the gate, answers in flight get ``grace`` seconds, and those still out
 are cancelled (counted as in flight, never stored). Judges with no native async path (decision mode, presets,
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scijudge.errors import TransportFailure
+from scijudge.records import JudgeResult
 from scijudge.run.lifecycle import Lifecycle
 from scijudge.run.plan import Task
 
@@ -80,35 +82,56 @@ class AsyncExecutor:
         # DSPy's async call hops to the default executor for its set-up (``prepare``, routing, pricing): a few
         # more threads than asyncio's default keep those hops from queueing behind each other.
         loop.set_default_executor(ThreadPoolExecutor(max_workers=16, thread_name_prefix="scijudge-async-hop"))
-        in_flight: set[asyncio.Task[None]] = set()
+        in_flight: set[asyncio.Task[bool]] = set()
         idle = asyncio.Event()
         skipped = 0
         stopped = 0  # sent, then ended by the stop without an answer (a retry the stop cut short)
 
-        async def one(task: Task) -> None:
-            nonlocal skipped, stopped
+        waiting: list[JudgeResult] = []  # answers of this turn of the loop, for one commit
+        ending = False
+        held = 0  # slots whose answers wait for that commit (each takes its next task after it)
+
+        def commit() -> None:
+            """The group commit: every answer that arrived since the last one in one store transaction; then
+            their slots take their next tasks. Runs once per turn of the loop that brought answers."""
+            nonlocal held
+            results, slots = list(waiting), held
+            waiting.clear()
+            held = 0
+            try:
+                life.record_all(results)
+            except Exception:
+                pass  # the store cannot be written: the gate holds it and ``finish`` raises it
+            for _ in range(slots):
+                start_next()
+            if not in_flight and not held:
+                idle.set()
+
+        async def one(task: Task) -> bool:
+            """Judge one task; True when its answers wait for the group commit."""
+            nonlocal skipped, stopped, held
             item, judge, part = task
             if life.closed:
                 skipped += 1
-                return
+                return False
             try:
                 results = await life.ajudge(judge, item, part, blocking=blocking)
             except TransportFailure as exc:
                 life.no_answer(str(exc))
-                return
+                return False
             except Exception:
-                return  # a run-level fault: the gate holds it and ``finish`` raises it
+                return False  # a run-level fault: the gate holds it and ``finish`` raises it
             if results is None:
                 stopped += 1
-                return
-            try:
-                for result in results:
-                    life.record(result)
-            except Exception:
-                return  # the store cannot be written: the gate holds it
+                return False
+            if not waiting and not held:
+                loop.call_soon(commit)  # before this task's done callback: the slot waits for the commit
+            waiting.extend(results)
+            held += 1
+            return True
 
         def start_next() -> None:
-            if life.closed:
+            if life.closed or ending:
                 return
             task = next(queue, None)
             if task is None:
@@ -117,17 +140,18 @@ class AsyncExecutor:
             in_flight.add(running)
             running.add_done_callback(finished)
 
-        def finished(done: asyncio.Task[None]) -> None:
+        def finished(done: asyncio.Task[bool]) -> None:
             in_flight.discard(done)
-            start_next()  # the slot takes the next task only after this one's results were stored
-            if not in_flight:
+            if done.cancelled() or done.exception() is not None or not done.result():
+                start_next()  # else the commit starts it: a slot takes its next task only once its answers are stored
+            if not in_flight and not held:
                 idle.set()
 
         for _ in range(slots):
             start_next()
         deadline: float | None = None
         try:
-            while in_flight:
+            while in_flight or held:
                 if life.closed and deadline is None:
                     deadline = time.monotonic() + life.grace
                 if deadline is not None and time.monotonic() >= deadline:
@@ -137,12 +161,15 @@ class AsyncExecutor:
                     await asyncio.wait_for(idle.wait(), wait)
                 except TimeoutError:
                     pass
-            left = len(in_flight)
+            left = sum(1 for running in in_flight if not running.done())
             for running in list(in_flight):
                 running.cancel()  # sent, no answer within the grace period: never stored
             if in_flight:
                 await asyncio.gather(*in_flight, return_exceptions=True)
         finally:
+            ending = True  # nothing new starts from here
+            if waiting or held:
+                commit()  # answers that arrived are stored, however the loop ends
             await _close_clients(tasks)
             if blocking is not None:
                 blocking.shutdown(wait=False, cancel_futures=True)

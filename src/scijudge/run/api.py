@@ -145,6 +145,9 @@ def judge_items(items: Sequence[Item], judges: Sequence[Any], store: Run | None 
         tasks, summary = pending(items, built, store, retry_abstained=retry_abstained, limit=limit, select=select)
         if store is not None and chosen.name != "batch":
             _refuse_batched(store, tasks)
+        from scijudge.lm.dspy_compat import cache_opened
+
+        cache_opened()  # set-up, as loading the judges is: the cache is not opened at the first answer
         life = Lifecycle(store, summary, stop=stop, grace=grace, breaker=breaker, on_result=on_result)
         left = chosen.execute(tasks, life)
         from scijudge.chain.cache import flush

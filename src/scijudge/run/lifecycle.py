@@ -104,6 +104,35 @@ class Lifecycle:
         if self.on_result is not None:
             self.on_result(result, self.summary)
 
+    def record_all(self, results: list[JudgeResult]) -> None:
+        """Store several results in one commit (the asyncio executor's group commit: the answers that arrive in
+        one turn of its event loop), then count and report each. Nothing is counted or reported before its row
+        is committed. If the one commit fails, each result is stored alone, so every row that can be stored is
+        (as ``record`` one by one would) and the first that cannot closes the gate and raises."""
+        if len(results) < 2 or self.store is None:
+            for result in results:
+                self.record(result)
+            return
+        with self._lock:
+            try:
+                with self.store.transaction():
+                    for result in results:
+                        self.store.record(result)
+            except Exception:
+                stored = False
+            else:
+                stored = True
+                for result in results:
+                    self.summary.add(result)
+        if not stored:
+            for result in results:
+                self.record(result)
+            return
+        self.gate.ok()
+        if self.on_result is not None:
+            for result in results:
+                self.on_result(result, self.summary)
+
     def record_dump(self, data: dict[str, Any]) -> None:
         """Store a result that was validated in another process (as its JSON dump)."""
         with self._lock:
