@@ -187,8 +187,12 @@ def test_the_lr_range_test_picks_the_candidate_with_the_lowest_loss_and_restores
     w = torch.nn.Parameter(torch.zeros(3))
     target = torch.tensor([0.9, -1.1, 1.0])
 
-    def loss_of(idx):
-        return ((w - target) ** 2).sum()
+    def loss_of(idx, backward):
+        with torch.set_grad_enabled(backward):
+            loss = ((w - target) ** 2).sum()
+        if backward:
+            loss.backward()
+        return float(loss)
 
     # Adam moves each weight by about lr a step: 3 steps of 10 overshoot to ~30, of 0.3 land near 0.9-1.1,
     # of 0.03 and less barely move

@@ -33,6 +33,7 @@ def distill_cmd(
     threads: Annotated[int | None, typer.Option("--threads", help="torch CPU threads (1 is fastest for small models on shared cores).")] = None,
     device: Annotated[str, typer.Option("--device", help="auto, cpu or cuda (bf16 on CUDA).")] = "auto",
     gradient_checkpointing: Annotated[bool, typer.Option("--gradient-checkpointing", help="Recompute activations in the backward pass (less memory).")] = False,
+    tokens_per_pass: Annotated[int | None, typer.Option("--tokens-per-pass", help="Padded prompt tokens in one forward/backward pass: a batch runs in passes with the same gradients; lower it to use less memory (default 256).")] = None,
     fresh: Annotated[bool, typer.Option("--fresh", help="Ignore a checkpoint in OUT and start again.")] = False,
     evaluate: Annotated[bool, typer.Option("--evaluate/--no-evaluate", help="Judge the held-out split with student, base and teacher and calibrate them paired.")] = True,
     n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the evaluation's intervals.")] = 1000,
@@ -73,7 +74,8 @@ def distill_cmd(
         result = distill(judge, items, base=base, out=out, labels=labels, teacher=teacher, teacher_model=teacher_model,
                          form=form, epochs=epochs, lr=lr, lr_search=lr_search, lora_r=lora_r, targets=modules, split=split, seed=seed,
                          batch_size=batch_size, threads=threads, device=device,
-                         gradient_checkpointing=gradient_checkpointing, resume=not fresh, evaluate=evaluate,
+                         gradient_checkpointing=gradient_checkpointing, tokens_per_pass=tokens_per_pass,
+                         resume=not fresh, evaluate=evaluate,
                          n_boot=n_boot, on_step=on_step)
     finally:
         if tasks:

@@ -107,9 +107,9 @@ def distill(judge: Any, items: str | Path | Sequence[Item], *, base: str | Path,
             form: str = "decision", epochs: int = 10, lr: float = 5e-3, lr_search: bool = True, lora_r: int = 8,
             targets: Sequence[str] | None = None, split: float = 0.3, seed: int = 0, batch_size: int = 8,
             threads: int | None = None, device: str = "auto", gradient_checkpointing: bool = False,
-            checkpoint_every: int = 20, resume: bool = True, evaluate: bool = True, eval_mode: str | None = None,
-            n_boot: int = 1000, on_step: Callable[[int, int, float], None] | None = None,
-            stop_after_step: int | None = None) -> DistillResult:
+            tokens_per_pass: int | None = None, checkpoint_every: int = 20, resume: bool = True,
+            evaluate: bool = True, eval_mode: str | None = None, n_boot: int = 1000,
+            on_step: Callable[[int, int, float], None] | None = None, stop_after_step: int | None = None) -> DistillResult:
     """Distil ``judge`` into a LoRA adapter on ``base``, written to ``out`` (usable as ``-m hf:<out>``).
 
     Args:
@@ -122,6 +122,8 @@ def distill(judge: Any, items: str | Path | Sequence[Item], *, base: str | Path,
         lr: the peak learning rate, or with ``lr_search`` the largest one the range test tries (lr, lr/10, ...).
         split: held-out fraction, by a hash of (seed, item id).
         threads: torch CPU threads (1 is fastest for tiny models on shared cores).
+        tokens_per_pass: padded prompt tokens in one forward and backward pass (a batch runs in several, with the
+            same gradients): what bounds memory (default ``TOKENS_PER_PASS``).
         resume: continue from ``out/checkpoint`` when it matches these settings and data (Ctrl-C keeps it).
         evaluate: judge the held-out split with the student, the base and the teacher, calibrate them paired.
         on_step: ``on_step(step, total, loss)`` after each step (a progress bar).
@@ -135,7 +137,8 @@ def distill(judge: Any, items: str | Path | Sequence[Item], *, base: str | Path,
     cfg = _train.TrainConfig(form=form, lora_r=lora_r, targets=tuple(targets or _train.DEFAULT_TARGETS), lr=lr,
                              lr_search=lr_search,
                              epochs=epochs, batch_size=batch_size, seed=seed, checkpoint_every=checkpoint_every,
-                             gradient_checkpointing=gradient_checkpointing, device=device, threads=threads)
+                             gradient_checkpointing=gradient_checkpointing, device=device, threads=threads,
+                             tokens_per_pass=tokens_per_pass or _train.TOKENS_PER_PASS)
     cfg.check()
     out_dir = Path(out)
     if out_dir.exists() and not out_dir.is_dir():
@@ -180,7 +183,11 @@ def distill(judge: Any, items: str | Path | Sequence[Item], *, base: str | Path,
     result.loss = loss_summary(float(start), trained.losses)
     if trained.interrupted:
         return result
-    del model
+    del model, tokenizer
+    import gc
+
+    gc.collect()  # the training model's reference cycles go before the student and the base are loaded to judge
+    _train.release_memory()
     if trained.resumed_from is None or trained.resumed_from < trained.steps:
         shutil.rmtree(out_dir / "evaluation", ignore_errors=True)  # judged by an adapter that has changed since
     if evaluate:

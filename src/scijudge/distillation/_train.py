@@ -28,6 +28,7 @@ level tokens), and this loop gives exact control over resume and data order with
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import random
@@ -38,6 +39,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scijudge.distillation._passes import (TOKENS_PER_PASS, SharedPrefix, checkpoint_layers_in_eval,
+                                           interruptible_backward, passes, release_memory)
 from scijudge.errors import InputError, ModelError
 
 DEFAULT_TARGETS = ("all-linear",)
@@ -81,10 +84,11 @@ class TrainConfig:
     gradient_checkpointing: bool = False
     device: str = "auto"  # "auto" | "cpu" | "cuda"
     threads: int | None = None  # torch.set_num_threads on CPU (1 is fastest for tiny models on shared cores)
+    tokens_per_pass: int = TOKENS_PER_PASS  # padded tokens in one forward/backward pass (memory; same gradients)
 
     def identity(self) -> dict[str, Any]:
         d = asdict(self)
-        for key in ("checkpoint_every", "device", "threads", "gradient_checkpointing"):
+        for key in ("checkpoint_every", "device", "threads", "gradient_checkpointing", "tokens_per_pass"):
             d.pop(key)
         d["targets"] = list(self.targets)
         d["lora_alpha"] = self.alpha
@@ -100,6 +104,7 @@ class TrainConfig:
                   (self.lora_r >= 1, "lora_r", "must be at least 1"), (self.lr > 0, "lr", "must be positive"),
                   (self.epochs >= 1, "epochs", "must be at least 1"),
                   (self.batch_size >= 1, "batch_size", "must be at least 1"),
+                  (self.tokens_per_pass >= 1, "tokens_per_pass", "must be at least 1"),
                   (bool(self.targets), "targets", "must name at least one module"),
                   (self.device in ("auto", "cpu", "cuda"), "device", "must be auto, cpu or cuda")]
         for ok, option, why in checks:
@@ -201,35 +206,20 @@ def left_pad(rows: Sequence[Sequence[int]], pad_id: int, torch: Any, device: Any
 
 
 def answer_logits(model: Any, rows: Sequence[Sequence[int]], shared: int, pad_id: int, torch: Any,
-                  device: Any) -> Any:
+                  device: Any, prefix: SharedPrefix | None = None) -> Any:
     """Next-token logits (fp32, rows x vocab) at the end of each row; the first ``shared`` tokens (the same in
-    every row) are run once and their keys and values repeated for the rows (with gradients)."""
-    if shared <= 0 or len(rows) == 1:
+    every row) are run once (or read from ``prefix``) and their keys and values repeated for the rows."""
+    if prefix is None and (shared <= 0 or len(rows) == 1):
         out = model(**left_pad(rows, pad_id, torch, device), use_cache=False, logits_to_keep=1)
         return out.logits[:, -1, :].float()
-    from transformers import DynamicCache
-
-    cache_kw = _cache_keyword(model)
-    try:
-        cache = DynamicCache(config=model.config)
-    except TypeError:  # older transformers
-        cache = DynamicCache()
-    prefix = torch.tensor([list(rows[0][:shared])], dtype=torch.long, device=device)
-    model(input_ids=prefix, use_cache=True, logits_to_keep=1, **{cache_kw: cache})
-    cache.batch_repeat_interleave(len(rows))
-    suffix = left_pad([r[shared:] for r in rows], pad_id, torch, device, start=shared)
-    mask = torch.cat([torch.ones((len(rows), shared), dtype=torch.long, device=device), suffix["attention_mask"]], 1)
+    if prefix is None:
+        prefix = SharedPrefix(model, rows[0][:shared], torch, device)
+    start = prefix.length
+    suffix = left_pad([r[start:] for r in rows], pad_id, torch, device, start=start)
+    mask = torch.cat([torch.ones((len(rows), start), dtype=torch.long, device=device), suffix["attention_mask"]], 1)
     out = model(input_ids=suffix["input_ids"], attention_mask=mask, position_ids=suffix["position_ids"],
-                use_cache=True, logits_to_keep=1, **{cache_kw: cache})
+                use_cache=True, logits_to_keep=1, **{prefix.keyword: prefix.cache(model, len(rows))})
     return out.logits[:, -1, :].float()
-
-
-def _cache_keyword(model: Any) -> str:
-    """``cache`` (newer transformers) or ``past_key_values``: what this model's forward calls its KV cache."""
-    import inspect
-
-    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return "cache" if "cache" in inspect.signature(inner.forward).parameters else "past_key_values"
 
 
 def level_rows_param(model: Any) -> Any:
@@ -240,8 +230,8 @@ def level_rows_param(model: Any) -> Any:
     return None
 
 
-def probe_level_rows(model: Any, data: Encoded, shared: int, batch_size: int, pad_id: int, torch: Any, device: Any,
-                     amp_dtype: Any) -> dict[str, Any]:
+def probe_level_rows(model: Any, data: Encoded, shared: int, tokens_per_pass: int, pad_id: int, torch: Any,
+                     device: Any, amp_dtype: Any) -> dict[str, Any]:
     """Linear probing before fine-tuning (LP-FT, Kumar et al. 2022): fit the level rows of the output layer to the
     targets on the base's own answer-position states (a ridge-regularised multinomial logistic regression,
     solved by L-BFGS in whitened coordinates), so the LoRA starts from a head that already reads the cue.
@@ -263,9 +253,10 @@ def probe_level_rows(model: Any, data: Encoded, shared: int, batch_size: int, pa
     hook = head.register_forward_pre_hook(capture)
     try:
         with torch.no_grad(), torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-            for i in range(0, len(data.ids), batch_size):
-                answer_logits(model, data.ids[i:i + batch_size], shared, pad_id, torch, device)
-                states.append(seen[-1])  # the rows' answer positions (a shared prefix is a call of its own)
+            prefix = SharedPrefix(model, data.ids[0][:shared], torch, device) if shared > 0 else None
+            for group in passes(data.ids, range(len(data.ids)), prefix.length if prefix else 0, tokens_per_pass):
+                answer_logits(model, [data.ids[i] for i in group], 0, pad_id, torch, device, prefix=prefix)
+                states.append(seen[-1])  # the rows' answer positions (the shared prefix is a call of its own)
     finally:
         hook.remove()
     h = torch.cat(states)  # n x d
@@ -419,53 +410,87 @@ def train(base_dir: Path, data: Encoded, out_dir: Path, cfg: TrainConfig, *, ide
         torch.set_num_threads(threads_before)
 
 
-def _batch_loss(model: Any, data: Encoded, idx: list[int], shared: int, pad: int, lev: Any, tgt: Any, torch: Any,
-                device: Any, amp_dtype: Any) -> Any:
-    """The training loss of the examples ``idx`` (decision: CE over the level tokens; generated: causal LM)."""
-    rows = [data.ids[i] for i in idx]
-    with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-        if tgt is not None:
-            logits = answer_logits(model, rows, shared, pad, torch, device)
-            return decision_loss(logits, lev, tgt[idx].to(device), torch)
-        batch = left_pad(rows, pad, torch, device)
-        labels = torch.full_like(batch["input_ids"], -100)
-        for r, i in enumerate(idx):
-            lab = data.labels[i]  # type: ignore[index]
-            labels[r, labels.shape[1] - len(lab):] = torch.tensor(lab, device=device)
-        logits = model(**batch, use_cache=False).logits.float()
-        return torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]),
-                                                 labels[:, 1:].reshape(-1), ignore_index=-100)
+def batch_loss(model: Any, data: Encoded, idx: list[int], shared: int, pad: int, lev: Any, tgt: Any, torch: Any,
+               device: Any, amp_dtype: Any, tokens_per_pass: int, backward: bool) -> float:
+    """The mean training loss of the examples ``idx`` (decision: CE over the level tokens; generated: causal LM);
+    with ``backward``, its gradients are added to the parameters'. Runs in bounded passes (``_passes``)."""
+    autocast = torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None)
+    total = 0.0
+    with torch.set_grad_enabled(backward):
+        if tgt is None:
+            return _generated_loss(model, data, idx, pad, torch, device, autocast, tokens_per_pass, backward)
+        prefix = None
+        if shared > 0 and len(idx) > 1:
+            with autocast:
+                prefix = SharedPrefix(model, data.ids[idx[0]][:shared], torch, device)
+        for group in passes(data.ids, idx, prefix.length if prefix else 0, tokens_per_pass):
+            with autocast:
+                logits = answer_logits(model, [data.ids[i] for i in group], 0, pad, torch, device, prefix=prefix)
+                loss = decision_loss(logits, lev, tgt[group].to(device), torch) * (len(group) / len(idx))
+            if backward:
+                loss.backward()
+            total += float(loss.detach())
+            del logits, loss
+        if backward and prefix is not None:
+            prefix.backward()
+    return total
 
 
-def _step(optimizer: Any, loss: Any, params: Any, max_grad_norm: float, torch: Any) -> None:
-    """One optimizer step on ``loss`` (gradients clipped to ``max_grad_norm`` when set): the training loop's and the
-    LR range test's, so the range test measures the step that training takes."""
+def _generated_loss(model: Any, data: Encoded, idx: list[int], pad: int, torch: Any, device: Any, autocast: Any,
+                    tokens_per_pass: int, backward: bool) -> float:
+    """Causal-LM loss on the answer tokens, the mean over all of the batch's answer tokens, in passes."""
+    labels_of = data.labels or []
+    answer_tokens = max(1, sum(1 for i in idx for t in labels_of[i] if t != -100))
+    total = 0.0
+    for group in passes(data.ids, idx, 0, tokens_per_pass):
+        with autocast:
+            batch = left_pad([data.ids[i] for i in group], pad, torch, device)
+            labels = torch.full_like(batch["input_ids"], -100)
+            for r, i in enumerate(group):
+                lab = labels_of[i]
+                labels[r, labels.shape[1] - len(lab):] = torch.tensor(lab, device=device)
+            logits = model(**batch, use_cache=False).logits.float()
+            loss = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]),
+                                                     labels[:, 1:].reshape(-1), ignore_index=-100,
+                                                     reduction="sum") / answer_tokens
+        if backward:
+            loss.backward()
+        total += float(loss.detach())
+        del logits, loss
+    return total
+
+
+def _step(optimizer: Any, compute: Callable[[], float], params: Any, max_grad_norm: float, torch: Any) -> float:
+    """One optimizer step: ``compute()`` adds the batch's gradients and returns its loss; gradients are clipped to
+    ``max_grad_norm`` when set. The training loop's and the LR range test's, so the range test measures the step
+    that training takes."""
     optimizer.zero_grad(set_to_none=True)
-    loss.backward()
+    loss = compute()
     if max_grad_norm:
         torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
     optimizer.step()
+    return loss
 
 
-def lr_range_test(model: Any, params: list[Any], batches: list[list[int]], loss_of: Callable[[list[int]], Any],
-                  cfg: TrainConfig, torch: Any) -> tuple[float, list[dict[str, float]]]:
+def lr_range_test(model: Any, params: list[Any], batches: list[list[int]],
+                  loss_of: Callable[[list[int], bool], float], cfg: TrainConfig,
+                  torch: Any) -> tuple[float, list[dict[str, float]]]:
     """Pick the peak LR: from the same start, ``LR_TEST_STEPS`` AdamW steps at each of lr, lr/10, ... on the first
     batches, then the loss on those batches; the candidate with the lowest loss wins (the larger on a tie within
-    1%). The weights, and every RNG, are put back afterwards. The candidates' losses go on the card."""
+    1%). The weights, and every RNG, are put back afterwards. The candidates' losses go on the card.
+    ``loss_of(idx, backward)``: the loss of examples ``idx``, and with ``backward`` their gradients."""
     start = [p.detach().clone() for p in params]
     rng = _rng_state(torch)
     seen = sorted({i for b in batches for i in b})
-    with torch.no_grad():
-        reference = float(loss_of(seen))
+    reference = loss_of(seen, False)
     trials: list[dict[str, float]] = []
     for k in range(LR_CANDIDATES):
         lr = cfg.lr / 10 ** k
         optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=cfg.weight_decay)
         for idx in batches:
-            loss = loss_of(idx)
-            _step(optimizer, loss, params, cfg.max_grad_norm, torch)
+            _step(optimizer, functools.partial(loss_of, idx, True), params, cfg.max_grad_norm, torch)
+        after = loss_of(seen, False)
         with torch.no_grad():
-            after = float(loss_of(seen))
             for p, p0 in zip(params, start, strict=True):
                 p.copy_(p0)
         trials.append({"lr": lr, "loss": after if math.isfinite(after) else float("inf")})
@@ -476,6 +501,21 @@ def lr_range_test(model: Any, params: list[Any], batches: list[list[int]], loss_
     return chosen, trials
 
 
+@dataclass
+class _Run:
+    """One training run's fixed parts: the model, the data, how a batch's loss is had, where checkpoints go."""
+
+    model: Any
+    data: Encoded
+    cfg: TrainConfig
+    identity: dict[str, Any]
+    params: list[Any]
+    loss_of: Callable[[list[int], bool], float]
+    ckpt: Path
+    shared: int
+    total: int
+
+
 def _train(base_dir: Path, data: Encoded, out_dir: Path, cfg: TrainConfig, *, identity: dict[str, Any], resume: bool,
            stop_after_step: int | None, on_step: Callable[[int, int, float], None] | None,
            loaded: tuple[Any, Any] | None, device: Any, amp_dtype: Any, t0: float) -> TrainResult:
@@ -483,14 +523,10 @@ def _train(base_dir: Path, data: Encoded, out_dir: Path, cfg: TrainConfig, *, id
     tok, base = loaded if loaded is not None else load_base(base_dir, device)
     model = attach_lora(base, cfg, data.level_ids if cfg.form == "decision" else None)
     identity = {**cfg.identity(), **identity}
-    n = len(data.ids)
     shared = 0 if (cfg.gradient_checkpointing or cfg.form != "decision") else shared_prefix(data.ids)
-    steps_per_epoch = math.ceil(n / cfg.batch_size)
-    total = steps_per_epoch * cfg.epochs
     pad = tok.pad_token_id
     lev = torch.tensor(data.level_ids or [], dtype=torch.long, device=device)
     tgt = torch.tensor(data.targets, dtype=torch.float32) if data.targets is not None else None
-    params = [p for p in model.parameters() if p.requires_grad]
     ckpt = out_dir / "checkpoint"
     state = load_checkpoint(ckpt, torch) if resume else None
     if state is not None and state["identity"] != identity:
@@ -498,64 +534,77 @@ def _train(base_dir: Path, data: Encoded, out_dir: Path, cfg: TrainConfig, *, id
         raise InputError(f"the checkpoint there was made with other settings or data ({', '.join(diff)}); "
                          "use another --out, or --fresh to start again", file=ckpt)
 
-    def loss_of(idx: list[int]) -> Any:
-        return _batch_loss(model, data, idx, shared, pad, lev, tgt, torch, device, amp_dtype)
+    def loss_of(idx: list[int], backward: bool) -> float:
+        loss = batch_loss(model, data, idx, shared, pad, lev, tgt, torch, device, amp_dtype, cfg.tokens_per_pass,
+                          backward)
+        release_memory()  # what the pass freed goes back to the system before the next one (see _passes)
+        return loss
 
+    run = _Run(model, data, cfg, identity, [p for p in model.parameters() if p.requires_grad], loss_of, ckpt,
+               shared, math.ceil(len(data.ids) / cfg.batch_size) * cfg.epochs)
     model.eval()  # the base's own dropout stays off (gradients flow all the same): a step is a pure function of
     # the weights and the batch, and the probe below reads the states the judge will see; lora_dropout regularises
-    recipe: dict[str, Any] = {"lr": cfg.lr}
-    if state is not None:
-        recipe = dict(state.get("recipe") or recipe)
-    else:
-        if cfg.level_rows and tgt is not None:
-            recipe.update(probe_level_rows(model, data, shared, cfg.batch_size, pad, torch, device, amp_dtype))
-        if cfg.lr_search:
-            order = epoch_order(n, cfg.seed, 0, torch)
-            batches = [order[k * cfg.batch_size:(k + 1) * cfg.batch_size] for k in range(LR_TEST_STEPS)]
-            recipe["lr"], recipe["lr_range_test"] = lr_range_test(model, params, [b for b in batches if b], loss_of,
-                                                                  cfg, torch)
-    optimizer = torch.optim.AdamW(params, lr=recipe["lr"], weight_decay=cfg.weight_decay)
+    if cfg.gradient_checkpointing:
+        checkpoint_layers_in_eval(model)
+    with interruptible_backward(model, torch):
+        if state is not None:
+            recipe = dict(state.get("recipe") or {"lr": cfg.lr})
+        else:
+            recipe = {"lr": cfg.lr}
+            if cfg.level_rows and tgt is not None:
+                recipe.update(probe_level_rows(model, data, shared, cfg.tokens_per_pass, pad, torch, device,
+                                               amp_dtype))
+            if cfg.lr_search:
+                order = epoch_order(len(data.ids), cfg.seed, 0, torch)
+                batches = [order[k * cfg.batch_size:(k + 1) * cfg.batch_size] for k in range(LR_TEST_STEPS)]
+                recipe["lr"], recipe["lr_range_test"] = lr_range_test(model, run.params, [b for b in batches if b],
+                                                                      loss_of, cfg, torch)
+        step, losses, resumed_from, interrupted = _fit(run, state, recipe, stop_after_step, on_step, torch)
+    if not interrupted:
+        save_adapter(model, out_dir, base_dir)
+    return TrainResult(out_dir, step, run.total, losses, time.perf_counter() - t0, resumed_from, interrupted,
+                       device.type, {"identity": identity, "shared_prefix": shared, "recipe": recipe,
+                                     "trained": trained_parameters(model)})
+
+
+def _fit(run: _Run, state: dict[str, Any] | None, recipe: dict[str, Any], stop_after_step: int | None,
+         on_step: Callable[[int, int, float], None] | None,
+         torch: Any) -> tuple[int, list[float], int | None, bool]:
+    """The optimizer steps, from the checkpoint ``state`` when given; Ctrl-C writes a checkpoint and returns.
+    (steps done, loss curve, the step resumed from, interrupted)."""
+    cfg, total = run.cfg, run.total
+    optimizer = torch.optim.AdamW(run.params, lr=recipe["lr"], weight_decay=cfg.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda(total, max(1, int(cfg.warmup_frac * total))))
     step, losses, resumed_from = 0, [], None
     if state is not None:
         with torch.no_grad():
-            named = dict(model.named_parameters())
+            named = dict(run.model.named_parameters())
             for k, v in state["trainable"].items():
                 named[k].copy_(v.to(named[k].dtype))
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         _set_rng_state(state["rng"], torch)
         step, losses, resumed_from = int(state["step"]), list(state["losses"]), int(state["step"])
-    interrupted = False
-
-    def checkpoint() -> None:
-        save_checkpoint(ckpt, model, optimizer, scheduler, step, losses, identity, torch, recipe=recipe)
-
+    steps_per_epoch = math.ceil(len(run.data.ids) / cfg.batch_size)
     try:
         while step < total:
             epoch, offset = divmod(step, steps_per_epoch)
-            idx = epoch_order(n, cfg.seed, epoch, torch)[offset * cfg.batch_size:(offset + 1) * cfg.batch_size]
-            loss = loss_of(idx)
-            _step(optimizer, loss, params, cfg.max_grad_norm, torch)
+            idx = epoch_order(len(run.data.ids), cfg.seed, epoch, torch)[
+                offset * cfg.batch_size:(offset + 1) * cfg.batch_size]
+            losses.append(_step(optimizer, functools.partial(run.loss_of, idx, True), run.params, cfg.max_grad_norm,
+                                torch))
             scheduler.step()
             step += 1
-            losses.append(float(loss.detach()))
             if on_step is not None:
                 on_step(step, total, losses[-1])
             if step % cfg.checkpoint_every == 0 or step == total:
-                checkpoint()
+                save_checkpoint(run.ckpt, run.model, optimizer, scheduler, step, losses, run.identity, torch, recipe)
             if stop_after_step is not None and step >= stop_after_step and step < total:
                 raise KeyboardInterrupt
-    except KeyboardInterrupt:
-        checkpoint()
-        interrupted = True
-    adapter_dir = out_dir
-    if not interrupted:
-        save_adapter(model, adapter_dir, base_dir)
-    trained = trained_parameters(model)
-    return TrainResult(adapter_dir, step, total, losses, time.perf_counter() - t0, resumed_from, interrupted,
-                       device.type, {"identity": identity, "shared_prefix": shared, "recipe": recipe,
-                                     "trained": trained})
+    except KeyboardInterrupt:  # mid-step (a pass, a backward): that step's partial gradients are dropped
+        save_checkpoint(run.ckpt, run.model, optimizer, scheduler, step, losses, run.identity, torch, recipe)
+        return step, losses, resumed_from, True
+    return step, losses, resumed_from, False
 
 
 def trained_parameters(model: Any) -> dict[str, Any]:
