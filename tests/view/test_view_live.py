@@ -120,3 +120,28 @@ def test_the_prompt_is_rebuilt_from_the_shipped_spec(tmp_path):
     unknown = client.get("/prompt", params={"id": "i002", "judge": J2}).text
     assert "is not one scijudge ships" in unknown
     assert client.get("/prompt", params={"id": "nope", "judge": J1}).status_code == 404
+
+
+@pytest.mark.slow  # a decision judgment through the real client against a loopback server
+def test_a_decision_judgments_prompt_is_the_rating_only_request_it_sent(tmp_path, loopback):
+    import html
+
+    from scijudge import Item, load_judge
+    from scijudge.testing.openai_server import Reply, level_logprobs
+
+    server = loopback(lambda body: Reply("4", finish_reason="length", completion_tokens=1,
+                                         logprobs=level_logprobs({"3": 0.3, "4": 0.6}, lead=" ")))
+    world = make_world(tmp_path / "w", n=2)
+    item = Item(id="d1", question="Why is the sky blue?", answer="Rayleigh scattering.",
+                papers=[{"title": "Scattering", "abstract": "Short waves scatter more."}])
+    world.items.write_text(json.dumps(item.model_dump(mode="json")) + "\n")
+    result = load_judge(J1, model="openai/judge", api_base=server.url, cache=False, mode="decision").judge_one(item)
+    with Run(world.store) as run:
+        run.record(result)
+    client = TestClient(build_app(make_viewer([world.store], items=[world.items], token="t")))
+    client.get("/?token=t")
+    page = client.get("/prompt", params={"id": "d1", "judge": J1}).text
+    shown = [html.unescape(m) for m in re.findall(r'data-role="(?:system|user)">(.*?)</div>', page, re.S)]
+    sent = server.requests[-1]["messages"]
+    assert shown == [m["content"] for m in sent] and "rating only" in shown[-1]  # exactly as sent
+    assert "rating-only request" in page

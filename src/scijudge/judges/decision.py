@@ -97,6 +97,27 @@ def decide_one(judge: Any, item: Item, part: str = "") -> JudgeResult:
     return made
 
 
+def _chats(judge: Any, inputs: dict[str, Any], questions: list[tuple[str, list[str], str]],
+           local: bool) -> list[tuple[str | None, tuple[Any, ...]]]:
+    """The lm15 (system, messages) of each question's request: the judge's prompt closed by the rating-only line, or
+    a prompt preset's own decision chat (a local model decides inside the native answer)."""
+    from scijudge.chain.chain import to_lm15
+    from scijudge.chain.decision import decision_messages, rating_only_instruction
+
+    native = getattr(judge.preset, "decision_messages", None)
+    if callable(native):
+        return [to_lm15(native(judge.spec, inputs, prefill=local)) for _ in questions]
+    return [decision_messages(judge.chain, judge.signature, judge.demos, inputs, rating_only_instruction(levels, what))
+            for _, levels, what in questions]
+
+
+def decision_chats(judge: Any, item: Item, part: str = "") -> list[tuple[str | None, tuple[Any, ...]]]:
+    """The lm15 (system, messages) of each request ``decide_one`` sends to an API for ``item`` (one per question):
+    what ``scijudge view`` shows as the prompt of a decision judgment."""
+    questions, _ = _questions(judge)
+    return _chats(judge, judge.inputs_for(item, part), questions, local=False)
+
+
 def _checklist_extra(judge: Any, item: Item, part: str) -> dict[str, Any]:
     """The criterion a checklist decision is about; a report that needs chunking abstains (one call only)."""
     entry, _ = judge._entry(item, part)
@@ -111,23 +132,15 @@ def _checklist_extra(judge: Any, item: Item, part: str) -> dict[str, Any]:
 def _decide(judge: Any, inputs: dict[str, Any], questions: list[tuple[str, list[str], str]],
             record: CallRecord) -> list[tuple[dict[str, float], float]]:
     """(distribution, coverage) of every question, from the local engine or through the chain."""
-    from scijudge.chain.decision import decide_via_api, decision_messages, decision_request, rating_only_instruction
+    from scijudge.chain.decision import decide_via_api, decision_request
 
     lm = judge.lm
     engine = getattr(lm, "engine", None)
     local = callable(getattr(engine, "submit_levels", None))
-    requests = []
-    for _, levels, what in questions:
-        native = getattr(judge.preset, "decision_messages", None)
-        if callable(native):  # a prompt preset: its own chat (a local model decides inside the native answer)
-            from scijudge.chain.chain import to_lm15
-
-            system, chat = to_lm15(native(judge.spec, inputs, prefill=local))
-        else:
-            system, chat = decision_messages(judge.chain, judge.signature, judge.demos, inputs,
-                                             rating_only_instruction(levels, what))
-        endpoint = bool(getattr(engine, "decision_endpoint", False))  # scijudge.lm.decisions: it needs the levels
-        requests.append(decision_request(lm.model, system, chat, levels if endpoint else None))
+    endpoint = bool(getattr(engine, "decision_endpoint", False))  # scijudge.lm.decisions: it needs the levels
+    requests = [decision_request(lm.model, system, chat, levels if endpoint else None)
+                for (system, chat), (_, levels, _) in zip(_chats(judge, inputs, questions, local), questions,
+                                                          strict=True)]
     if local:
         return _decide_locally(engine, requests, questions, record)
     return [decide_via_api(judge.chain, lm, request, levels, record)
@@ -212,4 +225,4 @@ def _fields(judge: Any, part: str, questions: list[tuple[str, list[str], str]],
 
 
 __all__ = ["DECISION_FAMILIES", "MODES", "NO_RATIONALE", "SCORE_RULES", "check_mode", "decide_one",
-           "decision_decoding"]
+           "decision_chats", "decision_decoding"]

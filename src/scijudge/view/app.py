@@ -247,12 +247,13 @@ class Viewer:
 
     def prompt_page(self, judgment: dict[str, Any]) -> str:
         """The prompt of one judgment, rebuilt from its spec (``view.prompts``)."""
-        from scijudge.view.prompts import rebuilt
+        from scijudge.view.prompts import is_decision, rebuilt
 
         messages, why = rebuilt(self.specs_by_hash(), self.site.items.item(judgment["item_id"]), judgment)
         return self.site.render("prompt.html", self.links, "items", f"Prompt · {judgment['item_id']}",
                                 item_id=judgment["item_id"], judge=judgment["judge"], part=judgment["part"],
-                                spec_hash=judgment.get("spec_hash"), messages=messages, why=why)
+                                spec_hash=judgment.get("spec_hash"), messages=messages, why=why,
+                                decision=is_decision(judgment.get("decoding")))
 
     def calibration_page(self) -> str:
         from scijudge.view.figures import calibration_page

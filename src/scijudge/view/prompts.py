@@ -10,13 +10,40 @@ from typing import Any
 from scijudge.errors import ScijudgeError
 
 
-def prompt_messages(spec: Any, item: Any, part: str) -> list[dict[str, str]]:
-    """The chat messages (role, content) ``spec``'s judge sends for ``item`` (and ``part``)."""
+def prompt_messages(spec: Any, item: Any, part: str, decoding: str = "") -> list[dict[str, str]]:
+    """The chat messages (role, content) ``spec``'s judge sends for ``item`` (and ``part``); for a decision judgment
+    (``decoding`` names ``mode: decision``), those of its rating-only request(s) (``judges.decision.decision_chats``)."""
     from scijudge.judges.build import build_judge
 
     judge = build_judge(spec)
+    settings = _settings(decoding)
+    if settings.get("mode") == "decision":
+        from scijudge.judges.decision import decision_chats
+
+        judge.use_mode("decision", str(settings.get("decision_score") or "expected"))
+        found: list[dict[str, str]] = []
+        for system, chat in decision_chats(judge, item, part):
+            found += [{"role": "system", "content": system}] if system else []
+            found += [{"role": str(m.role), "content": "".join(getattr(p, "text", "") or "" for p in m.parts)}
+                      for m in chat]
+        return found
     messages = judge.chain.messages(judge.signature, judge.demos, judge.inputs_for(item, part))
     return [{"role": str(m.get("role", "")), "content": _text(m.get("content"))} for m in messages]
+
+
+def is_decision(decoding: Any) -> bool:
+    """A judgment's stored decoding settings say it was decided from level probabilities (``mode: decision``)."""
+    return _settings(decoding).get("mode") == "decision"
+
+
+def _settings(decoding: Any) -> dict[str, Any]:
+    import json
+
+    try:
+        found = json.loads(decoding) if isinstance(decoding, str) and decoding else {}
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def _text(content: Any) -> str:
@@ -36,6 +63,6 @@ def rebuilt(specs: dict[str, Any], item: Any, judgment: dict[str, Any]) -> tuple
     if isinstance(item, str):
         return [], item
     try:
-        return prompt_messages(spec, item, judgment.get("part") or ""), ""
+        return prompt_messages(spec, item, judgment.get("part") or "", judgment.get("decoding") or ""), ""
     except (ScijudgeError, ValueError, TypeError, KeyError) as exc:
         return [], f"the prompt could not be rebuilt: {exc}"
