@@ -129,19 +129,37 @@ def test_a_decision_judgments_prompt_is_the_rating_only_request_it_sent(tmp_path
     from scijudge import Item, load_judge
     from scijudge.testing.openai_server import Reply, level_logprobs
 
-    server = loopback(lambda body: Reply("4", finish_reason="length", completion_tokens=1,
-                                         logprobs=level_logprobs({"3": 0.3, "4": 0.6}, lead=" ")))
+    def answer(body):
+        if body.get("logprobs"):
+            return Reply("4", finish_reason="length", completion_tokens=1,
+                         logprobs=level_logprobs({"3": 0.3, "4": 0.6}, lead=" "))
+        return json.dumps({"judgment": {"rationale": "fine", "rating": 4}})
+
+    server = loopback(answer)
     world = make_world(tmp_path / "w", n=2)
     item = Item(id="d1", question="Why is the sky blue?", answer="Rayleigh scattering.",
                 papers=[{"title": "Scattering", "abstract": "Short waves scatter more."}])
     world.items.write_text(json.dumps(item.model_dump(mode="json")) + "\n")
-    result = load_judge(J1, model="openai/judge", api_base=server.url, cache=False, mode="decision").judge_one(item)
+    generated = load_judge(J1, model="openai/gen", api_base=server.url, cache=False).judge_one(item)
+    sent_generated = server.requests[-1]["messages"]
+    decided = load_judge(J1, model="openai/judge", api_base=server.url, cache=False, mode="decision").judge_one(item)
+    sent_decided = server.requests[-1]["messages"]
     with Run(world.store) as run:
-        run.record(result)
+        run.record(generated)
+        run.record(decided)
     client = TestClient(build_app(make_viewer([world.store], items=[world.items], token="t")))
     client.get("/?token=t")
-    page = client.get("/prompt", params={"id": "d1", "judge": J1}).text
-    shown = [html.unescape(m) for m in re.findall(r'data-role="(?:system|user)">(.*?)</div>', page, re.S)]
-    sent = server.requests[-1]["messages"]
-    assert shown == [m["content"] for m in sent] and "rating only" in shown[-1]  # exactly as sent
-    assert "rating-only request" in page
+    for model, sent in (("openai/gen", sent_generated), ("openai/judge", sent_decided)):
+        # the prompt link of this model's judgment on the item page
+        link = [u for u in re.findall(r'class="prompt-link" href="([^"]+)"', client.get("/item?id=d1").text)]
+        page = client.get(html.unescape(link[[j["model"] for j in viewer_rows(world.store, "d1")].index(model)])).text
+        shown = [html.unescape(m) for m in re.findall(r'data-role="(?:system|user)">(.*?)</div>', page, re.S)]
+        assert shown == [m["content"] for m in sent], model  # exactly as sent
+    assert "rating only" in shown[-1] and "rating-only request" in page
+
+
+def viewer_rows(store, item_id):
+    """The item's judgments in the order its page lists them (judge, part, model, store)."""
+    from scijudge.view.stores import StoreView
+
+    return StoreView([store]).item(item_id)

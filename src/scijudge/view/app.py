@@ -416,13 +416,18 @@ def _browse_routes(viewer: Viewer) -> list[Any]:
 
     def prompt_url(judgment: dict[str, Any]) -> str:
         return "/prompt?" + urlencode({"id": judgment["item_id"], "judge": judgment["judge"],
-                                       "part": judgment.get("part") or ""})
+                                       "part": judgment.get("part") or "", "model": judgment.get("model") or "",
+                                       "store": judgment.get("store", "")})
 
     def prompt(request: Request) -> Response:
+        """One judgment's prompt: the item's judgment by this judge (and part), of the model and store the link names
+        (each model's judgment has its own prompt: a decision judgment's differs); without them, the first."""
         query = request.query_params
         item_id, judge = query.get("id") or "", query.get("judge") or ""
         found = [j for j in viewer.site.view.item(item_id) if j["judge"] == judge
-                 and (j["part"] or "") == (query.get("part") or "")]
+                 and (j["part"] or "") == (query.get("part") or "")
+                 and query.get("model", j["model"]) == j["model"]
+                 and query.get("store", str(j.get("store"))) == str(j.get("store"))]
         if not found:
             return PlainTextResponse(f"no judgment of item {item_id!r} by {judge!r} in these stores", status_code=404)
         return _page(viewer.prompt_page(found[0]))
