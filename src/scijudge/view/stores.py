@@ -105,6 +105,20 @@ class Page:
         self.pages = max(1, -(-self.total // self.size))
 
 
+def _damage_as_read(path: Path) -> InputError | None:
+    """The error ``Run`` gives reading a damaged store (one line naming every damaged row and the ways on, as
+    ``export`` says it), or None when it reads the store whole (only asked once a damaged row was found)."""
+    from scijudge.run.store import Run
+
+    try:
+        with Run(path, create=False) as run:
+            for _row in run.rows(decode=True):
+                pass
+    except InputError as exc:
+        return exc
+    return None
+
+
 class StoreView:
     """Read-only SQL over the current judgments of the given run stores (and the human labels given)."""
 
@@ -193,8 +207,12 @@ class StoreView:
             db.execute(f"CREATE TABLE main.keys AS SELECT {', '.join(_KEYS)} FROM cur")
             db.execute("CREATE INDEX main.keys_stored ON keys(store, rid)")
             bad = db.execute(f"SELECT {', '.join(_KEYS)} FROM main.keys WHERE {bad_row_sql(_KEYS)} LIMIT 1").fetchall()
-            if bad:  # a damaged row is refused as every reader refuses it, naming its store
-                check_columns(_KEYS, list(zip(*bad)), bad, self.paths[bad[0][0]])
+            if bad:  # a damaged row is refused as every reader refuses it, naming its store and every damaged row
+                damaged = self.paths[bad[0][0]]
+                found = _damage_as_read(damaged)
+                if found is not None:
+                    raise found
+                check_columns(_KEYS, list(zip(*bad)), bad, damaged)
             db.execute("CREATE TEMP VIEW listed AS SELECT k.*, l.human, l.n AS n_labels, "
                        "ABS(k.score - l.human) AS disagreement FROM main.keys k LEFT JOIN main.labels l "
                        "ON l.item_id = k.item_id AND l.judge = k.judge AND l.part = k.part")
