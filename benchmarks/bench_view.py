@@ -20,6 +20,7 @@ that loads the store would pay before its first page), and the viewer's peak mem
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.cookiejar
 import os
 import random
@@ -29,6 +30,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 MAKE_STORE = r'''
@@ -89,29 +91,38 @@ FIRST = ("URL line printed", "first page (runs)", "first items page", "first lab
          "URL line to the first labelling page")
 
 
-def first_requests(src: str, store: Path, labels: Path, out: Path, env: dict[str, str]) -> dict[str, float]:
-    """The viewer of the code in ``src`` started on ``store``: seconds to its URL line, then to each first page
-    (runs, items, label, in that order, as a user opens them) and from the URL line to the labelling page."""
+@contextlib.contextmanager
+def started_viewer(src: str | None, store: Path, labels: Path, out: Path,
+                   env: dict[str, str]) -> Iterator[tuple[urllib.request.OpenerDirector, str, dict[str, float], int]]:
+    """The viewer of the code in ``src`` (None: this environment's) started on ``store``, stopped on exit: an opener
+    holding its cookie, its base URL, and the seconds to its URL line, to each first page (runs, items, label, in
+    that order, as a user opens them) and from the URL line to the labelling page; its process id."""
     out.unlink(missing_ok=True)
     started = time.perf_counter()
     server = subprocess.Popen([sys.executable, "-m", "scijudge", "view", str(store), "--labels", str(labels),
                                "--label-out", str(out), "--no-browser", "--port", "0"], stdout=subprocess.PIPE,
-                              text=True, env=dict(env, PYTHONPATH=src))
+                              text=True, env=env if src is None else dict(env, PYTHONPATH=src))
     try:
         line = server.stdout.readline()
         up = time.perf_counter()
         match = re.match(r"scijudge view: (http://\S+/)\?token=(\S+)", line)
         if not match:
-            raise SystemExit(f"no URL line from {src}: {line!r}")
+            raise SystemExit(f"no URL line from {src or 'this code'}: {line!r}")
         base, token = match.groups()
         opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
         runs, _ = fetch(opener, f"{base}?token={token}")
         items, _ = fetch(opener, f"{base}items")
         label, _ = fetch(opener, f"{base}label")
-        return dict(zip(FIRST, (up - started, runs, items, label, time.perf_counter() - up)))
+        yield opener, base, dict(zip(FIRST, (up - started, runs, items, label, time.perf_counter() - up))), server.pid
     finally:
         server.terminate()
         server.wait(10)
+
+
+def first_requests(src: str, store: Path, labels: Path, out: Path, env: dict[str, str]) -> dict[str, float]:
+    """The first requests of the viewer of the code in ``src`` (``started_viewer``)."""
+    with started_viewer(src, store, labels, out, env) as (_opener, _base, first, _pid):
+        return first
 
 
 def side_by_side(reference: str, rounds: int, store: Path, labels: Path, tmp: Path, env: dict[str, str]) -> None:
@@ -153,23 +164,8 @@ def main() -> None:
                               check=True).stdout.split()
     load_s, load_rss = float(read_all[0]), float(read_all[2])
 
-    started = time.perf_counter()
-    out = tmp / "new_labels.jsonl"
-    out.unlink(missing_ok=True)
-    server = subprocess.Popen([sys.executable, "-m", "scijudge", "view", str(store), "--labels", str(labels),
-                               "--label-out", str(out), "--no-browser", "--port", "0"], stdout=subprocess.PIPE,
-                              text=True, env=env)
-    try:
-        line = server.stdout.readline()
-        up_s = time.perf_counter() - started
-        match = re.match(r"scijudge view: (http://\S+/)\?token=(\S+)", line)
-        if not match:
-            raise SystemExit(f"no URL line: {line!r}")
-        base, token = match.groups()
-        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
-        first_runs, _ = fetch(opener, f"{base}?token={token}")
-        first_items, _ = fetch(opener, f"{base}items")
-        first_label, _ = fetch(opener, f"{base}label")
+    with started_viewer(None, store, labels, tmp / "new_labels.jsonl", env) as (opener, base, first, pid):
+        up_s, first_runs, first_items, first_label = (first[k] for k in FIRST[:4])
         pages = {
             "items page 2": "items?page=2",
             "items page 3": "items?page=3",
@@ -198,10 +194,7 @@ def main() -> None:
                                       data=b'{"item_id": "q000001", "judge": "yescieval.qa.coherence", "score": 3}')
         timings["a label written (POST /label)"], _ = fetch(opener, post)
         pages["a label written (POST /label)"] = ""
-        rss = peak_rss_mb(server.pid)
-    finally:
-        server.terminate()
-        server.wait(10)
+        rss = peak_rss_mb(pid)
     print(f"\n{'':46s} {'seconds':>8s} {'target':>7s}")
     print(f"{'server up (URL line printed; scales resolved)':46s} {up_s:8.3f} {'':>7s}")
     print(f"{'first page (runs), first request':46s} {first_runs:8.3f} {1.5:7.1f}  {'ok' if first_runs <= 1.5 else 'OVER'}")
