@@ -1,9 +1,10 @@
 """Done-when of the viewer's safety: with `scijudge view` open (a real server process, its pages read while the run
 goes) during a real `scijudge judge` run, the `.sqlite` alone, copied after `judge` exits, holds every judgment;
-and the viewer, started before the run, shows them."""
+and the viewer, started before the run, shows them, each with the model's raw reply (escaped)."""
 
 from __future__ import annotations
 
+import html
 import http.cookiejar
 import json
 import os
@@ -36,7 +37,8 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def test_the_store_file_alone_holds_every_judgment_of_a_run_watched_by_the_viewer(loopback, tmp_path):
-    server = loopback(lambda body: json.dumps({"judgment": {"rationale": "fine", "rating": 4}}), latency=0.05)
+    reply = json.dumps({"judgment": {"rationale": "fine <b>4</b>", "rating": 4}})
+    server = loopback(lambda body: reply, latency=0.05)
     items, spec, run = tmp_path / "items.jsonl", tmp_path / "spec.toml", tmp_path / "run.sqlite"
     items.write_text("".join(json.dumps({"id": f"it{i:03d}", "question": "Q?", "answer": f"answer {i}"}) + "\n"
                              for i in range(36)))
@@ -61,6 +63,9 @@ def test_the_store_file_alone_holds_every_judgment_of_a_run_watched_by_the_viewe
         assert running.returncode == 0, running.stderr.read()
         page = opener.open(base + "items", timeout=20).read().decode()
         assert re.search(r'id="count">(\d+) judgments', page).group(1) == "36"  # started before the run, shows it
+        item = opener.open(base + "item?id=it020", timeout=20).read().decode()  # judged after the viewer started
+        shown = re.findall(r'class="text raw-answer" data-attempt="1">(.*?)</div>', item, re.S)
+        assert [html.unescape(x) for x in shown] == [reply] and "&lt;b&gt;" in shown[0]  # as sent, escaped
         copy = tmp_path / "copy" / "run.sqlite"
         copy.parent.mkdir()
         shutil.copyfile(run, copy)  # the store file alone, while the viewer still has it open
