@@ -19,6 +19,7 @@ shared-prefix row per dtype and torch thread count on the first item. Prints the
     python benchmarks/bench_smollm2.py                        # 2 items x 9 rubrics decision, 1 x 9 generated
     python benchmarks/bench_smollm2.py --items 12 --gen-items 12 --dtype float32    # the whole bundled set
     python benchmarks/bench_smollm2.py --skip-generate --dtypes float32 bfloat16 --threads 1 2
+    python benchmarks/bench_smollm2.py --float32-row        # and the per-rubric prompts in float32
 """
 
 from __future__ import annotations
@@ -96,10 +97,18 @@ def run_plain(lm: Any, requests: list, mode: str, max_tokens: int) -> float:
     return len(prompts) / (time.perf_counter() - wall0)
 
 
-def compare(lm: Any, items: list, mode: str, args: argparse.Namespace) -> None:
-    """The four rows of one mode, then the ratios of the shared-prefix row to the others."""
+def compare(lm: Any, items: list, mode: str, args: argparse.Namespace, before: Any = None) -> None:
+    """The rows of one mode, then the ratios of the shared-prefix row to the others. ``before``: the same model
+    loaded in float32 (the engine's CPU dtype before bf16 became the default where the CPU has it): its
+    per-rubric row too."""
     rows: dict[str, float] = {}
     sent: list = []
+    if before is not None:
+        load = os.getloadavg()[0]
+        label = "per-rubric prompts, float32"
+        rows[label], requests = run_scijudge(before, items, mode, "rubric-first", False, args.concurrency)
+        print(f"{mode:>9} {label:<30} {rows[label]:8.3f} j/s   ({len(requests)} judgments, load {load:.1f})",
+              flush=True)
     for label, layout, reuse in (("per-rubric prompts (today)", "rubric-first", False),
                                  ("item-first, no reuse", "item-first", False),
                                  ("item-first, shared prefix", "item-first", True)):
@@ -145,6 +154,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8, help="judgments in flight (the CLI's default)")
     parser.add_argument("--torch-threads", type=int, default=None, help="torch threads of the main comparison")
     parser.add_argument("--skip-generate", action="store_true")
+    parser.add_argument("--float32-row", action="store_true",
+                        help="also the per-rubric prompts in float32 (the engine's CPU dtype before)")
     parser.add_argument("--dtypes", nargs="*", default=[], help="also: decision rates per dtype (first item)")
     parser.add_argument("--threads", nargs="*", type=int, default=[], help="... and per torch thread count")
     args = parser.parse_args()
@@ -158,9 +169,10 @@ def main() -> None:
     print(f"SmolLM2-135M-Instruct (hf:smollm2), {args.dtype}, {torch.get_num_threads()} torch threads, "
           f"{os.cpu_count()} CPUs, concurrency {args.concurrency}; load average {os.getloadavg()[0]:.1f}")
     lm = _load(args.dtype, args.max_tokens)
-    compare(lm, items[: args.items], "decision", args)
+    before = _load("float32", args.max_tokens) if args.float32_row and args.dtype != "float32" else None
+    compare(lm, items[: args.items], "decision", args, before)
     if not args.skip_generate:
-        compare(lm, items[: args.gen_items], "generate", args)
+        compare(lm, items[: args.gen_items], "generate", args, before)
     if args.dtypes or args.threads:
         args.dtypes = args.dtypes or [args.dtype]
         args.threads = args.threads or [torch.get_num_threads()]

@@ -8,6 +8,9 @@ import os
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "true"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Local models in float32 whatever the CPU (the default is bf16 where the CPU has it natively): figures and greedy
+# texts of the tiny model are then the same on every machine; tests/lm/test_local_dtype.py checks the default.
+os.environ.setdefault("SCIJUDGE_LOCAL_DTYPE", "float32")
 
 import ast
 import itertools

@@ -168,14 +168,18 @@ class Judge(dspy.Module):
         self.mode, self.decision_score = mode, decision_score
 
     def decoding(self) -> dict[str, Any]:
-        """The configured decoding settings that change an answer (part of a judgment's identity)."""
+        """The configured decoding settings that change an answer (part of a judgment's identity); a local
+        engine's dtype too, unless float32 (``LocalEngine.identity_dtype``)."""
+        lm = self.lm
+        dtype = getattr(getattr(lm, "engine", None), "identity_dtype", None)
         if self.mode == "decision":
             from scijudge.judges.decision import decision_decoding
 
-            return decision_decoding(self)
-        lm = self.lm
-        max_tokens = getattr(lm, "kwargs", {}).get("max_tokens") or self.chain.config.max_tokens
-        return {"max_tokens": max_tokens, "logprobs": self.chain.config.logprobs}
+            settings = decision_decoding(self)
+        else:
+            max_tokens = getattr(lm, "kwargs", {}).get("max_tokens") or self.chain.config.max_tokens
+            settings = {"max_tokens": max_tokens, "logprobs": self.chain.config.logprobs}
+        return {**settings, "dtype": dtype} if isinstance(dtype, str) else settings
 
     def identity(self, item: Item, part: str = "") -> list[Identity]:
         """The one judgment ``judge_item(item, part)`` stores: the content it reads, spec, model, endpoint and

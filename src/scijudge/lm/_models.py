@@ -7,6 +7,7 @@ cache (``local_files_only``).
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,10 +120,38 @@ def parse_model_string(model: str) -> ModelRef:
     return ModelRef(base, folder)
 
 
+DTYPE_ENV = "SCIJUDGE_LOCAL_DTYPE"
+"""Environment variable naming the local engine's default dtype (float32, bfloat16, float16) for every local model
+this process loads without an explicit ``dtype``: the override of the per-machine default below."""
+
+
+def native_bf16_cpu() -> bool:
+    """Whether this CPU computes bfloat16 natively (AMX tiles or AVX-512 BF16), as torch's CPU checks report.
+    There bf16 matrix work runs at about twice float32's speed (``benchmarks/bench_smollm2.py --dtypes``);
+    elsewhere it is emulated and slower than float32."""
+    try:
+        import torch
+    except ImportError:
+        return False
+    cpu = getattr(torch, "cpu", None)
+    for name in ("_is_amx_tile_supported", "_is_avx512_bf16_supported"):
+        check = getattr(cpu, name, None)
+        try:
+            if check is not None and check():
+                return True
+        except Exception:  # a torch build without the check
+            continue
+    return False
+
+
 def dtype_name(dtype: Any, on_cuda: bool) -> str:
-    """Normalise a dtype argument to 'float32' | 'bfloat16' | 'float16' (bf16 on CUDA, fp32 on CPU by default)."""
+    """Normalise a dtype argument to 'float32' | 'bfloat16' | 'float16'. The default (None or "auto"):
+    ``SCIJUDGE_LOCAL_DTYPE`` if set, else bfloat16 on CUDA and on CPUs with native bf16 (``native_bf16_cpu``),
+    float32 on other CPUs."""
     if dtype is None or dtype == "auto":
-        return "bfloat16" if on_cuda else "float32"
+        dtype = os.environ.get(DTYPE_ENV, "").strip() or None
+    if dtype is None or dtype == "auto":
+        return "bfloat16" if on_cuda or native_bf16_cpu() else "float32"
     text = str(dtype).removeprefix("torch.")
     if text not in _DTYPES:
         raise ModelError(f"unsupported dtype {dtype!r}; use one of float32, bfloat16, float16")
@@ -149,7 +178,8 @@ def weight_files(folder: Path) -> str:
 
 
 def device_settings(dtype: Any, device_map: Any) -> tuple[str, Any]:
-    """(dtype name, device_map) with the defaults: bf16 + ``"auto"`` when CUDA is there, fp32 on CPU."""
+    """(dtype name, device_map) with the defaults: bf16 + ``"auto"`` when CUDA is there; on CPU bf16 where it is
+    native, else fp32 (``dtype_name``)."""
     torch, _ = require_torch()
     on_cuda = torch.cuda.is_available() and device_map not in ("cpu", {"": "cpu"})
     return dtype_name(dtype, on_cuda), (device_map if device_map is not None else ("auto" if on_cuda else None))

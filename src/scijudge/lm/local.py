@@ -6,7 +6,7 @@
 * Model strings: ``hf:<folder or hub id>`` (a base model, or a PEFT adapter whose ``adapter_config.json``
   names its base), ``hf:<base>+<adapter>``. Nothing is ever downloaded: folders are read as they are and hub
   ids only from the local Hugging Face cache (``local_files_only``).
-* dtype per device (bfloat16 on CUDA, float32 on CPU, overridable), ``device_map``, the tokenizer's chat
+* dtype per device (bfloat16 on CUDA and on CPUs with native bf16, else float32; overridable), ``device_map``, the tokenizer's chat
   template, the request's temperature (0 or unset = greedy), ``max_tokens`` (``finish_reason="length"`` when
   it runs out), stop sequences, top_p/top_k/seed, and token logprobs with top-k alternatives.
 * Structured output by construction: ``response_format`` ``json_schema`` is enforced by grammar-constrained
@@ -138,7 +138,9 @@ class LocalEngine:
 
         Args:
             model: ``hf:<folder or cached hub id>``, ``hf:<adapter>`` or ``hf:<base>+<adapter>``.
-            dtype: float32 / bfloat16 / float16; default bfloat16 on CUDA, float32 on CPU.
+            dtype: float32 / bfloat16 / float16; default (``SCIJUDGE_LOCAL_DTYPE`` if set) bfloat16 on CUDA and
+                on CPUs with native bf16 (AMX or AVX-512 BF16), float32 on other CPUs; recorded in each
+                judgment's decoding settings unless float32.
             device_map: passed to ``from_pretrained``; default ``"auto"`` on CUDA, none (CPU) otherwise.
             max_batch_size: most requests decoded together.
             max_wait_ms: how long the first queued request waits for others to join its batch.
@@ -197,6 +199,13 @@ class LocalEngine:
     def close(self) -> None:
         """Release this engine's hold on the shared model (unloaded when no engine uses it)."""
         self._finalizer()
+
+    @property
+    def identity_dtype(self) -> str | None:
+        """The dtype a judgment records in its decoding settings (its identity): None for float32, what every
+        local judgment was computed in before the default became machine-dependent, so those keep their keys;
+        bfloat16 and float16 judgments are told apart from them."""
+        return None if self.dtype == "float32" else self.dtype
 
     def dump_state(self) -> dict[str, Any]:
         """JSON-serialisable settings from which :meth:`load_state` rebuilds the engine (no weights)."""
