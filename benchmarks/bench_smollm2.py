@@ -77,6 +77,13 @@ def run_scijudge(lm: Any, items: list, mode: str, layout: str, reuse: bool, conc
     return summary.ok / wall, sent
 
 
+def warm(lm: Any, item: Any, mode: str) -> None:
+    """One untimed judgment on ``lm``, so that no row pays the first call's set-up (allocations, the grammar)."""
+    from scijudge import judge_items, load_judge
+
+    judge_items([item], [load_judge(RUBRICS[0], lm=lm, mode=mode)], None, concurrency=1)
+
+
 def run_plain(lm: Any, requests: list, mode: str, max_tokens: int) -> float:
     """Judgments/s of plain transformers on the same prompts, one at a time, no cache reuse or batching."""
     import torch
@@ -103,6 +110,8 @@ def compare(lm: Any, items: list, mode: str, args: argparse.Namespace, before: A
     per-rubric row too."""
     rows: dict[str, float] = {}
     sent: list = []
+    for model in (lm, before) if before is not None else (lm,):
+        warm(model, items[0], mode)
     if before is not None:
         load = os.getloadavg()[0]
         label = "per-rubric prompts, float32"
