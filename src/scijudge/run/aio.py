@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -87,29 +87,17 @@ class AsyncExecutor:
         skipped = 0
         stopped = 0  # sent, then ended by the stop without an answer (a retry the stop cut short)
 
-        waiting: list[JudgeResult] = []  # answers of this turn of the loop, for one commit
         ending = False
-        held = 0  # slots whose answers wait for that commit (each takes its next task after it)
 
-        def commit() -> None:
-            """The group commit: every answer that arrived since the last one in one store transaction; then
-            their slots take their next tasks. Runs once per turn of the loop that brought answers."""
-            nonlocal held
-            results, slots = list(waiting), held
-            waiting.clear()
-            held = 0
-            try:
-                life.record_all(results)
-            except Exception:
-                pass  # the store cannot be written: the gate holds it and ``finish`` raises it
-            for _ in range(slots):
-                start_next()
-            if not in_flight and not held:
+        def idle_if_done() -> None:
+            if not in_flight and not group.held:
                 idle.set()
+
+        group = _GroupCommit(life, loop, lambda: start_next(), idle_if_done)
 
         async def one(task: Task) -> bool:
             """Judge one task; True when its answers wait for the group commit."""
-            nonlocal skipped, stopped, held
+            nonlocal skipped, stopped
             item, judge, part = task
             if life.closed:
                 skipped += 1
@@ -124,10 +112,7 @@ class AsyncExecutor:
             if results is None:
                 stopped += 1
                 return False
-            if not waiting and not held:
-                loop.call_soon(commit)  # before this task's done callback: the slot waits for the commit
-            waiting.extend(results)
-            held += 1
+            group.add(results)
             return True
 
         def start_next() -> None:
@@ -144,38 +129,75 @@ class AsyncExecutor:
             in_flight.discard(done)
             if done.cancelled() or done.exception() is not None or not done.result():
                 start_next()  # else the commit starts it: a slot takes its next task only once its answers are stored
-            if not in_flight and not held:
-                idle.set()
+            idle_if_done()
 
         for _ in range(slots):
             start_next()
-        deadline: float | None = None
         try:
-            while in_flight or held:
-                if life.closed and deadline is None:
-                    deadline = time.monotonic() + life.grace
-                if deadline is not None and time.monotonic() >= deadline:
-                    break
-                wait = 0.1 if deadline is None else max(0.0, min(0.1, deadline - time.monotonic()))
-                try:
-                    await asyncio.wait_for(idle.wait(), wait)
-                except TimeoutError:
-                    pass
-            left = sum(1 for running in in_flight if not running.done())
-            for running in list(in_flight):
-                running.cancel()  # sent, no answer within the grace period: never stored
-            if in_flight:
-                await asyncio.gather(*in_flight, return_exceptions=True)
+            left = await _drain(in_flight, group, idle, life)
         finally:
             ending = True  # nothing new starts from here
-            if waiting or held:
-                commit()  # answers that arrived are stored, however the loop ends
+            group.commit()  # answers that arrived are stored, however the loop ends
             await _close_clients(tasks)
             if blocking is not None:
                 blocking.shutdown(wait=False, cancel_futures=True)
         if life.closed:
             life.never_sent(skipped + sum(1 for _ in queue))
         return left + stopped
+
+
+class _GroupCommit:
+    """The answers that arrive in one turn of the event loop, stored in one transaction at the end of that turn
+    (``Lifecycle.record_all``: committed before they are counted or reported); the slots whose answers waited
+    take their next tasks after it (``start_next``, once per slot)."""
+
+    def __init__(self, life: Lifecycle, loop: asyncio.AbstractEventLoop, start_next: Callable[[], None],
+                 idle_if_done: Callable[[], None]) -> None:
+        self.life, self.loop, self.start_next, self.idle_if_done = life, loop, start_next, idle_if_done
+        self.waiting: list[JudgeResult] = []
+        self.held = 0  # slots whose answers wait for the commit
+
+    def add(self, results: list[JudgeResult]) -> None:
+        if not self.waiting and not self.held:
+            self.loop.call_soon(self.commit)  # before the task's done callback: its slot waits for the commit
+        self.waiting.extend(results)
+        self.held += 1
+
+    def commit(self) -> None:
+        if not self.waiting and not self.held:
+            return
+        results, slots = self.waiting, self.held
+        self.waiting, self.held = [], 0
+        try:
+            self.life.record_all(results)
+        except Exception:
+            pass  # the store cannot be written: the gate holds it and ``finish`` raises it
+        for _ in range(slots):
+            self.start_next()
+        self.idle_if_done()
+
+
+async def _drain(in_flight: set[asyncio.Task[bool]], group: _GroupCommit, idle: asyncio.Event,
+                 life: Lifecycle) -> int:
+    """Wait until every task is done and stored, or, once the gate closes, for ``life.grace`` seconds; cancel what
+    is still out (sent, no answer in time: never stored) and return how many those were."""
+    deadline: float | None = None
+    while in_flight or group.held:
+        if life.closed and deadline is None:
+            deadline = time.monotonic() + life.grace
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+        wait = 0.1 if deadline is None else max(0.0, min(0.1, deadline - time.monotonic()))
+        try:
+            await asyncio.wait_for(idle.wait(), wait)
+        except TimeoutError:
+            pass
+    left = sum(1 for running in in_flight if not running.done())
+    for running in list(in_flight):
+        running.cancel()
+    if in_flight:
+        await asyncio.gather(*in_flight, return_exceptions=True)
+    return left
 
 
 @contextmanager
