@@ -115,3 +115,25 @@ def test_level_rows_on_the_tied_real_base_are_served_unmerged_with_their_trained
         import shutil
 
         shutil.rmtree(out, ignore_errors=True)
+
+
+def test_bf16_decision_probabilities_on_the_real_weights_stay_close_to_float32(lm: object) -> None:
+    """The CPU default is bf16 where the CPU has it natively (scijudge.lm._models.dtype_name): on the real weights
+    its decision distribution stays near float32's (this module's engine is float32: the suite pins it)."""
+    from scijudge.judges.build import build_judge
+    from scijudge.lm.local import local_lm
+    from scijudge.spec.judge_spec import get_spec
+
+    item = _claims(1)[0]
+    made = {}
+    bf16 = local_lm("hf:smollm2", max_tokens=120, max_string_chars=200, dtype="bfloat16")
+    try:
+        for name, model in (("float32", lm), ("bfloat16", bf16)):
+            judge = build_judge(get_spec("expertqa.claim_support"), lm=model)
+            judge.use_mode("decision")
+            made[name] = judge.judge_one(item)
+    finally:
+        bf16.engine.close()
+    fp32, half = made["float32"].probs, made["bfloat16"].probs
+    assert '"dtype":"bfloat16"' in made["bfloat16"].decoding and '"dtype"' not in made["float32"].decoding
+    assert set(fp32) == set(half) and max(abs(fp32[k] - half[k]) for k in fp32) < 0.05, (fp32, half)
