@@ -72,3 +72,23 @@ def test_a_resume_judges_the_damaged_row_again_and_the_store_reads_whole(damaged
     assert summary.damaged == 1 and summary.skipped_done == 5 and server.count == 7
     with Run(path, create=False) as run:
         assert len(run.to_pandas()) == 6 and run.damaged_rows() == []
+
+
+@pytest.mark.parametrize("cut", [1000, 4096])
+def test_a_store_cut_short_is_refused_for_writing_whatever_page_its_tail_was(tmp_path, cut):
+    """SQLite reads past a file's end as zeros, so a torn copy can pass quick_check with its last rows' text zeroed:
+    opening it to judge into is refused in one line (the file's size against its pages), and nothing is written."""
+    from scijudge.records import JudgeResult
+
+    path = tmp_path / "run.sqlite"
+    with Run(path) as run:
+        for i in range(40):  # rows of ~1,700 bytes: the file's last 1,000 bytes are one row's text, nothing else
+            run.record(JudgeResult(item_id=f"i{i:03d}", judge="j", family="likert", spec_hash="h", model="m/a",
+                                   status="ok", score=3.0, rationale="r" * 1500))
+    data = path.read_bytes()
+    assert len(data) > 8 * 4096 and len(data) % 4096 == 0 and not (tmp_path / "run.sqlite-wal").exists()
+    path.write_bytes(data[:-cut])
+    with pytest.raises(InputError, match="damaged run store"), Run(path) as run:
+        run.record(JudgeResult(item_id="new", judge="j", family="likert", spec_hash="h", model="m/a", status="ok",
+                               score=3.0))
+    assert path.read_bytes() == data[:-cut]
