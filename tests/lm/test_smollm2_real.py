@@ -1,10 +1,8 @@
 """What only real weights show: SmolLM2-135M-Instruct's chat template, its 49,152-token vocabulary under
-grammar-constrained JSON, decision levels that are real single tokens, and LoRA level rows on a real base whose
-input and output embeddings are tied (the distiller's output layer, merged or not).
-
-Not here: a training run on the real base. Three steps over nine short prompts took over five minutes on the
-shared two-core machine (a LoRA step is a forward and a backward pass through all 30 layers), more than the
-suite's budget; tests/distillation trains on tiny bases instead.
+grammar-constrained JSON, decision levels that are real single tokens, LoRA level rows on a real base whose
+input and output embeddings are tied (the distiller's output layer, merged or not), and distillation on the real
+base: a short training run on four claim prompts whose adapter, served by the engine, moves the model's decision
+probabilities towards the experts' levels.
 
 One engine for the module (one model load); the converted folder is the session's ``smollm2`` fixture."""
 
@@ -137,3 +135,60 @@ def test_bf16_decision_probabilities_on_the_real_weights_stay_close_to_float32(l
     fp32, half = made["float32"].probs, made["bfloat16"].probs
     assert '"dtype":"bfloat16"' in made["bfloat16"].decoding and '"dtype"' not in made["float32"].decoding
     assert set(fp32) == set(half) and max(abs(fp32[k] - half[k]) for k in fp32) < 0.05, (fp32, half)
+
+
+
+def test_distillation_on_the_real_base_moves_the_served_decisions_towards_the_experts(lm: object, smollm2: Path,
+                                                                                     tmp_path: Path) -> None:
+    import torch
+
+    from scijudge.distillation._data import encode, judge_messages, label_targets, level_token_ids, render
+    from scijudge.distillation._train import Encoded, TrainConfig, train
+    from scijudge.judges.build import build_judge
+    from scijudge.lm.local import local_lm
+    from scijudge.spec.judge_spec import get_spec
+
+    spec = get_spec("expertqa.claim_support")
+    judge = build_judge(spec, lm=lm)
+    levels = ["1", "2", "3"]
+    targets = label_targets(CLAIMS.parent / "labels.jsonl", spec.name, levels)
+    runtime = lm.engine._runtime  # type: ignore[attr-defined]
+    tokenizer = runtime.tokenizer
+    # the four labelled claims with the shortest prompts, two levels at least (a constant target teaches a bias only)
+    from scijudge.data import load_items
+
+    items, _ = load_items(CLAIMS)
+    prompts = {it.id: render(tokenizer, judge_messages(judge, it, levels, decision=True)) for it in items
+               if it.id in targets}
+    chosen = sorted(prompts, key=lambda i: len(prompts[i]))[:4]
+    assert len({max(range(3), key=targets[i].__getitem__) for i in chosen}) >= 2
+    data = Encoded([encode(tokenizer, prompts[i]) for i in chosen], targets=[targets[i] for i in chosen],
+                   level_ids=level_token_ids(tokenizer, prompts[chosen[0]], levels))
+    cfg = TrainConfig(lr=1e-3, lr_search=False, epochs=1, batch_size=4, threads=2, tokens_per_pass=256)
+    out = tmp_path / "student"
+    threads = torch.get_num_threads()
+    trained = train(smollm2, data, out, cfg, identity={"test": "real-base"})
+    assert torch.get_num_threads() == threads  # the process's thread count is the caller's again
+    recipe = trained.extra["recipe"]
+    assert trained.steps == 1 and len(trained.losses) == 1 and not trained.interrupted  # one step: the suite's budget
+    assert trained.extra["shared_prefix"] > 500  # the judge's system prompt, run once per batch
+    # the probe's fit of the level rows lowers the training loss before the step; the step's loss is measured there
+    assert recipe["loss_after_probe"] < recipe["loss_before"]
+    assert trained.losses[0] == pytest.approx(recipe["loss_after_probe"], rel=1e-3)
+
+    by_id = {it.id: it for it in items}
+    base_judge = build_judge(spec, lm=lm, mode="decision")
+    served = local_lm(f"hf:{out}", dtype="float32")  # the module engine (the base) is float32 too
+    try:
+        student_judge = build_judge(spec, lm=served, mode="decision")
+        before = [base_judge.judge_one(by_id[i]) for i in chosen]
+        after = [student_judge.judge_one(by_id[i]) for i in chosen]
+    finally:
+        served.engine.close()
+    assert all(r.status == "ok" for r in before + after)
+
+    def expected_log_prob(results: list[object]) -> float:  # the training objective, on the served probabilities
+        return sum(sum(t * math.log(max(r.probs[lev], 1e-12)) for t, lev in zip(targets[i], levels))  # type: ignore[attr-defined]
+                   for i, r in zip(chosen, results)) / len(chosen)
+
+    assert expected_log_prob(after) > expected_log_prob(before) + 0.05
