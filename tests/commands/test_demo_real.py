@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -47,10 +48,11 @@ def test_the_demo_judges_with_smollm2_weights_in_english(smollm2: Path, tmp_path
     from scijudge.lm.smollm2 import gguf_file, weights_hash
 
     monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    done = _demo("--run", tmp_path / "d.sqlite", "--limit", 1, "-j", "expertqa.claim_support")
+    store = tmp_path / ("a-long-folder-name-so-the-path-is-wider-than-a-terminal-" * 2) / "d.sqlite"
+    done = _demo("--run", store, "--limit", 1, "-j", "expertqa.claim_support")
     assert done.exit_code == 0, done.output
     assert "weak judge" in done.output and "--model" in done.output
-    frame = Run(tmp_path / "d.sqlite").to_pandas()
+    frame = Run(store).to_pandas()
     assert len(frame) == 1 and frame.status.iloc[0] == "ok"
     source = gguf_file()
     assert source is not None
@@ -63,8 +65,8 @@ def test_the_demo_judges_with_smollm2_weights_in_english(smollm2: Path, tmp_path
     assert len(words) >= 5 and sum(w in common for w in words) >= 2, frame.rationale.iloc[0]
     assert "expert" in done.output  # the experts' label is shown beside the model's rating
     # The closing words' calibrate command runs as printed, on the demo's store (run from the repository).
-    said = " ".join(done.output.split())
-    command = said[said.index("scijudge calibrate"):].split()[1:]
+    line = next(line for line in done.output.splitlines() if "scijudge calibrate" in line)
+    command = shlex.split(line.strip())[1:]
     monkeypatch.chdir(Path(__file__).resolve().parents[2])
     calibrated = CliRunner().invoke(app, [*command, "--out", str(tmp_path / "cal")])
     assert calibrated.exit_code == 0, calibrated.output

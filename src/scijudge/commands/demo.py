@@ -188,8 +188,10 @@ def _closing_words(tiny: bool, model: str | None, run: Path) -> None:
                   "real-data notebook's claims) and its rationales often repeat the claim or wander off it. "
                   "The numbers above are its honest output. Point the same command at a real judge with --model (an API model such as "
                   "--model openai/gpt-4o-mini, or a local one with --model hf:/path/to/model), and compare it with "
-                  f"the experts: scijudge calibrate --run {shlex.quote(str(run))} --labels "
-                  "datasets/expertqa/labels.jsonl --allow-extra-labels", highlight=False)
+                  "the experts:")
+        # On a line of its own and never folded, so that it can be copied as it is, whatever the path's length.
+        out.print(f"  scijudge calibrate --run {shlex.quote(str(run))} --labels datasets/expertqa/labels.jsonl "
+                  "--allow-extra-labels", highlight=False, markup=False, soft_wrap=True)
 
 
 def _bundled(relative: str) -> Path:
