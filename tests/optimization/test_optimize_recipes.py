@@ -394,3 +394,11 @@ def test_spec_round_trip_is_exact(tmp_path: Path) -> None:
     inline = optimized_spec(base, text.replace(anchors, "") + "\n\nExtra advice.", [], {})
     assert inline.scale.anchors == {} and inline.provenance["anchors_inlined"] is True
     assert render_instructions(get_spec(save_spec(inline, tmp_path / "i.toml"))) == render_instructions(inline)
+
+
+def test_bootstrap_rs_without_bootstrapped_demos_is_refused_before_any_call() -> None:
+    """DSPy's random search draws each candidate's demo count from 1..max_bootstrapped_demos: 0 would fail mid-run
+    (randint(1, 0)) after the paid zero-shot and labelled candidates; the recipe is refused first, in one line."""
+    with pytest.raises(InputError, match="max_bootstrapped_demos"):
+        recipe_from_dict({"optimizer": "bootstrap_rs", "settings": {"max_bootstrapped_demos": 0}}, source="r.toml")
+    recipe_from_dict({"optimizer": "bootstrap_rs", "settings": {"max_bootstrapped_demos": 1}}, source="r.toml")

@@ -93,7 +93,8 @@ class CoproSettings(OptimizerSettings):
 class BootstrapRSSettings(OptimizerSettings):
     """BootstrapFewShotWithRandomSearch: bootstrapped + labelled demo sets, the best on dev kept."""
 
-    max_bootstrapped_demos: int = Field(default=2, ge=0)
+    # At least 1: DSPy draws each random candidate's demo count from 1..max (randint(1, 0) fails mid-run).
+    max_bootstrapped_demos: int = Field(default=2, ge=1)
     max_labeled_demos: int = Field(default=2, ge=0)
     max_rounds: int = Field(default=1, ge=1)
     num_candidate_programs: int = Field(default=4, ge=1)
