@@ -223,6 +223,16 @@ def decoding_text(settings: dict[str, Any]) -> str:
     return json.dumps({k: v for k, v in settings.items() if v is not None}, sort_keys=True, separators=(",", ":"))
 
 
+def decoding_settings(text: Any) -> dict[str, Any]:
+    """A stored ``decoding`` text read back as settings (``decoding_text``'s inverse); {} for an empty, damaged or
+    non-object text."""
+    try:
+        found = json.loads(text) if isinstance(text, str) and text else {}
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
 def safe_endpoint(api_base: str | None) -> str:
     """An endpoint URL without credentials: userinfo, query and fragment removed ('' for the provider default)."""
     if not api_base:

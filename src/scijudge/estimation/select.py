@@ -344,9 +344,8 @@ def _sequential_plan(f: np.ndarray, pilot: np.ndarray, y: np.ndarray, width: flo
 def read_picks(path: Any, *, queue_ok: bool = False) -> pd.DataFrame:
     """A picks file written by ``scijudge select-labels`` (CSV with at least item_id, pi, picked). An escalation
     queue of ``scijudge cascade --escalated`` (design ``cascade-escalation``: the items no member trusted, not a
-    sample drawn with known probabilities) is refused, or with ``queue_ok`` read as one row per item (a labelling
-    queue for the viewer: one row per labelling unit, (item_id, judge, part) where the queue names the judge, else per
-    item)."""
+    sample drawn with known probabilities) is refused, or with ``queue_ok`` read as a labelling queue for the viewer:
+    one row per labelling unit, (item_id, judge, part) where the queue names the judge, else per item."""
     from pathlib import Path
 
     file = Path(path)
@@ -361,12 +360,12 @@ def read_picks(path: Any, *, queue_ok: bool = False) -> pd.DataFrame:
         if column not in frame:
             raise InputError(f"a picks file needs columns item_id, pi, picked; {column!r} is missing", file=file,
                              field=column)
+    unit = [c for c in ("item_id", "judge", "part") if c in frame]  # a cascade escalates (item, judge, part)
     if "design" in frame and (frame["design"].astype(str) == "cascade-escalation").any():
         if not queue_ok:
             raise InputError("this is an escalation queue of `scijudge cascade --escalated` (the items no member "
                              "trusted, not a sample drawn with known probabilities), so it cannot weight an estimate: "
                              "label its items, then estimate without --picks", file=file, field="design")
-        unit = [c for c in ("item_id", "judge", "part") if c in frame]  # a cascade escalates (item, judge, part)
         frame = frame.drop_duplicates(unit, keep="first").reset_index(drop=True)
     pi = pd.to_numeric(frame["pi"], errors="coerce")
     bad = frame.index[~((pi > 0) & (pi <= 1))]
@@ -380,8 +379,7 @@ def read_picks(path: Any, *, queue_ok: bool = False) -> pd.DataFrame:
                          field="picked")
     frame["pi"] = pi
     frame["picked"] = truth.astype(bool)
-    twice = frame["item_id"].duplicated() if "judge" not in frame or not queue_ok else \
-        frame.duplicated([c for c in ("item_id", "judge", "part") if c in frame])
+    twice = frame.duplicated(unit if queue_ok and "judge" in frame else ["item_id"])
     if twice.any():
         row = int(frame.index[twice][0])
         raise InputError(f"item {frame['item_id'].iloc[row]!r} appears twice", file=file, line=row + 2, field="item_id")

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from scijudge.errors import ScijudgeError
+from scijudge.records import decoding_settings
 
 
 def prompt_messages(spec: Any, item: Any, part: str, decoding: str = "") -> list[dict[str, str]]:
@@ -16,7 +17,7 @@ def prompt_messages(spec: Any, item: Any, part: str, decoding: str = "") -> list
     from scijudge.judges.build import build_judge
 
     judge = build_judge(spec)
-    settings = _settings(decoding)
+    settings = decoding_settings(decoding)
     if settings.get("mode") == "decision":
         from scijudge.judges.decision import decision_chats
 
@@ -33,17 +34,7 @@ def prompt_messages(spec: Any, item: Any, part: str, decoding: str = "") -> list
 
 def is_decision(decoding: Any) -> bool:
     """A judgment's stored decoding settings say it was decided from level probabilities (``mode: decision``)."""
-    return _settings(decoding).get("mode") == "decision"
-
-
-def _settings(decoding: Any) -> dict[str, Any]:
-    import json
-
-    try:
-        found = json.loads(decoding) if isinstance(decoding, str) and decoding else {}
-    except ValueError:
-        return {}
-    return found if isinstance(found, dict) else {}
+    return decoding_settings(decoding).get("mode") == "decision"
 
 
 def _text(content: Any) -> str:

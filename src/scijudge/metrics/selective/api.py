@@ -41,6 +41,7 @@ from scijudge.errors import InputError
 from scijudge.metrics.frames import Judgments
 from scijudge.metrics.jury.members import Member, members_of_judge, select_members
 from scijudge.metrics.selective.fst import SPLITS, cascade_core, clopper_pearson
+from scijudge.records import decoding_settings
 from scijudge.run.cascade import Threshold, unit_confidence
 from scijudge.vocab import FEW_UNITS
 
@@ -149,10 +150,7 @@ def _decoding_of(rows: pd.DataFrame) -> dict[str, Any]:
     """How a member's judgments were made (so ``judge --cascade`` makes new ones the same way)."""
     texts = rows["decoding"].astype(str) if "decoding" in rows else pd.Series([], dtype=str)
     common = texts.mode().iloc[0] if len(texts) and texts.str.len().gt(0).any() else ""
-    try:
-        settings = json.loads(common) if common else {}
-    except ValueError:
-        settings = {}
+    settings = decoding_settings(common)
     if settings.get("mode") == "decision":
         return {"mode": "decision", "decision_score": settings.get("decision_score", "expected"),
                 "rating_probs": False}
