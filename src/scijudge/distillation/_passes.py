@@ -21,6 +21,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from scijudge.lm.kv_cache import forward_names, new_cache
+
 TOKENS_PER_PASS = 256
 """Default padded tokens (rows x longest row, beyond the shared prefix) in one forward and backward pass. On
 SmolLM2-135M with ExpertQA claim prompts (a 735-token shared prefix, 130-220 tokens each beyond it) a batch of 8
@@ -46,30 +48,12 @@ def passes(rows: Sequence[Sequence[int]], idx: Iterable[int], skip: int, budget:
     return groups
 
 
-def new_cache(model: Any) -> Any:
-    """An empty KV cache for ``model`` (transformers' DynamicCache)."""
-    from transformers import DynamicCache
-
-    try:
-        return DynamicCache(config=model.config)
-    except TypeError:  # older transformers
-        return DynamicCache()
-
-
-def cache_keyword(model: Any) -> str:
-    """``cache`` (newer transformers) or ``past_key_values``: what this model's forward calls its KV cache."""
-    import inspect
-
-    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return "cache" if "cache" in inspect.signature(inner.forward).parameters else "past_key_values"
-
-
 class SharedPrefix:
     """The tokens every row of a batch starts with, run once: their keys and values per layer, and the leaves
     that passes read; ``backward`` sends the leaves' summed gradients back through the prefix."""
 
     def __init__(self, model: Any, ids: Sequence[int], torch: Any, device: Any) -> None:
-        self.torch, self.length, self.keyword = torch, len(ids), cache_keyword(model)
+        self.torch, self.length, self.keyword = torch, len(ids), forward_names(model)[0]
         cache = new_cache(model)
         prefix = torch.tensor([list(ids)], dtype=torch.long, device=device)
         model(input_ids=prefix, use_cache=True, logits_to_keep=1, **{self.keyword: cache})

@@ -9,15 +9,14 @@ floating-point rounding: batched greedy output equals unbatched greedy output.
 
 from __future__ import annotations
 
-import inspect
 import logging
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from scijudge.lm._grammar import GrammarBackend, GrammarSpec, Matcher
 from scijudge.lm._prefix import PrefixStore, prefix_pass
+from scijudge.lm.kv_cache import forward_names, new_cache
 
 logger = logging.getLogger("scijudge.lm.local")
 
@@ -79,30 +78,16 @@ class _State:
     forced: int = 0
 
 
-_KWARG_NAMES: weakref.WeakKeyDictionary[Any, tuple[str, str | None]] = weakref.WeakKeyDictionary()
-
-
 class ModelCaller:
-    """Calls a causal LM forward with the keyword names this transformers version uses."""
+    """Calls a causal LM forward with the keyword names this transformers version uses (``kv_cache``)."""
 
     def __init__(self, model: Any) -> None:
         self.model = model
-        names = _KWARG_NAMES.get(model)
-        if names is None:
-            inner = model.get_base_model() if hasattr(model, "get_base_model") else model
-            params = inspect.signature(inner.forward).parameters  # costs milliseconds: cached per model
-            keep = next((k for k in ("logits_to_keep", "num_logits_to_keep") if k in params), None)
-            names = _KWARG_NAMES[model] = ("cache" if "cache" in params else "past_key_values", keep)
-        self.cache_kw, self.keep_kw = names
+        self.cache_kw, self.keep_kw = forward_names(model)
 
     def new_cache(self) -> Any:
         """An empty dynamic KV cache for the model."""
-        from transformers import DynamicCache
-
-        try:
-            return DynamicCache(config=self.model.config)
-        except TypeError:  # older transformers
-            return DynamicCache()
+        return new_cache(self.model)
 
     def __call__(self, input_ids: Any, attention_mask: Any, position_ids: Any, cache: Any) -> Any:
         """Run one forward pass and return the float32 logits of the last position, shape [batch, vocab]."""
