@@ -129,6 +129,8 @@ def test_scijudge_distill_is_the_verb_even_after_the_package_is_imported():
     assert callable(scijudge.distill) and "distill" in scijudge.__all__
     with pytest.raises(InputError, match="field .lora_r.: must be at least 1"):
         scijudge.distill("x", [], base="hf:/nowhere", out="/tmp/unused", lora_r=0)
+    with pytest.raises(InputError, match="field .tokens_per_pass.: must be at least 1"):  # not the default
+        scijudge.distill("x", [], base="hf:/nowhere", out="/tmp/unused", tokens_per_pass=0)
 
 
 def test_the_loss_summary_has_start_end_and_a_smoothed_curve_and_says_whether_it_fell():

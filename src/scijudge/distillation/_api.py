@@ -138,7 +138,7 @@ def distill(judge: Any, items: str | Path | Sequence[Item], *, base: str | Path,
                              lr_search=lr_search,
                              epochs=epochs, batch_size=batch_size, seed=seed, checkpoint_every=checkpoint_every,
                              gradient_checkpointing=gradient_checkpointing, device=device, threads=threads,
-                             tokens_per_pass=tokens_per_pass or _train.TOKENS_PER_PASS)
+                             tokens_per_pass=_train.TOKENS_PER_PASS if tokens_per_pass is None else tokens_per_pass)
     cfg.check()
     out_dir = Path(out)
     if out_dir.exists() and not out_dir.is_dir():
