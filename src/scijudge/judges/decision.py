@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import time
+from contextlib import nullcontext
 from typing import Any, Literal
 
 from scijudge.chain.chain import Abstained, CallRecord, recording
@@ -62,7 +63,7 @@ def _questions(judge: Any) -> tuple[list[tuple[str, list[str], str]], dict[str, 
     if family == "checklist":
         from scijudge.judges.checklist import SCORES
 
-        labels = list(judge.output_type.ALLOWED)
+        labels = list(judge.spec.output_type().ALLOWED)  # (any Judge of the spec: an optimizer's generic one too)
         return [("verdict", labels, "verdict")], {label: float(SCORES[label]) for label in labels}
     from scijudge.vocab import scale_of
 
@@ -71,6 +72,40 @@ def _questions(judge: Any) -> tuple[list[tuple[str, list[str], str]], dict[str, 
     if family == "pairwise":
         return [("rating_a", levels, "rating of answer A"), ("rating_b", levels, "rating of answer B")], None
     return [("rating", levels, "rating")], None
+
+
+class Decision:
+    """A decision judgment as a DSPy program returns it (``judge(**inputs)`` in decision mode): its score and
+    verdict through ``run_fields`` (what optimizer metrics read), its level distribution in ``probs``."""
+
+    def __init__(self, fields: dict[str, Any]) -> None:
+        self.score: float | None = fields.get("score")
+        self.verdict: str | None = fields.get("verdict")
+        self.confidence: float | None = fields.get("confidence")
+        self.probs: dict[str, float] = dict(fields.get("probs") or {})
+
+    def run_fields(self) -> Any:
+        from scijudge.spec.outputs import RunFields
+
+        return RunFields(score=self.score, verdict=self.verdict, confidence=self.confidence)
+
+    def __repr__(self) -> str:
+        return f"Decision(score={self.score!r}, verdict={self.verdict!r}, probs={self.probs!r})"
+
+
+def decision_prediction(judge: Any, inputs: dict[str, Any], part: str = "") -> Any:
+    """``Judge.forward`` in decision mode: a ``Decision`` as the prediction's judgment, or an abstention with its
+    reason (how optimizers score decision candidates: no text is generated, so no rationale and no trace)."""
+    import dspy
+
+    with recording(join=True) as record:
+        try:
+            questions, label_scores = _questions(judge)
+            dists = _decide(judge, inputs, questions, record)
+        except Abstained as exc:
+            return dspy.Prediction(judgment=None, abstained=True, reason=exc.reason, attempts=record.attempts)
+        fields = _fields(judge, part, questions, dists, label_scores)
+        return dspy.Prediction(judgment=Decision(fields), abstained=False, reason=None, attempts=record.attempts)
 
 
 def decide_one(judge: Any, item: Item, part: str = "") -> JudgeResult:
@@ -142,7 +177,9 @@ def _decide(judge: Any, inputs: dict[str, Any], questions: list[tuple[str, list[
                 for (system, chat), (_, levels, _) in zip(_chats(judge, inputs, questions, local), questions,
                                                           strict=True)]
     if local:
-        return _decide_locally(engine, requests, questions, record)
+        count = getattr(lm, "scijudge_local_calls", None)  # e.g. an optimization budget counts them as calls
+        with count(len(requests)) if callable(count) else nullcontext():
+            return _decide_locally(engine, requests, questions, record)
     return [decide_via_api(judge.chain, lm, request, levels, record)
             for request, (_, levels, _) in zip(requests, questions, strict=True)]
 
@@ -224,5 +261,5 @@ def _fields(judge: Any, part: str, questions: list[tuple[str, list[str], str]],
     return dict(score=score, probs=dist, result=result, rationale=None)
 
 
-__all__ = ["DECISION_FAMILIES", "MODES", "NO_RATIONALE", "SCORE_RULES", "check_mode", "decide_one",
-           "decision_chats", "decision_decoding"]
+__all__ = ["DECISION_FAMILIES", "MODES", "NO_RATIONALE", "SCORE_RULES", "Decision", "check_mode", "decide_one",
+           "decision_chats", "decision_decoding", "decision_prediction"]

@@ -40,6 +40,7 @@ from scijudge.optimization._judge_metrics import VERDICT, JudgeMetric, Ledger, c
 from scijudge.optimization._opt_judge import OptJudge
 from scijudge.optimization._recipes import Recipe, SplitSpec, _line_of, resolve_recipe
 from scijudge.optimization._registry import CompileInputs, entry_for
+from scijudge.optimization._registry import names as registered_names
 from scijudge.optimization._result import INTERRUPTED, OptimizationResult, write_outputs
 from scijudge.optimization._retry import RetryPolicy, preflight
 from scijudge.optimization._spec_io import optimized_spec
@@ -68,6 +69,12 @@ class Plan:
     test: list[Any]
     labels_source: str | None
     test_variants: list[Item] = field(default_factory=list)
+    mode: str = "generate"  # or "decision": candidates and the test split judged from the level probabilities
+    decision_score: str = "expected"
+
+    def judge(self, spec: JudgeSpec, lm: Any) -> Judge:
+        """A judge of ``spec`` on ``lm`` in this optimization's mode (the test split's, the baseline's)."""
+        return judge_for(spec, lm=lm, mode=self.mode, decision_score=self.decision_score)
 
     def reserve(self, roles: int) -> int:
         """Calls kept for the test evaluation of ``roles`` judges (variants included), with room for retries."""
@@ -87,20 +94,36 @@ def _resolve_inputs(judge_spec: JudgeSpec | str | Path, items: list[Item] | str 
     return spec, list(items), list(labels), labels_source
 
 
+def _check_mode(spec: JudgeSpec, recipe: Recipe, mode: str, decision_score: str) -> None:
+    """Refuse decision mode for a family it cannot decide, and for optimizers that learn from answers' text."""
+    from scijudge.judges.decision import check_mode
+
+    check_mode(mode, decision_score, spec.family, name=spec.name, source=spec.source)
+    if mode == "decision" and entry_for(recipe.optimizer).reads_answers:
+        usable = ", ".join(n for n in registered_names() if not entry_for(n).reads_answers)
+        text = Path(recipe.source).read_text(encoding="utf-8") if recipe.source and Path(recipe.source).exists() else ""
+        raise InputError(f"the {recipe.optimizer} optimizer learns from the text of the judge's answers, which "
+                         f"decision mode does not generate: with --mode decision use one of {usable}; or optimize in "
+                         "generate mode", file=recipe.source, line=_line_of(text, ("optimizer",)), field="optimizer")
+
+
 def prepare(judge_spec: JudgeSpec | str | Path, items: list[Item] | str | Path,
             labels: list[HumanLabel] | str | Path, recipe: Recipe | str | Path, *,
-            split: SplitSpec | None = None, roles: int = 2, robustness: Any = None) -> Plan:
-    """Check a recipe against the data and build its examples and split; raises InputError, sends nothing."""
+            split: SplitSpec | None = None, roles: int = 2, robustness: Any = None, mode: str = "generate",
+            decision_score: str = "expected") -> Plan:
+    """Check a recipe against the data and build its examples and split; raises InputError, sends nothing.
+    ``mode="decision"``: candidates and the test split are judged from the level probabilities (no text)."""
     recipe = resolve_recipe(recipe)
     if split is not None:
         recipe = recipe.model_copy(update={"split": split})
     spec, items, labels, labels_source = _resolve_inputs(judge_spec, items, labels)
+    _check_mode(spec, recipe, mode, decision_score)
     data = build_data(spec, items, labels, recipe, labels_source)
     item_split = split_data(data, recipe, labels_source)
     part_of = {name: [ex for i in getattr(item_split, name) for ex in data.by_item[i]]
                for name in ("train", "dev", "test")}
     plan = Plan(spec=spec, items=items, recipe=recipe, data=data, split=item_split, labels_source=labels_source,
-                **part_of)
+                mode=mode, decision_score=decision_score, **part_of)
     if robustness is not None:  # variants of train/dev items join those sets; test variants are only reported
         robustness.check(spec, data.kind, set(data.by_item))
         judge, names = judge_for(spec), [i.name for i in spec.inputs]
@@ -163,6 +186,8 @@ def _compile(plan: Plan, lm: Any, prompt_lm: Any, budget: Budget, reserve: int, 
     task_lm = budgeted(lm, gate)
     proposal_lm = budgeted(prompt_lm or lm, gate, retry=retry)
     student = OptJudge(plan.spec, lm=task_lm, guard=guard, ledger=ledger, gate=gate)
+    if plan.mode != "generate":
+        student.use_mode(plan.mode, plan.decision_score)
     entry = entry_for(plan.recipe.optimizer)
     inputs = CompileInputs(student=student, trainset=plan.train, devset=plan.dev, metric=metric,
                            prompt_lm=proposal_lm, seed=plan.recipe.split.seed)
@@ -196,7 +221,7 @@ def optimize(judge_spec: JudgeSpec | str | Path, items: list[Item] | str | Path,
              prompt_lm: Any = None, out: str | Path | None = None, track: str | None = None,
              tracking_uri: str | None = None, n_boot: int = 200, split: SplitSpec | None = None,
              baseline: Baseline | None = None, check_model: bool = True, retry: RetryPolicy | None = None,
-             robustness: Any = None) -> OptimizationResult:
+             robustness: Any = None, mode: str = "generate", decision_score: str = "expected") -> OptimizationResult:
     """Optimize a judge's instructions and demos against human labels (see the module docstring).
 
     Args:
@@ -214,11 +239,37 @@ def optimize(judge_spec: JudgeSpec | str | Path, items: list[Item] | str | Path,
         check_model: send the preflight request first (off when the caller already did).
         retry: retry policy for proposal/reflection calls (default ``RetryPolicy()``).
         robustness: a ``Robustness`` term (perturbed variants) added to the metric; see ``_robustness``.
+        mode: ``"decision"`` scores every candidate and the test split from the model's probabilities over the
+            levels (``load_judge(mode="decision")``: no text generated, a fraction of the time of a generated
+            answer); for optimizers that only score candidates (not GEPA or SIMBA, which read answers' text).
+        decision_score: with decision mode, ``"expected"`` (the distribution's expected level) or ``"mode"``.
     """
     plan = prepare(judge_spec, items, labels, recipe, split=split, roles=1 if baseline is not None else 2,
-                   robustness=robustness)
+                   robustness=robustness, mode=mode, decision_score=decision_score)
     return run_plan(plan, lm, prompt_lm=prompt_lm, out=out, track=track, tracking_uri=tracking_uri, n_boot=n_boot,
                     baseline=baseline, check_model=check_model, retry=retry, robustness=robustness)
+
+
+def _provenance(plan: Plan, lm: Any, prompt_lm: Any, started: datetime, *, check: str, stopped: str | None,
+                robustness: Any) -> dict[str, Any]:
+    """What an optimized spec records about how it was made (before its test figures are known)."""
+    spec, recipe, data = plan.spec, plan.recipe, plan.data
+    provenance: dict[str, Any] = {
+        "display_name": f"{spec.name}@{recipe.name}-{started:%Y%m%d-%H%M%S}", "base_spec": spec.name,
+        "base_spec_hash": spec.spec_hash(),
+        "optimizer": recipe.optimizer, "recipe": recipe.name, "settings": recipe.settings, "metric": recipe.metric,
+        "split": {"train": recipe.split.train, "dev": recipe.split.dev, "test": recipe.split.test,
+                  "seed": recipe.split.seed, **{f"n_{k}_items": v for k, v in plan.split.sizes().items()}},
+        "model": model_name(lm), "prompt_model": model_name(prompt_lm or lm),
+        "data_hash": _data_hash([i for i in plan.items if i.id in data.by_item], data.labels),
+        "seed": recipe.split.seed, "date": started.isoformat(timespec="seconds"),
+        "instructions_check": check, "stopped_early": bool(stopped), "mode": plan.mode,
+        **({"decision_score": plan.decision_score} if plan.mode == "decision" else {}),
+    }
+    if robustness is not None:
+        provenance["robustness"] = {**robustness.describe(), "train_dev_variants": sum(
+            1 for ex in plan.train + plan.dev if ex.get("sj_below") is not None), "test_variants": len(plan.test_variants)}
+    return provenance
 
 
 def run_plan(plan: Plan, lm: Any, *, prompt_lm: Any = None, out: str | Path | None = None, track: str | None = None,
@@ -265,20 +316,7 @@ def run_plan(plan: Plan, lm: Any, *, prompt_lm: Any = None, out: str | Path | No
                      "were kept")
         instructions, check = render_instructions(spec), "reverted"
 
-    display = f"{spec.name}@{recipe.name}-{started:%Y%m%d-%H%M%S}"
-    provenance: dict[str, Any] = {
-        "display_name": display, "base_spec": spec.name, "base_spec_hash": spec.spec_hash(),
-        "optimizer": recipe.optimizer, "recipe": recipe.name, "settings": recipe.settings, "metric": recipe.metric,
-        "split": {"train": recipe.split.train, "dev": recipe.split.dev, "test": recipe.split.test,
-                  "seed": recipe.split.seed, **{f"n_{k}_items": v for k, v in plan.split.sizes().items()}},
-        "model": model_name(lm), "prompt_model": model_name(prompt_lm or lm),
-        "data_hash": _data_hash([i for i in plan.items if i.id in data.by_item], data.labels),
-        "seed": recipe.split.seed, "date": started.isoformat(timespec="seconds"),
-        "instructions_check": check, "stopped_early": bool(stopped),
-    }
-    if robustness is not None:
-        provenance["robustness"] = {**robustness.describe(), "train_dev_variants": sum(
-            1 for ex in plan.train + plan.dev if ex.get("sj_below") is not None), "test_variants": len(plan.test_variants)}
+    provenance = _provenance(plan, lm, prompt_lm, started, check=check, stopped=stopped, robustness=robustness)
     new_spec = optimized_spec(spec, instructions, demos, provenance)
     same = _unchanged(spec, new_spec)
     if same:
@@ -288,9 +326,9 @@ def run_plan(plan: Plan, lm: Any, *, prompt_lm: Any = None, out: str | Path | No
     eval_gate = Gate(budget, "evaluation")
     judges: dict[str, Judge] = {}
     if baseline is None:
-        judges["before"] = judge_for(spec, lm=budgeted(lm, eval_gate))  # a Judge applies its spec's demos itself
+        judges["before"] = plan.judge(spec, budgeted(lm, eval_gate))  # a Judge applies its spec's demos itself
     if not same:
-        judges["after"] = judge_for(new_spec, lm=budgeted(lm, eval_gate))
+        judges["after"] = plan.judge(new_spec, budgeted(lm, eval_gate))
     threads = int(recipe.settings.get("num_threads", 1))
     items_by_id = {i.id: i for i in plan.items}
     rows, skipped = judge_examples(judges, plan.test, items_by_id, threads) if judges else ([], set())

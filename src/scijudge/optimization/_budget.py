@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -216,6 +218,18 @@ class _BudgetedMixin:
         self._sj_gate.acquire(1)
         try:
             self._sj_gate.record({"usage": {}})
+        finally:
+            self._sj_gate._finished()
+
+    @contextmanager
+    def scijudge_local_calls(self, n: int) -> Iterator[None]:
+        """Requests a local engine answers without DSPy's LM call (decision mode's level probabilities): counted
+        through the gate like any call, and as unpriced once answered."""
+        self._sj_gate.acquire(n)
+        try:
+            yield
+            for _ in range(n):
+                self._sj_gate.record({"usage": {"local_requests": 1}})
         finally:
             self._sj_gate._finished()
 

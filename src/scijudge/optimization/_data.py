@@ -45,10 +45,11 @@ def _label_output(spec: JudgeSpec, consensus: float | None, rationales: list[str
 
     from scijudge.spec.outputs import LikertRating
 
-    if spec.output_type() is not LikertRating or consensus is None:
+    output = spec.output_type()  # LikertRating on the spec's own scale (a subclass when the scale is not 1-5)
+    if not (isinstance(output, type) and issubclass(output, LikertRating)) or consensus is None:
         return None
     try:
-        return LikertRating(rating=int(consensus), rationale=" ".join(rationales) or "Human label.")
+        return output(rating=int(consensus), rationale=" ".join(rationales) or "Human label.")
     except ValidationError:
         return None
 

@@ -14,7 +14,7 @@ from scijudge.judges.base import Judge
 from scijudge.records import JudgeResult
 from scijudge.labels import HumanLabel, labels_to_frame
 from scijudge.optimization._budget import BudgetStop
-from scijudge.optimization._families import criterion_score, judge_for
+from scijudge.optimization._families import criterion_score
 from scijudge.optimization._judge_metrics import CRITERION, ITEM, PART, JudgeMetric, example_key
 
 
@@ -48,7 +48,9 @@ def judge_examples(judges: dict[str, Judge], examples: list[Any], items: dict[st
 
 def summaries(rows: list[dict[str, Any]], test_examples: list[Any], test_labels: list[HumanLabel],
                metric: JudgeMetric, kind: str, seed: int, n_boot: int) -> tuple[dict[str, Any], dict[str, Any], Any]:
-    """Before/after statistics on the test split: the calibration report plus the recipe metric."""
+    """Before/after statistics on the test split: the calibration report plus the recipe metric, and in ``after``
+    the paired gain (``gain``, ``gain_lo``, ``gain_hi``, ``n_paired``): the recipe metric after minus before on
+    each test unit both judges were scored on, its interval from the same cluster bootstrap over items."""
     import dspy
     import pandas as pd
 
@@ -63,6 +65,7 @@ def summaries(rows: list[dict[str, Any]], test_examples: list[Any], test_labels:
         labels = labels[labels["item_id"].isin(keep)]
         calibration = calibrate(frame.drop(columns=["role"]), labels, n_boot=n_boot, seed=seed)
     by_key = {example_key(ex): ex for ex in test_examples}
+    per_unit: dict[str, dict[str, tuple[str, float]]] = {}
     for role in ("before", "after"):
         mine = frame[frame["role"] == role] if len(frame) else frame
         values: dict[str, Any] = {"n_units": len(mine)}
@@ -74,6 +77,8 @@ def summaries(rows: list[dict[str, Any]], test_examples: list[Any], test_labels:
             else:
                 judgment = _RowJudgment(row["score"], row["verdict"])
             scores.append(metric.score(ex, dspy.Prediction(judgment=judgment, abstained=judgment is None)))
+        keys = [f"{row['item_id']}\x1f{row['part'] or ''}" for _, row in mine.iterrows()]
+        per_unit[role] = {k: (item, s) for k, item, s in zip(keys, mine["item_id"] if len(mine) else [], scores)}
         values["score"] = float(statistics.fmean(scores)) if scores else float("nan")
         lo, hi = _item_bootstrap(list(mine["item_id"]) if len(mine) else [], scores, n_boot, seed)
         if math.isfinite(lo) and math.isfinite(hi):  # no interval entries at all without a bootstrap
@@ -90,7 +95,24 @@ def summaries(rows: list[dict[str, Any]], test_examples: list[Any], test_labels:
                         if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value):
                             values[name] = float(value)
         out[role] = values
+    out["after"].update(_paired_gain(per_unit["before"], per_unit["after"], n_boot, seed))
     return out["before"], out["after"], calibration
+
+
+def _paired_gain(before: dict[str, tuple[str, float]], after: dict[str, tuple[str, float]], n_boot: int,
+                 seed: int) -> dict[str, Any]:
+    """The recipe metric after minus before on the units both judges were scored on, with its cluster-bootstrap
+    interval (items resampled, each unit's two scores kept together)."""
+    common = [k for k in before if k in after]
+    if not common:
+        return {}
+    items = [before[k][0] for k in common]
+    diffs = [after[k][1] - before[k][1] for k in common]
+    gain: dict[str, Any] = {"gain": float(statistics.fmean(diffs)), "n_paired": len(common)}
+    lo, hi = _item_bootstrap(items, diffs, n_boot, seed)
+    if math.isfinite(lo) and math.isfinite(hi):
+        gain["gain_lo"], gain["gain_hi"] = lo, hi
+    return gain
 
 
 def _item_bootstrap(item_ids: list[str], scores: list[float], n_boot: int, seed: int,
@@ -141,15 +163,16 @@ class Baseline:
         return [dict(r) for r in self.rows if f"{r['item_id']}\x1f{r['part'] or ''}" in keys]
 
 
-def judge_baseline(spec: Any, test: list[Any], items: dict[str, Item], lm: Any, threads: int,
-                   variants: list[Item] | None = None) -> Baseline:
-    """Judge the test split (and its perturbed variants, if any) once with the base judge (calls counted, no limit)."""
+def judge_baseline(plan: Any, items: dict[str, Item], lm: Any, threads: int) -> Baseline:
+    """Judge a plan's test split (and its perturbed variants, if any) once with the base judge, in the plan's mode
+    (calls counted, no limit)."""
     from scijudge.optimization._budget import Budget, Gate, budgeted
 
     budget = Budget()
-    judge = judge_for(spec, lm=budgeted(lm, Gate(budget, "baseline")))  # (with the spec's demos, as every Judge)
-    rows, skipped = judge_examples({"before": judge}, test, items, threads)
+    judge = plan.judge(plan.spec, budgeted(lm, Gate(budget, "baseline")))  # (with the spec's demos, as every Judge)
+    rows, skipped = judge_examples({"before": judge}, plan.test, items, threads)
     variant_rows: list[dict[str, Any]] = []
+    variants = plan.test_variants
     if variants:
         from scijudge.optimization._robustness import judge_variants
 

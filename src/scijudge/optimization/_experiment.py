@@ -39,7 +39,8 @@ def _split_text(split: SplitSpec) -> str:
 def run_experiment(recipes: list[Any], models: list[Any], *, judge: Any, items: Any, labels: Any,
                    prompt_lm: Any = None, api_base: str | None = None, out: str | Path | None = None,
                    track: str | None = None, n_boot: int = 200, split: SplitSpec | None = None,
-                   retry: RetryPolicy | None = None, check_model: bool = True, robustness: Any = None) -> Any:
+                   retry: RetryPolicy | None = None, check_model: bool = True, robustness: Any = None,
+                   mode: str = "generate", decision_score: str = "expected") -> Any:
     """Run each recipe with each model on one split; return the table (one baseline row per model, one row per run).
 
     Args:
@@ -48,6 +49,7 @@ def run_experiment(recipes: list[Any], models: list[Any], *, judge: Any, items: 
         split: split ratios and seed for every recipe (default: the first recipe's).
         out: folder for each run's spec/program/report (``<out>/<model>/``), ``experiment.csv`` and
             ``experiment.png``.
+        mode, decision_score: as ``optimize``'s (every recipe and the baseline judged in that mode).
     """
     import pandas as pd
 
@@ -56,7 +58,8 @@ def run_experiment(recipes: list[Any], models: list[Any], *, judge: Any, items: 
     plans, problems = [], []
     for recipe in resolved:  # every recipe against the data, before the first call
         try:
-            plans.append(prepare(judge, items, labels, recipe, split=split, roles=1, robustness=robustness))
+            plans.append(prepare(judge, items, labels, recipe, split=split, roles=1, robustness=robustness, mode=mode,
+                                 decision_score=decision_score))
         except InputError as exc:
             problems.append(f"recipe {recipe.name}: {exc}")
     if problems:
@@ -84,7 +87,7 @@ def run_experiment(recipes: list[Any], models: list[Any], *, judge: Any, items: 
                 preflight(probe)
         threads = max(int(p.recipe.settings.get("num_threads", 1)) for p in plans)
         items_by_id = {i.id: i for i in first.items}
-        baseline = judge_baseline(first.spec, first.test, items_by_id, lm, threads, first.test_variants)
+        baseline = judge_baseline(first, items_by_id, lm, threads)
         rows.append(_baseline_row(first, baseline, name, split, n_boot))
         target = Path(out) / _slug(name) if out is not None else None
         for plan in plans:

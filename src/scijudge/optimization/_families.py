@@ -24,10 +24,12 @@ def is_checklist(spec: JudgeSpec) -> bool:
     return isinstance(judge_for(spec), ChecklistJudge)
 
 
-def judge_for(spec: JudgeSpec, lm: Any = None) -> Judge:
+def judge_for(spec: JudgeSpec, lm: Any = None, mode: str = "generate", decision_score: str = "expected") -> Judge:
     """The Judge that runs ``spec`` on items in an optimization, as its family declares (checklist verdict
-    specs: the ChecklistJudge; other verdict specs and every other family: the plain Judge)."""
+    specs: the ChecklistJudge; other verdict specs and every other family: the plain Judge), in ``mode``."""
     judge: Judge = build_optimizer_judge(spec, lm=lm)
+    if mode != "generate":
+        judge.use_mode(mode, decision_score)
     return judge
 
 

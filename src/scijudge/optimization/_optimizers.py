@@ -189,7 +189,8 @@ def _compile_bootstrap_rs(s: BootstrapRSSettings, x: CompileInputs) -> Any:
 
 
 register(OptimizerEntry("mipro", MiproSettings, _compile_mipro, sees_dev=True, check_sizes=_sizes_mipro))
-register(OptimizerEntry("gepa", GepaSettings, _compile_gepa, sees_dev=True, feedback_metric=True))
-register(OptimizerEntry("simba", SimbaSettings, _compile_simba, sees_dev=False, check_sizes=_sizes_simba))
+register(OptimizerEntry("gepa", GepaSettings, _compile_gepa, sees_dev=True, feedback_metric=True, reads_answers=True))
+register(OptimizerEntry("simba", SimbaSettings, _compile_simba, sees_dev=False, check_sizes=_sizes_simba,
+                        reads_answers=True))
 register(OptimizerEntry("copro", CoproSettings, _compile_copro, sees_dev=False))
 register(OptimizerEntry("bootstrap_rs", BootstrapRSSettings, _compile_bootstrap_rs, sees_dev=True, proposes=False))

@@ -44,6 +44,8 @@ class OptimizerEntry:
         check_sizes: problems with the split sizes (``{"train", "dev", "test"}`` → count), found before any call.
         feedback_metric: True when the optimizer wants textual feedback from the metric (GEPA).
         proposes: False when it makes no proposal calls of its own (no prompt LM needed).
+        reads_answers: True when it learns from the text of the judge's answers (its traces: GEPA's reflection,
+            SIMBA's rules and demos), which decision mode does not generate.
     """
 
     name: str
@@ -55,6 +57,7 @@ class OptimizerEntry:
     check_sizes: Callable[[Any, dict[str, int]], list[str]] | None = None
     feedback_metric: bool = False
     proposes: bool = True
+    reads_answers: bool = False
 
 
 _REGISTRY: dict[str, OptimizerEntry] = {}

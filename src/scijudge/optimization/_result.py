@@ -71,6 +71,9 @@ class OptimizationResult:
                     if role == "after":  # the held-out statistic's 95% interval (cluster bootstrap over items)
                         row[f"{key}_after_lo"] = values.get(f"{key}_lo", float("nan"))
                         row[f"{key}_after_hi"] = values.get(f"{key}_hi", float("nan"))
+        for key in ("gain", "gain_lo", "gain_hi", "n_paired"):  # after minus before, paired on the test units
+            if key in self.after:
+                row[key] = self.after[key]
         row["spec_path"] = str(self.spec_path) if self.spec_path else ""
         return row
 

@@ -9,7 +9,9 @@ The judge knows each synthetic answer's true quality (1-5, hidden in a lookup ta
   (a demo rated exactly like its human label teaches it to stop inflating);
 - else: true quality + 2, clipped to 5 (the optimism of an untuned judge).
 
-At a sampling temperature above 0.2 (optimizers resampling for variety) it adds noise of -1, 0 or +1.
+At a sampling temperature above 0.2 (optimizers resampling for variety) it adds noise of -1, 0 or +1. Asked for
+a decision (an HTTP request with logprobs), it answers the same rating as one token, with a distribution over the
+levels peaked at it (``decision_dist``).
 The proposer answers every DSPy proposal signature (MIPROv2, COPRO, SIMBA, GEPA) in the format the
 adapter asked for. Half its proposals add the calibration wording and half only rephrase, so an
 optimizer has to evaluate candidates to find the good one; GEPA's feedback ("too high") always leads
@@ -19,6 +21,7 @@ it to the calibration wording. It is an illustration and a test double, not a mo
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 import threading
@@ -183,6 +186,17 @@ class ToyWorld:
             rating = max(1, rating - 2)
         return json.dumps({"judgment": {"rationale": f"Checked the claims; rating {rating}.", "rating": rating}})
 
+    def decision_dist(self, messages: list[tuple[str, str]]) -> dict[str, float]:
+        """The level distribution of a decision request: the rating ``judge_reply`` would give, most likely
+        (weights e^-2|level - rating|), 5% of the mass left off the levels."""
+        system, demos, final = _split_messages(messages)
+        with self._lock:
+            self.judge_calls += 1
+        rating = min(5, max(1, (self.quality(final) or 3) + self.bias(system, demos)))
+        weights = {str(k): math.exp(-2 * abs(k - rating)) for k in range(1, 6)}
+        total = sum(weights.values()) / 0.95
+        return {k: w / total for k, w in weights.items()}
+
     def _perturbed(self, text: str) -> bool:
         """True when the answer line in ``text`` differs from that item's original answer (a perturbed variant)."""
         for line in re.findall(r"Answer T-\d{3}:[^\n]*", text):
@@ -244,14 +258,23 @@ class ToyWorld:
             messages.append((message.role, "".join(getattr(p, "text", "") or "" for p in message.parts)))
         return self.reply(messages, request.config.temperature)
 
-    def http_handler(self, body: dict[str, Any]) -> str:
-        """For ``scijudge.testing.OpenAICompatServer``: answer an OpenAI chat-completions body."""
+    def http_handler(self, body: dict[str, Any]) -> Any:
+        """For ``scijudge.testing.OpenAICompatServer``: answer an OpenAI chat-completions body (a decision
+        request, one with logprobs, gets the rating token and its alternatives)."""
+        from scijudge.chain.decision import MAX_TOKENS as DECISION_TOKENS
+        from scijudge.testing.openai_server import Reply, level_logprobs
+
         messages = []
         for m in body.get("messages", []):
             content = m.get("content")
             if isinstance(content, list):
                 content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
             messages.append((m.get("role", "user"), str(content or "")))
+        cap = body.get("max_completion_tokens") or body.get("max_tokens")
+        if body.get("logprobs") and cap == DECISION_TOKENS:  # the judge asked for its rating alone
+            dist = self.decision_dist(messages)
+            return Reply(max(dist, key=lambda k: dist[k]), finish_reason="length", completion_tokens=1,
+                         logprobs=level_logprobs(dist, lead=" "))
         return self.reply(messages, body.get("temperature"))
 
 
