@@ -28,8 +28,11 @@ def test_the_default_is_bf16_only_where_the_cpu_has_it_and_the_override_wins(mon
     assert _models.dtype_name(None, on_cuda=False) == "float32"
     assert _models.dtype_name("bfloat16", on_cuda=False) == "bfloat16"  # an explicit dtype over the variable
     monkeypatch.setenv(_models.DTYPE_ENV, "int8")
-    with pytest.raises(ModelError, match="unsupported dtype 'int8'"):
+    with pytest.raises(ModelError, match="unsupported dtype 'int8' \\(from the environment variable "
+                                         "SCIJUDGE_LOCAL_DTYPE\\); use one of"):
         _models.dtype_name(None, on_cuda=False)
+    with pytest.raises(ModelError, match="unsupported dtype 'int4'; use one of"):  # an argument: no variable named
+        _models.dtype_name("int4", on_cuda=False)
 
 
 @needs_torch

@@ -148,13 +148,15 @@ def dtype_name(dtype: Any, on_cuda: bool) -> str:
     """Normalise a dtype argument to 'float32' | 'bfloat16' | 'float16'. The default (None or "auto"):
     ``SCIJUDGE_LOCAL_DTYPE`` if set, else bfloat16 on CUDA and on CPUs with native bf16 (``native_bf16_cpu``),
     float32 on other CPUs."""
+    source = ""
     if dtype is None or dtype == "auto":
         dtype = os.environ.get(DTYPE_ENV, "").strip() or None
+        source = f" (from the environment variable {DTYPE_ENV})" if dtype not in (None, "auto") else ""
     if dtype is None or dtype == "auto":
         return "bfloat16" if on_cuda or native_bf16_cpu() else "float32"
     text = str(dtype).removeprefix("torch.")
     if text not in _DTYPES:
-        raise ModelError(f"unsupported dtype {dtype!r}; use one of float32, bfloat16, float16")
+        raise ModelError(f"unsupported dtype {dtype!r}{source}; use one of float32, bfloat16, float16")
     return _DTYPES[text]
 
 
