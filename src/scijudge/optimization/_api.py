@@ -38,7 +38,7 @@ from scijudge.optimization._evaluate import Baseline, judge_examples, summaries
 from scijudge.optimization._guard import InstructionGuard
 from scijudge.optimization._judge_metrics import VERDICT, JudgeMetric, Ledger, class_weights, example_key
 from scijudge.optimization._opt_judge import OptJudge
-from scijudge.optimization._recipes import Recipe, SplitSpec, _line_of, resolve_recipe
+from scijudge.optimization._recipes import Recipe, SplitSpec, recipe_line, resolve_recipe
 from scijudge.optimization._registry import CompileInputs, entry_for
 from scijudge.optimization._registry import names as registered_names
 from scijudge.optimization._result import INTERRUPTED, OptimizationResult, write_outputs
@@ -101,10 +101,10 @@ def _check_mode(spec: JudgeSpec, recipe: Recipe, mode: str, decision_score: str)
     check_mode(mode, decision_score, spec.family, name=spec.name, source=spec.source)
     if mode == "decision" and entry_for(recipe.optimizer).reads_answers:
         usable = ", ".join(n for n in registered_names() if not entry_for(n).reads_answers)
-        text = Path(recipe.source).read_text(encoding="utf-8") if recipe.source and Path(recipe.source).exists() else ""
         raise InputError(f"the {recipe.optimizer} optimizer learns from the text of the judge's answers, which "
                          f"decision mode does not generate: with --mode decision use one of {usable}; or optimize in "
-                         "generate mode", file=recipe.source, line=_line_of(text, ("optimizer",)), field="optimizer")
+                         "generate mode", file=recipe.source, line=recipe_line(recipe, ("optimizer",)),
+                         field="optimizer")
 
 
 def prepare(judge_spec: JudgeSpec | str | Path, items: list[Item] | str | Path,
@@ -133,11 +133,10 @@ def prepare(judge_spec: JudgeSpec | str | Path, items: list[Item] | str | Path,
     cap = recipe.budget.max_lm_calls
     reserve = plan.reserve(roles)
     if cap is not None and cap <= reserve + 1:
-        text = Path(recipe.source).read_text(encoding="utf-8") if recipe.source and Path(recipe.source).exists() else ""
         raise InputError(f"max_lm_calls = {cap} leaves nothing for the optimizer: the preflight and the test "
                          f"evaluation alone take {reserve + 1} calls ({len(plan.test)} test examples × {roles} "
                          f"judge(s) × {RETRY_RESERVE:g} for retries, + 1)",
-                         file=recipe.source, line=_line_of(text, ("budget", "max_lm_calls")),
+                         file=recipe.source, line=recipe_line(recipe, ("budget", "max_lm_calls")),
                          field="budget.max_lm_calls")
     return plan
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, cast
 
 from scijudge.data import Item
@@ -14,7 +13,7 @@ from scijudge.spec.families import get_family
 from scijudge.labels import HumanLabel
 from scijudge.optimization._families import criteria_of, is_checklist, judge_for
 from scijudge.optimization._judge_metrics import CRITERION, HUMAN, ITEM, PART, RATIONALES, SCORES, VERDICT, VERDICTS
-from scijudge.optimization._recipes import Recipe, _line_of
+from scijudge.optimization._recipes import Recipe, recipe_line
 from scijudge.optimization._registry import minimum_sizes
 from scijudge.optimization._splits import ItemSplit, split_items
 from scijudge.spec.signatures import OUTPUT_FIELD
@@ -73,9 +72,8 @@ def build_data(spec: JudgeSpec, items: list[Item], labels: list[HumanLabel], rec
                              **_label_where(lab, labels_source))
     wants = "verdict" if recipe.metric == "verdict_balanced" else "score"
     if wants != kind:
-        text = Path(recipe.source).read_text(encoding="utf-8") if recipe.source and Path(recipe.source).exists() else ""
         raise InputError(f"metric {recipe.metric!r} needs {wants} labels, but the labels for judge {spec.name!r} "
-                         f"are {kind}s", file=recipe.source, line=_line_of(text, ("metric",)), field="metric")
+                         f"are {kind}s", file=recipe.source, line=recipe_line(recipe, ("metric",)), field="metric")
     scale = scale_of(spec)
     lo, hi, step = scale
     by_id = {item.id: item for item in items}

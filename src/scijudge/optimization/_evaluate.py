@@ -69,15 +69,15 @@ def summaries(rows: list[dict[str, Any]], test_examples: list[Any], test_labels:
     for role in ("before", "after"):
         mine = frame[frame["role"] == role] if len(frame) else frame
         values: dict[str, Any] = {"n_units": len(mine)}
-        scores = []
+        scores, keys = [], []
         for _, row in mine.iterrows():
-            ex = by_key[f"{row['item_id']}\x1f{row['part'] or ''}"]
+            keys.append(f"{row['item_id']}\x1f{row['part'] or ''}")
+            ex = by_key[keys[-1]]
             if row["status"] != "ok":
                 judgment = None
             else:
                 judgment = _RowJudgment(row["score"], row["verdict"])
             scores.append(metric.score(ex, dspy.Prediction(judgment=judgment, abstained=judgment is None)))
-        keys = [f"{row['item_id']}\x1f{row['part'] or ''}" for _, row in mine.iterrows()]
         per_unit[role] = {k: (item, s) for k, item, s in zip(keys, mine["item_id"] if len(mine) else [], scores)}
         values["score"] = float(statistics.fmean(scores)) if scores else float("nan")
         lo, hi = _item_bootstrap(list(mine["item_id"]) if len(mine) else [], scores, n_boot, seed)

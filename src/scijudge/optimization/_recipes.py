@@ -120,6 +120,12 @@ def _line_of(text: str, loc: tuple[str, ...]) -> int | None:
     return None
 
 
+def recipe_line(recipe: Recipe, loc: tuple[str, ...]) -> int | None:
+    """Line of a key in the file a recipe was read from (None for a recipe built in code or a file gone since)."""
+    source = Path(recipe.source) if recipe.source else None
+    return _line_of(source.read_text(encoding="utf-8"), loc) if source is not None and source.exists() else None
+
+
 def _settings_error(exc: ValidationError, optimizer: str) -> tuple[str, tuple[str, ...]]:
     kind, where, msg = validation_problem(exc)
     loc = tuple(str(p) for p in where if not isinstance(p, int))
