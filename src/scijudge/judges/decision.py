@@ -93,7 +93,7 @@ class Decision:
         return f"Decision(score={self.score!r}, verdict={self.verdict!r}, probs={self.probs!r})"
 
 
-def decision_prediction(judge: Any, inputs: dict[str, Any], part: str = "") -> Any:
+def decision_prediction(judge: Any, inputs: dict[str, Any]) -> Any:
     """``Judge.forward`` in decision mode: a ``Decision`` as the prediction's judgment, or an abstention with its
     reason (how optimizers score decision candidates: no text is generated, so no rationale and no trace)."""
     import dspy
@@ -104,7 +104,7 @@ def decision_prediction(judge: Any, inputs: dict[str, Any], part: str = "") -> A
             dists = _decide(judge, inputs, questions, record)
         except Abstained as exc:
             return dspy.Prediction(judgment=None, abstained=True, reason=exc.reason, attempts=record.attempts)
-        fields = _fields(judge, part, questions, dists, label_scores)
+        fields = _fields(judge, "", questions, dists, label_scores)  # no part: a program call is one order
         return dspy.Prediction(judgment=Decision(fields), abstained=False, reason=None, attempts=record.attempts)
 
 
