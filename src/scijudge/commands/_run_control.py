@@ -14,18 +14,34 @@ from scijudge.errors import EXIT_INTERRUPTED
 def exit_run(store, code: int) -> None:
     """Leave now: the store has every completed judgment committed; threads still waiting on a request are
     abandoned rather than joined."""
-    import threading
-
     sys.stdout.flush()
     sys.stderr.flush()
     try:
         store.close()
     finally:
-        waiting = [t for t in threading.enumerate()  # the runner's own request threads, still busy
-                   if t.name.startswith("scijudge") and not t.daemon and t.is_alive()]
-        if waiting:  # a request still in flight would hold the interpreter's exit: abandon it
+        if _still_requesting(_SETTLE_S):  # a request still in flight would hold the interpreter's exit: abandon it
             os._exit(code)
         raise typer.Exit(code)  # nothing left running: exit normally (and usable from CliRunner)
+
+
+_SETTLE_S = 2.0  # idle pool threads told to stop end within milliseconds, a few tenths of a second on a busy machine
+
+
+def _still_requesting(settle: float) -> bool:
+    """Whether one of the runner's own request threads is still busy after ``settle`` seconds. A pool shut down
+    without waiting leaves idle threads that end a moment later: they are waited for, so that a run that merely
+    stopped (a missing key, a refused request) exits normally rather than through ``os._exit``, which would also
+    end a process that runs the command in-process (a test runner, a notebook)."""
+    import threading
+    import time
+
+    deadline = time.monotonic() + settle
+    for thread in threading.enumerate():
+        if thread.name.startswith("scijudge") and not thread.daemon:
+            thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                return True
+    return False
 
 
 def resume_command() -> str:
