@@ -56,6 +56,14 @@ def print_summary(summary, run_path: Path) -> None:
     out.print(table)
 
 
+def quiet_local_model(model: str | None, progress: bool) -> None:
+    """Without a progress bar (or ``--verbose``), a local model loads without its own bars and warnings."""
+    from scijudge.lm import is_local_model
+
+    if not progress and model is not None and is_local_model(model):
+        quiet_local_models()  # no "Loading weights" bar, no transformers FutureWarning
+
+
 def quiet_local_models() -> None:
     """No progress bars and no deprecation chatter from the libraries that load local (hf:) models: transformers'
     "Loading weights" bar and its FutureWarnings, the hub's download bars. For --no-progress and the demo."""

@@ -121,7 +121,9 @@ def judge_cmd(**flags: Any) -> None:
 
     items, run, progress = (flags.pop(name) for name in _NOT_OPTIONS)
     options = RunOptions.of(**{k: v for k, v in flags.items() if v is not None})
-    _quiet_local_model(options.model, progress)
+    from scijudge.commands._progress import quiet_local_model
+
+    quiet_local_model(options.model, progress)
     run_path = run or Path("runs") / f"{items.stem}.sqlite"
     early = _claim_existing(run_path)  # a damaged, foreign or busy store: refused before any model loads
     try:
@@ -186,15 +188,6 @@ def _load_items(items: Path, options: Any) -> list[Any]:
         _skipped(str(problem))
     return loaded
 
-
-def _quiet_local_model(model: str | None, progress: bool) -> None:
-    """Without a progress bar, a local model loads without its own bars and warnings."""
-    from scijudge.lm import is_local_model
-
-    if not progress and model is not None and is_local_model(model):
-        from scijudge.commands import _progress
-
-        _progress.quiet_local_models()  # no "Loading weights" bar, no transformers FutureWarning
 
 
 def _stages_of(path: Path, build: Any) -> tuple[list[Any], int, list[str]]:

@@ -188,12 +188,9 @@ def optimize_cmd(
     recipes = [resolve_recipe(r) for r in recipe]  # recipe errors surface before any model is built
     resolve_judges([judge])  # so does a misspelt judge, before any model is built or asked (preflight)
     items, labels = _inputs(items, tasks, reports, labels)
-    robustness = None
-    if perturbed is not None:
-        from scijudge.optimization import Robustness
-
-        robustness = Robustness.from_file(perturbed)
+    robustness = _robustness(perturbed)
     split_spec = _split_option(split, seed)
+    _quiet_local_models([*model, *([prompt_model] if prompt_model else [])], verbose)
     prompt_lm = make_lm(prompt_model, api_base=api_base, cache=cache) if prompt_model else None
     if len(recipes) == 1 and len(model) == 1:
         plan = prepare(judge, items, labels, recipes[0], split=split_spec, robustness=robustness, mode=mode,
@@ -225,6 +222,24 @@ def optimize_cmd(
                       "*.partial.toml)", highlight=False, soft_wrap=True)
         raise typer.Exit(130)
     return frame
+
+
+def _robustness(perturbed: Path | None) -> Any:
+    """The robustness term of ``--perturbed`` (None without it)."""
+    if perturbed is None:
+        return None
+    from scijudge.optimization import Robustness
+
+    return Robustness.from_file(perturbed)
+
+
+def _quiet_local_models(models: list[str], verbose: bool) -> None:
+    """Local models load without their own bars and warnings unless ``--verbose`` (they would land on the terminal,
+    outside the log)."""
+    from scijudge.commands._progress import quiet_local_model
+
+    for name in models:
+        quiet_local_model(name, verbose)
 
 
 def _print_experiment(frame: Any, folder: Path, log_path: Path | None) -> None:
