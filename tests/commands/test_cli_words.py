@@ -144,6 +144,22 @@ def test_no_progress_quiets_the_local_model_libraries_before_the_model_loads(tmp
     assert done.exit_code != 0 and calls == ["quiet"]  # called before the (missing) model was looked for
 
 
+@pytest.mark.parametrize("verbose", [False, True])
+def test_optimize_quiets_a_local_model_unless_verbose(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      verbose: bool) -> None:
+    """optimize's log takes over the terminal only once the model is loaded: without this, transformers' "Loading
+    weights" bar for ``-m hf:smollm2`` lands on the screen."""
+    from scijudge.commands import _progress
+
+    calls: list[str] = []
+    monkeypatch.setattr(_progress, "quiet_local_models", lambda: calls.append("quiet"))
+    done = _cli("optimize", "--judge", "yescieval.qa.correctness", "--items", "datasets/yescieval_example/items.jsonl",
+                "--labels", "datasets/yescieval_example/labels.jsonl", "--model", f"hf:{tmp_path / 'no-such-model'}",
+                "--recipe", "copro", "--out", tmp_path / "exp", *(["--verbose"] if verbose else []))
+    assert done.exit_code != 0 and "no-such-model" in done.output
+    assert calls == ([] if verbose else ["quiet"])
+
+
 def test_quiet_local_models_turns_off_the_transformers_bar_and_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
     import warnings
 
