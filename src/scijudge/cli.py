@@ -215,11 +215,17 @@ def _option_flags(fn) -> dict[str, str]:
     return flags
 
 
+# A library keyword argument whose command-line option has another name (``select_labels(tau=)`` is
+# ``select-labels --floor``): the library's errors name the keyword, the command line names its option.
+_OPTION_OF_KEYWORD = {"tau": "floor", "width": "target_width"}
+
+
 def _flag_of(field: str, flags: dict[str, str]) -> str | None:
     """The option (or argument) a message's field names: as the parameter is spelt (``batch_fallback``), as typed
-    (``batch-fallback``, ``FILE``), a Python keyword's parameter (``from`` -> ``from_``) or a plural (``rubrics``)."""
+    (``batch-fallback``, ``FILE``), a Python keyword's parameter (``from`` -> ``from_``), a plural (``rubrics``) or
+    a library keyword the option renames (``tau`` -> ``--floor``)."""
     key = field.lstrip("-").replace("-", "_")  # 'labels', 'label-out' or '--judge' as typed
-    for candidate in (key, key.lower(), key + "_", key.rstrip("s")):
+    for candidate in (key, key.lower(), key + "_", key.rstrip("s"), _OPTION_OF_KEYWORD.get(key, "")):
         if candidate in flags:
             return flags[candidate]
     return None

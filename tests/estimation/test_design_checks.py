@@ -51,3 +51,23 @@ def test_picks_do_not_depend_on_the_order_of_the_judgment_rows() -> None:
         b = select_labels(shuffled, judge="j", budget=12, strategy=strategy, seed=5, strata=strata, check=False)
         picked_a = set(a.loc[a["picked"], "item_id"])
         assert picked_a == set(b.loc[b["picked"], "item_id"]) and len(picked_a) > 0
+
+
+def test_a_python_caller_is_told_its_own_keyword_and_the_command_line_its_option() -> None:
+    """``select_labels(tau=0)`` names ``tau`` (the keyword the caller typed), not ``--floor``; the command line turns
+    the same error into its option, renamed where the two differ."""
+    import pytest
+
+    from scijudge.cli import _flag_of, _option_flags
+    from scijudge.commands.select_labels import select_labels_cmd
+    from scijudge.errors import InputError
+
+    frame = pd.DataFrame({"item_id": [f"i{k}" for k in range(10)], "judge": "j", "score": 3.0})
+    for kwargs, field in (({"budget": 0}, "budget"), ({"budget": 3, "tau": 0.0}, "tau"),
+                          ({"budget": 3, "strategy": "bogus"}, "strategy"), ({"budget": 3, "judge": "k"}, "judge")):
+        with pytest.raises(InputError) as caught:
+            select_labels(frame, **{"judge": "j", **kwargs})
+        assert caught.value.field == field and "--" not in str(caught.value)
+    flags = _option_flags(select_labels_cmd)
+    assert [_flag_of(f, flags) for f in ("budget", "tau", "width", "strategy", "--judge")] == \
+        ["--budget", "--floor", "--target-width", "--strategy", "--judge"]

@@ -94,7 +94,7 @@ def _designed_three(sub: pd.DataFrame, picks: pd.DataFrame, alpha: float,
     merged = merged[merged["pi"].notna()]
     if merged.empty:
         raise InputError("no scored item of this judge is in the picks file: pass the picks made for these runs",
-                         field="--picks")
+                         field="picks")
     picked = merged["picked"].astype(bool).to_numpy()
     labelled = merged["human"].notna().to_numpy()
     use = picked & labelled
@@ -362,7 +362,7 @@ def _compare_along(per_key: dict[tuple[str, str, str], pd.DataFrame], label_only
         if picks is not None:
             if not shared:
                 raise InputError("with --picks, differences are estimated on items both sides judged (paired); "
-                                 f"{name_a!r} and {name_b!r} share none", field="--picks")
+                                 f"{name_a!r} and {name_b!r} share none", field="picks")
             results, design, _ = _designed_three(a, picks, alpha, paired_with=b)
         elif shared:
             results = _paired_three(a, b, alpha)

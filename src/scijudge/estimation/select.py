@@ -78,7 +78,7 @@ def item_uncertainty(judgments: pd.DataFrame, *, labels: Mapping[str, float] | N
             return pd.Series(predicted, index=mean.index), "residual"
     raise InputError("the uncertainty design needs the judge's rating distributions (judge with --mode decision or "
                      "--rating-probs), several models judging the same items, or at least 5 labelled items for a "
-                     "residual model", field="--strategy")
+                     "residual model", field="strategy")
 
 
 def uncertainty_check(u: np.ndarray, y: np.ndarray, f: np.ndarray) -> tuple[bool, float, float]:
@@ -199,21 +199,21 @@ def select_labels(judgments: pd.DataFrame, *, judge: str, budget: int, strategy:
     The returned frame's ``attrs["notes"]`` holds one line per decision (a fallback, the auto choice).
     """
     if strategy not in STRATEGIES:
-        raise InputError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}", field="--strategy")
+        raise InputError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}", field="strategy")
     if not 0.0 < tau <= 1.0:
-        raise InputError(f"the floor must be in (0, 1], got {tau}", field="--floor")
+        raise InputError(f"the floor must be in (0, 1], got {tau}", field="tau")
     from scijudge.metrics.frames import complete_judgments
 
     judgments = complete_judgments(judgments) if len(judgments.columns) else judgments
     if "judge" not in judgments or judge not in set(judgments["judge"]):
         known = sorted(set(judgments["judge"])) if "judge" in judgments else []
-        raise InputError(f"no judgments of judge {judge!r}; the runs hold {', '.join(known) or 'none'}", field="--judge")
+        raise InputError(f"no judgments of judge {judge!r}; the runs hold {', '.join(known) or 'none'}", field="judge")
     mine = judgments[(judgments["judge"] == judge) & (judgments["status"] == "ok")].copy()
     mine["item_id"] = mine["item_id"].astype(str)
     items = pd.Index(sorted(pd.unique(mine["item_id"])), name="item_id")  # picks: not of the rows' order
     if not 0 < budget <= items.size:
         raise InputError(f"the budget must be between 1 and the {items.size} judged items, got {budget}",
-                         field="--budget")
+                         field="budget")
     notes: list[str] = []
     u: np.ndarray | None = None
     source = ""
@@ -241,10 +241,10 @@ def select_labels(judgments: pd.DataFrame, *, judge: str, budget: int, strategy:
     neyman_scale = None
     if strategy == "stratified" or (strategy == "auto" and strata):
         if not strata:
-            raise InputError("the stratified design needs strata (a CSV item_id,stratum)", field="--strata")
+            raise InputError("the stratified design needs strata (a CSV item_id,stratum)", field="strata")
         missing = [i for i in items if i not in strata]
         if missing:
-            raise InputError(f"item {missing[0]!r} has no stratum ({len(missing)} items lack one)", field="--strata")
+            raise InputError(f"item {missing[0]!r} has no stratum ({len(missing)} items lack one)", field="strata")
         stratum = np.array([str(strata[i]) for i in items])
         if u is not None and not np.isnan(u).any():
             neyman_scale = {s: float(np.sqrt(u[stratum == s]).mean()) for s in np.unique(stratum)}
@@ -273,7 +273,7 @@ def select_labels(judgments: pd.DataFrame, *, judge: str, budget: int, strategy:
                               strata=None if stratum is None else list(stratum), seed=seed, tau=tau,
                               neyman_scale=neyman_scale)
     except ValueError as exc:
-        raise InputError(str(exc), field="--budget") from None
+        raise InputError(str(exc), field="budget") from None
     frame: dict[str, Any] = {
         "item_id": items, "pi": pi, "picked": picked.astype(bool),
         "stratum": stratum if stratum is not None and chosen == "stratified" else "",
@@ -296,18 +296,18 @@ def plan_table(judgments: pd.DataFrame, *, judge: str, labels: Mapping[str, floa
     from scijudge.metrics.frames import complete_judgments
 
     if width <= 0:
-        raise InputError(f"the target width must be > 0, got {width}", field="--target-width")
+        raise InputError(f"the target width must be > 0, got {width}", field="width")
     judgments = complete_judgments(judgments)
     mine = judgments[(judgments["judge"] == judge) & (judgments["status"] == "ok")].copy()
     if mine.empty:
-        raise InputError(f"no judgments of judge {judge!r}", field="--judge")
+        raise InputError(f"no judgments of judge {judge!r}", field="judge")
     mine["item_id"] = mine["item_id"].astype(str)
     items = pd.Index(sorted(pd.unique(mine["item_id"])), name="item_id")  # picks: not of the rows' order
     f = mine.groupby("item_id")["score"].mean().reindex(items).to_numpy(float)
     pilot = _pilot(items, labels)
     if pilot.size < 2:
         raise InputError(f"the plan needs labels already collected for at least 2 judged items ({pilot.size} given)",
-                         field="--labels")
+                         field="labels")
     y = np.array([float(labels[items[i]]) for i in pilot])
     u = None
     try:

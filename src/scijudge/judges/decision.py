@@ -39,10 +39,10 @@ NO_RATIONALE = "decision mode: the score is read from the model's level probabil
 def check_mode(mode: str, score: str, family: str, *, name: str = "", source: str | None = None) -> None:
     """Refuse an unknown mode or score rule, and decision mode for a family it cannot decide (one line)."""
     if mode not in MODES:
-        raise InputError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}", field="--mode")
+        raise InputError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}", field="mode")
     if score not in SCORE_RULES:
         raise InputError(f"unknown decision score {score!r}; choose one of {', '.join(SCORE_RULES)}",
-                         field="--decision-score")
+                         field="decision_score")
     if mode == "decision" and family not in DECISION_FAMILIES:
         raise InputError(f"judge {name!r} ({family} family) cannot be decided from level probabilities: decision "
                          f"mode is for {', '.join(DECISION_FAMILIES)} judges; drop --mode decision for it",
