@@ -227,11 +227,11 @@ def test_prompt_longer_than_the_context_is_a_context_window_error(lm: dspy.LM) -
 
 
 def test_missing_extra_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
-    from scijudge.lm import _models
+    from scijudge.lm import _extra
 
     monkeypatch.setitem(sys.modules, "peft", None)
     with pytest.raises(ModelError, match=r"pip install 'scijudge\[local\]'"):
-        _models.require_peft()
+        _extra.require_peft()
 
 
 def test_no_grammar_backend_is_logged_and_unconstrained(

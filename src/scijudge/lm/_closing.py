@@ -10,9 +10,10 @@ a closing quote, brace or bracket, a separator, the smallest digit, and otherwis
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from scijudge.lm._grammar import GrammarSpec
+if TYPE_CHECKING:  # annotations only: the grammar module imports this one
+    from scijudge.lm._grammar import GrammarSpec
 
 RESERVE_MARGIN = 2  # on top of the forced path from the start: the string or number a row is inside
 # In order of preference: '"' first (inside a string "}" is just a character), "}" before "," so an object

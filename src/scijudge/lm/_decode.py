@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scijudge.lm._grammar import GrammarBackend, GrammarSpec, Matcher
-from scijudge.lm._prefix import PrefixStore, prefix_pass
+from scijudge.lm._prefix import PrefixStore, left_pad, prefix_pass
 from scijudge.lm.kv_cache import forward_names, new_cache
 
 logger = logging.getLogger("scijudge.lm.local")
@@ -146,18 +146,6 @@ def _groups_by_prefix(rows: Sequence[Row]) -> list[tuple[int, list[int]]]:
     return groups[::-1]
 
 
-def _left_pad(sequences: Sequence[Sequence[int]], pad_id: int, torch: Any, device: Any) -> tuple[Any, Any]:
-    """Left-pad token lists into (ids, mask) tensors."""
-    width = max(len(s) for s in sequences)
-    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(sequences), width), dtype=torch.long)
-    for r, seq in enumerate(sequences):
-        if seq:
-            ids[r, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
-            mask[r, width - len(seq) :] = 1
-    return ids.to(device), mask.to(device)
-
-
 def _prefill(call: ModelCaller, rows: Sequence[Row], pad_id: int, torch: Any, device: Any,
              store: PrefixStore | None = None) -> tuple[Any, Any, Any]:
     """Prefill the prompts; a prefix shared by several rows is computed once (and, with a ``store``, a prefix an
@@ -165,7 +153,7 @@ def _prefill(call: ModelCaller, rows: Sequence[Row], pad_id: int, torch: Any, de
     groups = _groups_by_prefix(rows)
     if len(groups) == len(rows) and store is None:  # nothing shared: one left-padded pass
         cache = call.new_cache()
-        ids, mask = _left_pad([r.input_ids for r in rows], pad_id, torch, device)
+        ids, mask = left_pad([r.input_ids for r in rows], pad_id, torch, device)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         return call(ids, mask, positions, cache), mask, cache
     # Pass 1: each group's shared prefix once, left-padded across groups.
@@ -180,7 +168,7 @@ def _prefill(call: ModelCaller, rows: Sequence[Row], pad_id: int, torch: Any, de
     cache.batch_select_indices(select)  # repeat each group's prefix KV for its rows
     # Pass 2: every row's own suffix, padded between the prefix and the suffix.
     suffixes = [r.input_ids[start_of[i] :] for i, r in enumerate(rows)]
-    ids, suffix_mask = _left_pad(suffixes, pad_id, torch, device)
+    ids, suffix_mask = left_pad(suffixes, pad_id, torch, device)
     starts = torch.tensor(start_of, dtype=torch.long, device=device).unsqueeze(1)
     positions = starts + (suffix_mask.cumsum(-1) - 1).clamp(min=0)
     mask = torch.cat([prefix_mask[select], suffix_mask], dim=1)

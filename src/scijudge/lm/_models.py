@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from scijudge.errors import ModelError
+from scijudge.lm._extra import require_torch
 
 PREFIX = "hf:"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -22,28 +23,6 @@ _DTYPES = {
     "bfloat16": "bfloat16", "bf16": "bfloat16",
     "float16": "float16", "fp16": "float16", "half": "float16",
 }
-_INSTALL = "pip install 'scijudge[local]'"
-
-
-def require_torch() -> tuple[Any, Any]:
-    """Import torch and transformers, or raise a ModelError naming the extra."""
-    try:
-        import torch
-        import transformers
-    except ImportError as exc:
-        raise ModelError(f"local models need torch and transformers ({exc.name} is missing): {_INSTALL}") from exc
-    return torch, transformers
-
-
-def require_peft() -> Any:
-    """Import peft, or raise a ModelError naming the extra."""
-    try:
-        import peft
-    except ImportError as exc:
-        raise ModelError(f"PEFT adapters need peft ({exc.name} is missing): {_INSTALL}") from exc
-    return peft
-
-
 # ----------------------------------------------------------------------------------------- model strings
 
 

@@ -84,12 +84,10 @@ def prefix_pass(call: Any, prefixes: list[list[int]], pad_id: int, torch: Any, d
                 store: PrefixStore | None) -> tuple[Any, Any]:
     """The KV cache of ``prefixes`` (one row each, left-padded) and its mask; with a ``store``, what it holds is
     taken from it and what is computed is kept in it."""
-    from scijudge.lm._decode import _left_pad
-
     cache = call.new_cache()
     hits = [store.best(p) if store is not None else (None, 0) for p in prefixes]
     if all(common < MIN_REUSE for _, common in hits):
-        ids, mask = _left_pad(prefixes, pad_id, torch, device)
+        ids, mask = left_pad(prefixes, pad_id, torch, device)
         call(ids, mask, (mask.cumsum(-1) - 1).clamp(min=0), cache)
         layers = kv_layers(cache) if store is not None else None
         if store is not None and layers is not None:
@@ -111,7 +109,7 @@ def prefix_pass(call: Any, prefixes: list[list[int]], pad_id: int, torch: Any, d
             batch_k[g, :, width - n:] = row[layer][0][0]
             batch_v[g, :, width - n:] = row[layer][1][0]
         cache.update(batch_k, batch_v, layer)
-    _, mask = _left_pad(prefixes, pad_id, torch, device)
+    _, mask = left_pad(prefixes, pad_id, torch, device)
     return cache, mask
 
 
@@ -134,3 +132,15 @@ def _one_prefix(call: Any, prefix: list[int], entry: _Entry | None, common: int,
     if common < len(prefix):
         store.add(prefix, layers)
     return layers
+
+
+def left_pad(sequences: Sequence[Sequence[int]], pad_id: int, torch: Any, device: Any) -> tuple[Any, Any]:
+    """Left-pad token lists into (ids, mask) tensors."""
+    width = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for r, seq in enumerate(sequences):
+        if seq:
+            ids[r, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
+            mask[r, width - len(seq) :] = 1
+    return ids.to(device), mask.to(device)

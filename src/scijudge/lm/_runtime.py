@@ -28,10 +28,9 @@ from scijudge.lm._models import (
     ModelRef,
     check_adapter_weights,
     device_settings,
-    require_peft,
-    require_torch,
     weight_files,
 )
+from scijudge.lm._extra import require_peft, require_torch
 
 logger = logging.getLogger("scijudge.lm.local")
 

@@ -166,7 +166,7 @@ def _complete(folder: Path, sha: str) -> bool:
 
 def _convert(source: Path, target: Path) -> None:
     """Dequantize the GGUF file into a plain model of the same config and save it (with its tokenizer)."""
-    from scijudge.lm._models import require_torch
+    from scijudge.lm._extra import require_torch
 
     torch, transformers = require_torch()
     folder, name = str(source.parent), source.name

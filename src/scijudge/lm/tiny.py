@@ -139,7 +139,7 @@ def bias_tokens(model: Any, tokenizer: Any, torch: Any, token_ids: list[int], lo
 def tiny_llama(vocab_size: int, *, seed: int = 0, init_range: float = 0.2, **token_ids: int | None) -> Any:
     """The tiny random Llama of ``build_tiny_model`` in memory, without a tokenizer or files (fast tests that feed
     token ids; ``token_ids``: bos/eos/pad_token_id)."""
-    from scijudge.lm._models import require_torch
+    from scijudge.lm._extra import require_torch
 
     torch, transformers = require_torch()
     torch.manual_seed(seed)
