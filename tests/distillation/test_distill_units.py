@@ -156,6 +156,9 @@ def test_no_gain_flags_name_a_flat_loss_and_a_paired_interval_that_includes_zero
     (line,) = no_gain_flags(fell, same)
     assert "no better than its base" in line and "[-0.100, +0.100]" in line
     assert len(no_gain_flags(flat, same)) == 2
+    unclear = {"gain": {"diff": 0.5, "ci": [0.0, 1.0], "n": 2}}  # a positive point, an interval that reaches 0
+    (line,) = no_gain_flags(fell, unclear)
+    assert "not shown to be better than its base" in line and "no better" not in line and "[+0.000, +1.000]" in line
 
 
 def test_the_paired_gain_is_the_mean_hit_difference_with_scipys_paired_percentile_interval():

@@ -37,7 +37,7 @@ def distill_cmd(
     fresh: Annotated[bool, typer.Option("--fresh", help="Ignore a checkpoint in OUT and start again.")] = False,
     evaluate: Annotated[bool, typer.Option("--evaluate/--no-evaluate", help="Judge the held-out split with student, base and teacher and calibrate them paired.")] = True,
     n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the evaluation's intervals.")] = 1000,
-    allow_no_gain: Annotated[bool, typer.Option("--allow-no-gain", help="Exit 0 even when the student did not learn (loss did not fall, or no better than its base).")] = False,
+    allow_no_gain: Annotated[bool, typer.Option("--allow-no-gain", help="Exit 0 even when the student did not learn (loss did not fall, or not shown better than its base).")] = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
 ) -> Any:
     """Distil a judge into a small local LoRA judge, from human labels or a teacher's stored judgments.

@@ -60,7 +60,10 @@ def no_gain_flags(loss: dict[str, Any], evaluation: dict[str, Any]) -> list[str]
     if gain:
         lo, hi = gain["ci"]
         if not (lo > 0 if math.isfinite(lo) else gain["diff"] > 0):  # no interval (--n-boot 0): the point decides
-            flags.append(f"the student is no better than its base on the held-out split (exact agreement "
+            # a positive point whose interval reaches 0 is not "no better": it is a gain not shown on these items
+            said = ("is no better than its base" if gain["diff"] <= 0 else
+                    "is not shown to be better than its base (its paired interval reaches 0)")
+            flags.append(f"the student {said} on the held-out split (exact agreement "
                          f"{gain['diff']:+.3f} [{lo:+.3f}, {hi:+.3f}] paired, on {gain['n']} items)")
     return flags
 
