@@ -238,3 +238,39 @@ def test_estimate_checks_its_options_before_reading_labels_or_stores(tmp_path: P
     assert done.exit_code == 2 and "nope.sqlite" in done.output and "missing-labels" not in done.output, done.output
     done = _cli("estimate", "--run", "datasets/jury_example/panel.jsonl", "--labels", labels, "--scale", "1,five,1")
     assert done.exit_code == 2 and "five" in done.output and "missing-labels" not in done.output, done.output
+
+
+@pytest.mark.parametrize("progress", [True, False])
+def test_distill_quiets_the_base_models_libraries_with_no_progress(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   progress: bool) -> None:
+    """The same rule as judge: --no-progress (a script, a log) gets no "Loading weights" bars and no FutureWarnings."""
+    from scijudge.commands import _progress
+
+    calls: list[str] = []
+    monkeypatch.setattr(_progress, "quiet_local_models", lambda: calls.append("quiet"))
+    done = _cli("distill", "--judge", "yescieval.qa.correctness", "--items", "datasets/yescieval_example/items.jsonl",
+                "--labels", "datasets/yescieval_example/labels.jsonl", "--base", f"hf:{tmp_path / 'no-such-model'}",
+                "--out", tmp_path / "student", "--progress" if progress else "--no-progress")
+    assert done.exit_code != 0 and "no-such-model" in done.output
+    assert calls == ([] if progress else ["quiet"])
+
+
+def test_distill_prints_the_evaluations_notes_and_the_card_carries_them(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """A held-out figure on 2 items came with its interval but no word that 2 items are few: calibrate's
+    fewer-than-30 note was kept in evaluation.json only."""
+    from scijudge.commands.distill import _print_result
+    from scijudge.distillation._api import DistillResult
+    from scijudge.distillation.card import write_card
+
+    few = "fewer than 30 labelled units: j / hf:base (2); read their intervals, not their points"
+    evaluation = {"mode": "decision", "against": "human labels", "notes": [few],
+                  "exact_agreement": {"student": {"value": 0.5, "ci": [0.1, 0.9], "n": 2}}}
+    result = DistillResult(out=tmp_path, model=f"hf:{tmp_path}", steps=4, total_steps=4, losses=[], interrupted=False,
+                           resumed_from=None, evaluation=evaluation, notes=["8 items, 2 held out"])
+    _print_result(result)
+    err = capsys.readouterr().err
+    assert "note: 8 items, 2 held out" in err and f"note: {few}" in err
+    write_card(tmp_path, {"evaluation": evaluation, "base": {"path": "base"}, "split": {"train": 6, "held_out": 2, "seed": 0},
+                          "config": {"form": "levels", "lora_r": 8, "lr": 1e-4}})
+    assert f"Note: {few}." in (tmp_path / "README.md").read_text()

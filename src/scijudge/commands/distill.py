@@ -57,7 +57,10 @@ def distill_cmd(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from scijudge.commands._console import console
+    from scijudge.commands._progress import quiet_local_model
     from scijudge.distillation import distill
+
+    quiet_local_model(base, progress)  # --no-progress: no loading bars or deprecation chatter, as for judge
 
     modules = [t.strip() for t in targets.split(",") if t.strip()] if targets else None
     bar = Progress(TextColumn("[bold]distilling"), BarColumn(), MofNCompleteColumn(), TextColumn("loss {task.fields[loss]}"),
@@ -111,7 +114,7 @@ def _print_result(result: Any) -> None:
                      f"{gain['n']} items", highlight=False)
     if result.evaluation.get("warning"):
         console.print(f"[yellow]warning:[/] {result.evaluation['warning']}", highlight=False)
-    for note in result.notes:
+    for note in [*result.notes, *result.evaluation.get("notes", [])]:  # the data's, then the evaluation's
         console.print(f"note: {note}", highlight=False, soft_wrap=True)
     for flag in result.flags:
         console.print(f"[red]did not learn:[/] {flag}", highlight=False, soft_wrap=True)

@@ -101,6 +101,7 @@ def write_card(out_dir: Path, card: dict[str, Any]) -> Path:
                          f"(paired bootstrap, {gain['n']} items)")
         if ev.get("warning"):
             lines += ["", f"**Warning: {ev['warning']}.**"]
+        lines += ["", *(f"Note: {note}." for note in ev.get("notes") or [])]  # a few-items note among them
         lines += ["", "Paired comparison and per-rubric tables: `evaluation/report.html`, `evaluation/*.csv`."]
     lines += ["", f"Load it with `-m hf:{out_dir.resolve()}`. See card.json for the loss curve, settings and versions.", ""]
     _write_text(out_dir / "README.md", "\n".join(lines))
