@@ -92,6 +92,20 @@ def test_unchanged_variants_are_excluded_and_counted():
     assert result.excluded["unchanged"] == 2 and np.isnan(row["drop_lo"])
 
 
+def test_rows_on_fewer_than_30_original_items_are_named_in_one_note():
+    def frame(n_items: int) -> pd.DataFrame:
+        rows = []
+        for i in range(n_items):
+            rows.append({"item_id": f"q{i}", "judge": "j", "model": "m", "score": 4.0, "result": None})
+            rows.append({"item_id": f"q{i}::ex", "judge": "j", "model": "m", "score": 2.0 + i % 2,
+                         "result": {"variant_of": f"q{i}", "level": "extreme", "changed": True}})
+        return pd.DataFrame(rows).assign(part="", family="imported", spec_hash="imported", status="ok", verdict=None)
+
+    (note,) = robustness_table(frame(12), n_boot=0).notes[1:]  # after the no-bootstrap note
+    assert note.startswith("fewer than 30 original items: m / * / extreme (12), m / j / extreme (12);")
+    assert robustness_table(frame(30), n_boot=0).notes == ["bootstrap disabled (n_boot=0): no intervals"]
+
+
 def test_perturb_ids_count_only_for_their_rubric_and_injection_for_all():
     rows = [{"item_id": "a", "judge": "yescieval.qa.cohesion", "score": 5.0},
             {"item_id": "a", "judge": "yescieval.qa.correctness", "score": 4.0},

@@ -57,4 +57,6 @@ def robustness_cmd(
     left = "; ".join(f"{plural(v, _LEFT_OUT[k][0], _LEFT_OUT[k][1])} {_LEFT_OUT[k][2]}" if k in _LEFT_OUT else
                      f"{k.replace('_', ' ')} {v}" for k, v in result.excluded.items() if v)
     typer.echo(f"left out: {left or 'nothing'}", err=True)
+    for note in result.notes:
+        typer.echo(f"note: {note}", err=True)
     print_frame(result.table, title="Robustness (drop = original − variant; judge * pools a model's judges)")
