@@ -18,6 +18,24 @@ FEW_UNITS = 30
 """Below this many units (items, labelled units, pairs) a figure's normal-theory interval is unreliable and its
 point is mostly noise: every report that prints such a figure carries its interval and a warning."""
 
+
+def few_units_note(counts: Iterable[tuple[str, int]], units: str, advice: str, *, name_at_most: int | None = None,
+                   collapsed: str = "") -> list[str]:
+    """The one note naming each figure (``"judge / model"``, its number of units) that rests on fewer than
+    ``FEW_UNITS`` ``units``, then ``advice``; none when no figure does. With ``name_at_most``, more such figures
+    than that are counted instead of named, in the words of ``collapsed`` (a template of ``{k}`` figures of
+    ``{total}``, ``{lo}`` to ``{hi}`` units each)."""
+    counted = list(counts)
+    small = [(label, int(n)) for label, n in counted if n < FEW_UNITS]
+    if not small:
+        return []
+    if name_at_most is not None and len(small) > name_at_most:
+        sizes = [n for _, n in small]
+        where = collapsed.format(k=len(small), total=len(counted), lo=min(sizes), hi=max(sizes))
+    else:
+        where = ", ".join(f"{label} ({n})" for label, n in small)
+    return [f"fewer than {FEW_UNITS} {units}: {where}; {advice}"]
+
 def is_finite(value: float) -> bool:
     """``math.isfinite``, but False for an integer beyond any float (10**400) where ``math.isfinite`` raises
     OverflowError: no scale, weight or score can hold one, and bad input must get one clear line."""

@@ -189,7 +189,6 @@ def _load_items(items: Path, options: Any) -> list[Any]:
     return loaded
 
 
-
 def _stages_of(path: Path, build: Any) -> tuple[list[Any], int, list[str]]:
     from scijudge.commands._cascade import cascade_stages
 

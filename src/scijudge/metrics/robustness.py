@@ -25,7 +25,7 @@ from scipy import sparse
 from scijudge.errors import InputError
 from scijudge.metrics.bootstrap import bootstrap_sums, percentile_interval
 from scijudge.metrics.groups import prepare_judgments
-from scijudge.vocab import FEW_UNITS, INJECTION, VARIANT_ID, rubric_of_judge
+from scijudge.vocab import INJECTION, VARIANT_ID, few_units_note, rubric_of_judge
 
 ALL_JUDGES = "*"
 COLUMNS: tuple[str, ...] = ("model", "judge", "level", "n_pairs", "mean_original", "mean_variant", "drop", "drop_lo",
@@ -163,18 +163,10 @@ def robustness_table(
     result.table = table[[*COLUMNS, *EXTRA_COLUMNS]].reset_index(drop=True)
     if n_boot <= 0:
         result.notes.append("bootstrap disabled (n_boot=0): no intervals")
-    result.notes.extend(_few_items_note(full.groupby(groups, sort=True)["base_id"].nunique()))
+    items = full.groupby(groups, sort=True)["base_id"].nunique()  # the bootstrap's unit
+    result.notes.extend(few_units_note([(" / ".join(key), n) for key, n in items.items()], "original items",
+                                       "read the drop's interval, not its point (p_greater and auc carry no interval)"))
     return result
-
-
-def _few_items_note(items: pd.Series) -> list[str]:
-    """One note naming each row resting on fewer than ``FEW_UNITS`` original items (the bootstrap's unit)."""
-    small = items[items < FEW_UNITS]
-    if small.empty:
-        return []
-    where = ", ".join(f"{model} / {judge} / {level} ({n})" for (model, judge, level), n in small.items())
-    return [f"fewer than {FEW_UNITS} original items: {where}; read the drop's interval, not its point "
-            "(p_greater and auc carry no interval)"]
 
 
 def _counts(df: pd.DataFrame, groups: list[str]) -> pd.DataFrame:

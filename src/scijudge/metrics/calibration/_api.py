@@ -37,7 +37,7 @@ from scijudge.metrics.calibration.scales import (
     norm_verdicts,
 )
 from scijudge.metrics.groups import prepare_judgments
-from scijudge.vocab import FEW_UNITS
+from scijudge.vocab import few_units_note
 
 
 def calibrate(
@@ -214,11 +214,7 @@ def _few_units_note(per_rubric: pd.DataFrame) -> list[str]:
     """One note naming each (judge, contender) compared on fewer than ``FEW_UNITS`` labelled units."""
     if per_rubric.empty or "n" not in per_rubric:
         return []
-    small = per_rubric[per_rubric["n"] < FEW_UNITS]
-    if small.empty:
-        return []
-    pairs = [f"{r['judge']} / {r['contender']} ({int(r['n'])})" for r in small.to_dict("records")]
-    where = (", ".join(pairs) if len(pairs) <= 4 else
-             f"{len(pairs)} of {len(per_rubric)} (judge, contender) pairs, {int(small['n'].min())} to "
-             f"{int(small['n'].max())} units each (per_rubric.csv's n)")
-    return [f"fewer than {FEW_UNITS} labelled units: {where}; read their intervals, not their points"]
+    counts = [(f"{r['judge']} / {r['contender']}", r["n"]) for r in per_rubric.to_dict("records")]
+    return few_units_note(counts, "labelled units", "read their intervals, not their points", name_at_most=4,
+                          collapsed="{k} of {total} (judge, contender) pairs, {lo} to {hi} units each "
+                                    "(per_rubric.csv's n)")

@@ -43,7 +43,7 @@ from scijudge.metrics.jury.members import Member, members_of_judge, select_membe
 from scijudge.metrics.selective.fst import SPLITS, cascade_core, clopper_pearson
 from scijudge.records import decoding_settings
 from scijudge.run.cascade import Threshold, unit_confidence
-from scijudge.vocab import FEW_UNITS
+from scijudge.vocab import few_units_note
 
 CASCADE_PREFIX = "cascade:"
 ESCALATED = "escalated"
@@ -207,11 +207,9 @@ def cascade(judgments: Any, labels: Any, *, members: Sequence[str | Member], tar
                              **_decoding_of(sel[sel["member"] == s.label]),
                              "confidence": _source_of(sel[sel["member"] == s.label], confidence)} for s in specs],
                            rows=dec, notes=notes, joint=pd.DataFrame(joints, columns=list(JOINT_COLUMNS)))
-    small = result.thresholds[(result.thresholds["n_calibration"] < FEW_UNITS) & (result.thresholds["n_reached"] > 0)]
-    if len(small):
-        where = ", ".join(f"{r['judge']} / {r['member']} ({r['n_calibration']})" for r in small.to_dict("records"))
-        notes.append(f"fewer than {FEW_UNITS} labelled calibration items: {where}; their thresholds and agreement intervals "
-                     "are wide")
+    reached = result.thresholds[result.thresholds["n_reached"] > 0]
+    notes.extend(few_units_note([(f"{r['judge']} / {r['member']}", r["n_calibration"]) for r in reached.to_dict("records")],
+                                "labelled calibration items", "their thresholds and agreement intervals are wide"))
     return result
 
 
